@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test of libapf: installs what is missing (idempotently), then the
+# Rust unit/integration/property tests, the loom models, the fuzz targets for a
+# short time, and the binding tests. `.ci/run` calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "rust: format and lints"
+cargo fmt --all -- --check
+cargo clippy --all-targets -- -D warnings
+
+step "rust: unit, integration and property tests"
+cargo test --all-targets
+cargo test --doc
+
+step "loom models"
+scripts/loom.sh

@@ -1,0 +1,7 @@
+//! libapf: API Priority and Fairness (KEP-1040) and the client-go workqueue
+//! family, embeddable through a C ABI.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations)]
+
+pub mod clock;
+pub mod sync;

@@ -1,0 +1,64 @@
+//! The one import path for atomics, locks and thread primitives.
+//!
+//! Under `--cfg loom` everything here is loom's model type, so a loom test
+//! explores every interleaving of code that goes through this module. Code
+//! that imports `std::sync` directly is invisible to loom: do not.
+
+#[cfg(not(loom))]
+mod imp {
+    pub use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+    pub use std::thread;
+
+    /// `UnsafeCell` with loom's closure API, so the same code compiles under
+    /// both std and loom.
+    #[derive(Debug, Default)]
+    pub struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    impl<T> UnsafeCell<T> {
+        pub const fn new(value: T) -> Self {
+            Self(std::cell::UnsafeCell::new(value))
+        }
+        #[inline(always)]
+        pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+        #[inline(always)]
+        pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+
+    /// Spin-loop hint; a no-op yield point under loom.
+    #[inline(always)]
+    pub fn spin_hint() {
+        std::hint::spin_loop();
+    }
+}
+
+#[cfg(loom)]
+mod imp {
+    pub use loom::cell::UnsafeCell;
+    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+    pub use loom::thread;
+
+    pub fn spin_hint() {
+        loom::thread::yield_now();
+    }
+}
+
+pub use imp::*;
+
+/// Lock a mutex, recovering the data if a panicking thread poisoned it.
+///
+/// Every structure guarded here restores its invariants before any code that
+/// can panic runs (user callbacks run outside the locks), so the data behind a
+/// poisoned lock is consistent and the library stays usable.
+#[inline]
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
