@@ -4,4 +4,7 @@
 #![warn(missing_debug_implementations)]
 
 pub mod clock;
+pub mod dealer;
+pub mod queueset;
 pub mod sync;
+pub mod work_estimate;
