@@ -4,4 +4,5 @@
 #![warn(missing_debug_implementations)]
 
 pub mod clock;
+pub mod dealer;
 pub mod sync;
