@@ -285,15 +285,18 @@ impl Dealer {
     /// Fills `out` with the first `out.len()` mixed-radix digits of `hash`.
     #[inline(always)]
     fn digits(&self, hash: u64, out: &mut [u32]) {
+        let reciprocals = &self.prefix_products[..out.len()];
         let mut quotient = hash;
-        for ((i, digit), reciprocal) in (0u32..).zip(out.iter_mut()).zip(&self.prefix_products) {
+        let mut base = u64::from(self.deck_size);
+        for (digit, reciprocal) in out.iter_mut().zip(reciprocals) {
             // Both quotients come straight from `hash`, so the multiplies of
             // successive digits do not wait on each other.
             let next = reciprocal.quotient(hash);
-            let base = u64::from(self.deck_size - i);
             // quotient − base·next = quotient mod base < base <= MAX_DECK_SIZE.
             *digit = (quotient - base * next) as u32;
             quotient = next;
+            // At most hand_size <= deck_size decrements.
+            base -= 1;
         }
     }
 }

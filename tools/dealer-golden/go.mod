@@ -1,4 +1,4 @@
-module github.com/libapf/libapf/tools/dealer-golden
+module libapf/tools/dealer-golden
 
 go 1.26.0
 
