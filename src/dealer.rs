@@ -86,7 +86,7 @@ impl std::error::Error for DealerError {}
 /// depend on a platform's `log2`. Kubernetes' float formula gives the same
 /// result for every deck up to [`MAX_DECK_SIZE`] and every hand up to 64:
 /// `tools/dealer-golden` checks that exhaustively, and the golden-vector test
-/// re-checks every deck for hands up to 16. Results of 128 and more (never
+/// re-checks every deck for hands up to 16. Results above 128 (never
 /// valid) come from `f64::log2`, kept within the exact bounds.
 /// A deck of 0 or 1, or a hand of 0, needs no bits.
 pub fn required_entropy_bits(deck_size: u32, hand_size: u32) -> u32 {
