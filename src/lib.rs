@@ -5,4 +5,6 @@
 
 pub mod clock;
 pub mod dealer;
+pub mod queueset;
 pub mod sync;
+pub mod work_estimate;

@@ -6,7 +6,9 @@
 
 #[cfg(not(loom))]
 mod imp {
-    pub use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub use std::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
     pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
     pub use std::thread;
 
@@ -39,7 +41,9 @@ mod imp {
 #[cfg(loom)]
 mod imp {
     pub use loom::cell::UnsafeCell;
-    pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub use loom::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
     pub use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
     pub use loom::thread;
 
@@ -60,5 +64,57 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     match m.lock() {
         Ok(g) => g,
         Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// A bounded multi-producer queue of plain records: crossbeam's lock-free
+/// `ArrayQueue` normally, a mutex-guarded deque under loom (crossbeam's
+/// internals are outside loom's view; loom checks our protocol around it).
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub struct EventRing<T>(crossbeam_queue::ArrayQueue<T>);
+
+#[cfg(not(loom))]
+impl<T> EventRing<T> {
+    pub fn new(capacity: usize) -> Self {
+        EventRing(crossbeam_queue::ArrayQueue::new(capacity))
+    }
+    /// Append `value`, or give it back when the ring is full.
+    #[inline]
+    pub fn push(&self, value: T) -> Result<(), T> {
+        self.0.push(value)
+    }
+    #[inline]
+    pub fn pop(&self) -> Option<T> {
+        self.0.pop()
+    }
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(loom)]
+#[derive(Debug)]
+pub struct EventRing<T>(Mutex<std::collections::VecDeque<T>>, usize);
+
+#[cfg(loom)]
+impl<T> EventRing<T> {
+    pub fn new(capacity: usize) -> Self {
+        EventRing(Mutex::new(std::collections::VecDeque::new()), capacity)
+    }
+    pub fn push(&self, value: T) -> Result<(), T> {
+        let mut q = lock(&self.0);
+        if q.len() >= self.1 {
+            return Err(value);
+        }
+        q.push_back(value);
+        Ok(())
+    }
+    pub fn pop(&self) -> Option<T> {
+        lock(&self.0).pop_front()
+    }
+    pub fn is_empty(&self) -> bool {
+        lock(&self.0).is_empty()
     }
 }

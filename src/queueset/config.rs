@@ -1,0 +1,110 @@
+//! Configuration of one queueset, and its validation.
+
+use crate::dealer::{self, DealerError};
+use std::fmt;
+use std::time::Duration;
+
+/// The largest concurrency limit a queueset accepts (the admission word
+/// keeps seats in 31 bits).
+pub const MAX_CONCURRENCY_LIMIT: u32 = 1 << 30;
+
+/// How one priority level queues and dispatches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSetConfig {
+    /// The priority level's name, for errors, metrics and dumps.
+    pub name: String,
+    /// Seats that may be in use at once (Kubernetes' CurrentCL).
+    pub concurrency_limit: u32,
+    /// Number of queues; 0 means no queuing: a request that does not fit is
+    /// rejected at once (Kubernetes' limit response `Reject`).
+    pub queues: u32,
+    /// Queues dealt to each flow (shuffle sharding).
+    pub hand_size: u32,
+    /// Requests a queue may hold before newcomers are rejected (when the
+    /// level has no free seat).
+    pub queue_length_limit: u32,
+    /// G: the initial guess of a request's service time, charged in virtual
+    /// time at dispatch and corrected at finish.
+    pub service_time_guess: Duration,
+    /// The longest a request may wait in a queue before it is rejected with
+    /// reason time-out.
+    pub wait_limit: Duration,
+}
+
+impl Default for QueueSetConfig {
+    /// Kubernetes' defaults for a queuing level: 64 queues, hand size 8,
+    /// queue length limit 50, G = 3 ms, 15 s wait limit.
+    fn default() -> Self {
+        QueueSetConfig {
+            name: String::new(),
+            concurrency_limit: 1,
+            queues: 64,
+            hand_size: 8,
+            queue_length_limit: 50,
+            service_time_guess: Duration::from_millis(3),
+            wait_limit: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Why a [`QueueSetConfig`] was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueSetConfigError {
+    /// Queues and hand size do not make a valid shuffle-sharding dealer.
+    Dealer { level: String, error: DealerError },
+    /// A queuing level needs a queue length limit of at least 1.
+    QueueLengthLimit { level: String },
+    /// G must be positive.
+    ServiceTimeGuess { level: String },
+    /// The concurrency limit is above [`MAX_CONCURRENCY_LIMIT`].
+    ConcurrencyLimit { level: String, limit: u32 },
+}
+
+impl fmt::Display for QueueSetConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Dealer { level, error } => write!(f, "priority level {level:?}: queues/handSize: {error}"),
+            Self::QueueLengthLimit { level } => {
+                write!(f, "priority level {level:?}: queueLengthLimit must be positive when queuing")
+            }
+            Self::ServiceTimeGuess { level } => {
+                write!(f, "priority level {level:?}: the service time guess G must be positive")
+            }
+            Self::ConcurrencyLimit { level, limit } => write!(
+                f,
+                "priority level {level:?}: concurrency limit {limit} is above the maximum {MAX_CONCURRENCY_LIMIT}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for QueueSetConfigError {}
+
+impl QueueSetConfig {
+    /// Check the configuration, returning the dealer it implies (None when
+    /// not queuing).
+    pub fn validate(&self) -> Result<Option<dealer::Dealer>, QueueSetConfigError> {
+        let level = || self.name.clone();
+        if self.concurrency_limit > MAX_CONCURRENCY_LIMIT {
+            return Err(QueueSetConfigError::ConcurrencyLimit {
+                level: level(),
+                limit: self.concurrency_limit,
+            });
+        }
+        if self.service_time_guess.is_zero() {
+            return Err(QueueSetConfigError::ServiceTimeGuess { level: level() });
+        }
+        if self.queues == 0 {
+            return Ok(None);
+        }
+        if self.queue_length_limit == 0 {
+            return Err(QueueSetConfigError::QueueLengthLimit { level: level() });
+        }
+        dealer::Dealer::new(self.queues, self.hand_size)
+            .map(Some)
+            .map_err(|error| QueueSetConfigError::Dealer {
+                level: level(),
+                error,
+            })
+    }
+}

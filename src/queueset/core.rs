@@ -1,0 +1,574 @@
+//! The fair-queuing state of one level, kept under the level's mutex.
+//!
+//! Same semantics as [`ReferenceQueueSet`](super::reference::ReferenceQueueSet),
+//! built for speed: the virtual-time rate's inputs (seat demand, number of
+//! active queues) and each queue's waiting work are kept as running totals,
+//! and the queues with waiting requests are indexed by virtual finish time
+//! in a B-tree, so a dispatch costs O(log queues) instead of a scan. Seat
+//! availability is not decided here: it is the admission word's (see
+//! `AdmissionWord`), which the hot path updates without this lock; this
+//! state mirrors the seats for accounting.
+
+use super::config::QueueSetConfig;
+use super::reference::cap_final_seats;
+use super::vtime::{r_increment, seats_times, total_work, VTime};
+use super::wait::{SlotState, WaitSlot};
+use super::RejectReason;
+use crate::clock::{duration_nanos, Instant};
+use crate::dealer::Dealer;
+use crate::sync::Arc;
+use crate::work_estimate::WorkEstimate;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+
+/// Marks a request that belongs to no queue (the level does not queue).
+pub(crate) const NO_QUEUE: u32 = u32::MAX;
+
+/// A request waiting in a queue.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    pub(crate) slot: Arc<WaitSlot>,
+    pub(crate) estimate: WorkEstimate,
+    pub(crate) work: VTime,
+    pub(crate) arrival_r: VTime,
+    pub(crate) deadline: Instant,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    pub(crate) waiting: VecDeque<Waiter>,
+    /// Sum of `work` over waiting requests (shuffle sharding's load measure).
+    pub(crate) waiting_work: VTime,
+    pub(crate) waiting_seats: u64,
+    pub(crate) executing: u32,
+    pub(crate) seats_in_use: u32,
+    pub(crate) next_dispatch_r: VTime,
+    /// This queue's key in `Core::ready`, while it has waiting requests.
+    ready_key: Option<VTime>,
+}
+
+impl Queue {
+    fn is_active(&self) -> bool {
+        !self.waiting.is_empty() || self.executing > 0
+    }
+    fn is_empty(&self) -> bool {
+        !self.is_active() && self.seats_in_use == 0
+    }
+}
+
+/// Seats held past a request's end, for its additional latency.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Lingering {
+    until: Instant,
+    seq: u64,
+    queue: u32,
+    seats: u32,
+}
+
+/// The seats the admission word says are in use and the limit, as the core
+/// needs them for one decision.
+pub(crate) trait Seats {
+    fn in_use(&self) -> u32;
+    fn limit(&self) -> u32;
+    /// Take `seats` unconditionally (the caller checked they may be taken).
+    fn take(&self, seats: u32);
+    fn give_back(&self, seats: u32);
+}
+
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) cfg: QueueSetConfig,
+    pub(crate) dealer: Option<Dealer>,
+    pub(crate) queues: Vec<Queue>,
+    ready: BTreeSet<(VTime, usize)>,
+    pub(crate) r: VTime,
+    last_sync: Instant,
+    robin: Option<usize>,
+    /// Seats held by requests that belong to a queue (virtual-time demand).
+    queued_seats_in_use: u64,
+    waiting_seats: u64,
+    active_queues: u32,
+    pub(crate) requests_executing: u32,
+    pub(crate) requests_waiting: u32,
+    lingering: BinaryHeap<Reverse<Lingering>>,
+    linger_seq: u64,
+    /// Deadlines of waiting requests; entries of requests no longer waiting
+    /// are dropped lazily, and the heap is rebuilt when they pile up.
+    deadlines: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    pub(crate) clamped_estimates: u64,
+    pub(crate) dispatched_total: u64,
+    pub(crate) rejected_total: [u64; 4],
+}
+
+impl Core {
+    pub(crate) fn new(cfg: QueueSetConfig, dealer: Option<Dealer>, now: Instant) -> Core {
+        let mut queues = Vec::new();
+        queues.resize_with(cfg.queues as usize, Queue::default);
+        Core {
+            cfg,
+            dealer,
+            queues,
+            ready: BTreeSet::new(),
+            r: 0,
+            last_sync: now,
+            robin: None,
+            queued_seats_in_use: 0,
+            waiting_seats: 0,
+            active_queues: 0,
+            requests_executing: 0,
+            requests_waiting: 0,
+            lingering: BinaryHeap::new(),
+            linger_seq: 0,
+            deadlines: BinaryHeap::new(),
+            clamped_estimates: 0,
+            dispatched_total: 0,
+            rejected_total: [0; 4],
+        }
+    }
+
+    /// Advance R to `now`.
+    pub(crate) fn sync(&mut self, now: Instant) {
+        if now <= self.last_sync {
+            return;
+        }
+        let dt = duration_nanos(now.saturating_since(self.last_sync));
+        self.last_sync = now;
+        let demand = self.queued_seats_in_use + self.waiting_seats;
+        self.r += r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt);
+    }
+
+    pub(crate) fn clamp(&mut self, e: WorkEstimate) -> WorkEstimate {
+        let cap = self.cfg.concurrency_limit.max(1);
+        let initial = e.initial_seats.clamp(1, cap);
+        if initial != e.initial_seats {
+            self.clamped_estimates += 1;
+        }
+        WorkEstimate {
+            initial_seats: initial,
+            ..e
+        }
+    }
+
+    // ----- hot-path events replayed in order -------------------------------
+
+    /// A request admitted on the hot path into `queue` at `at`.
+    pub(crate) fn replay_start(&mut self, queue: u32, estimate: WorkEstimate, at: Instant) {
+        self.sync(at);
+        if queue != NO_QUEUE {
+            let q = self.ensure_queue(queue as usize);
+            self.note_arrival_at(q);
+            // It was the queue's only waiting request for an instant: the
+            // anti-windup bound applies with its arrival R, the current R.
+            let bounded = self.queues[q].next_dispatch_r.max(self.r);
+            self.queues[q].next_dispatch_r = bounded
+                + total_work(
+                    estimate.initial_seats,
+                    estimate.final_seats,
+                    estimate.additional_latency,
+                    self.cfg.service_time_guess,
+                );
+            self.robin = Some(q);
+        }
+        self.begin_executing(queue, estimate.max_seats());
+    }
+
+    /// A request without additional latency finished on the hot path; its
+    /// seats were already given back in the admission word.
+    pub(crate) fn replay_finish(
+        &mut self,
+        queue: u32,
+        initial_seats: u32,
+        seats: u32,
+        start: Instant,
+        at: Instant,
+    ) {
+        self.sync(at);
+        self.end_executing(queue, initial_seats, start, at);
+        self.release(queue, seats);
+    }
+
+    // ----- slow-path operations --------------------------------------------
+
+    /// Shuffle-shard a new request of flow `hash` into a queue, the
+    /// `enqueue_number`-th such choice of this level.
+    pub(crate) fn choose_queue(&self, dealer: &Dealer, hash: u64, enqueue_number: u64) -> usize {
+        let hand = dealer.deal_into_hand(hash);
+        let offset = (enqueue_number % hand.len() as u64) as usize;
+        let mut best = hand[offset] as usize;
+        let mut best_work = VTime::MAX;
+        for i in 0..hand.len() {
+            let q = hand[(offset + i) % hand.len()] as usize;
+            let work = self.queues.get(q).map_or(0, |queue| queue.waiting_work);
+            if work < best_work {
+                best_work = work;
+                best = q;
+            }
+        }
+        best
+    }
+
+    /// Whether queue `q` is full while the level has no free seat.
+    pub(crate) fn must_reject(&self, q: usize, seats: &impl Seats) -> bool {
+        seats.in_use() >= seats.limit()
+            && self.queues.get(q).map_or(0, |queue| queue.waiting.len())
+                >= self.cfg.queue_length_limit as usize
+    }
+
+    /// Put a request in queue `q`.
+    pub(crate) fn enqueue(
+        &mut self,
+        q: usize,
+        slot: Arc<WaitSlot>,
+        estimate: WorkEstimate,
+        deadline: Instant,
+    ) {
+        let q = self.ensure_queue(q);
+        self.note_arrival_at(q);
+        let work = total_work(
+            estimate.initial_seats,
+            estimate.final_seats,
+            estimate.additional_latency,
+            self.cfg.service_time_guess,
+        );
+        let seq = slot.seq;
+        if !self.queues[q].is_active() {
+            self.active_queues += 1;
+        }
+        let queue = &mut self.queues[q];
+        queue.waiting.push_back(Waiter {
+            slot,
+            estimate,
+            work,
+            arrival_r: self.r,
+            deadline,
+        });
+        queue.waiting_work += work;
+        queue.waiting_seats += estimate.max_seats() as u64;
+        self.waiting_seats += estimate.max_seats() as u64;
+        self.requests_waiting += 1;
+        self.deadlines.push(Reverse((deadline, seq, q)));
+        self.bound_and_reindex(q);
+    }
+
+    /// Kubernetes' admission rule for `seats` at this level.
+    pub(crate) fn can_accommodate(&self, seats: u32, word: &impl Seats) -> bool {
+        let limit = word.limit();
+        if seats > limit {
+            return self.requests_executing == 0;
+        }
+        word.in_use() + seats <= limit
+    }
+
+    /// Dispatch as many waiting requests as fit; each dispatched slot is
+    /// decided (its waiter woken) before this returns.
+    pub(crate) fn dispatch_as_much_as_possible(&mut self, now: Instant, word: &impl Seats) {
+        while self.requests_waiting > 0
+            && word.in_use() < word.limit()
+            && self.dispatch_one(now, word)
+        {}
+    }
+
+    fn dispatch_one(&mut self, now: Instant, word: &impl Seats) -> bool {
+        let Some(q) = self.next_queue() else {
+            return false;
+        };
+        let Some(head) = self.queues[q].waiting.front() else {
+            return false;
+        };
+        if !self.can_accommodate(head.estimate.max_seats(), word) {
+            return false;
+        }
+        let w = self.pop_head(q);
+        self.robin = Some(q);
+        let mut estimate = w.estimate;
+        cap_final_seats(&mut estimate, self.cfg.concurrency_limit);
+        self.queues[q].next_dispatch_r += w.work;
+        word.take(estimate.max_seats());
+        self.begin_executing(q as u32, estimate.max_seats());
+        self.bound_and_reindex(q);
+        self.dispatched_total += 1;
+        w.slot.decide(SlotState::Dispatched {
+            queue: q as u32,
+            estimate,
+            start: now,
+        });
+        true
+    }
+
+    /// The queue to dispatch from: least virtual finish, ties broken
+    /// round-robin from the queue after the last one chosen.
+    fn next_queue(&self) -> Option<usize> {
+        let &(min_vf, first) = self.ready.first()?;
+        let from = self.robin.map_or(0, |r| r + 1) % self.queues.len().max(1);
+        Some(
+            self.ready
+                .range((min_vf, from)..=(min_vf, usize::MAX))
+                .next()
+                .map_or(first, |&(_, q)| q),
+        )
+    }
+
+    fn pop_head(&mut self, q: usize) -> Waiter {
+        let queue = &mut self.queues[q];
+        let w = queue
+            .waiting
+            .pop_front()
+            .expect("pop_head on a queue with a head");
+        queue.waiting_work -= w.work;
+        queue.waiting_seats -= w.estimate.max_seats() as u64;
+        self.waiting_seats -= w.estimate.max_seats() as u64;
+        self.requests_waiting -= 1;
+        if queue.waiting.is_empty() && queue.executing == 0 {
+            self.active_queues -= 1;
+        }
+        w
+    }
+
+    /// A request admitted from a queue (or without one) finishes at `now`.
+    /// Returns the seats to give back now (0 when they linger).
+    pub(crate) fn finish(
+        &mut self,
+        queue: u32,
+        estimate: WorkEstimate,
+        start: Instant,
+        now: Instant,
+    ) -> u32 {
+        self.end_executing(queue, estimate.initial_seats, start, now);
+        let seats = estimate.max_seats();
+        if estimate.additional_latency.is_zero() {
+            self.release(queue, seats);
+            return seats;
+        }
+        let until = now.saturating_add(estimate.additional_latency);
+        self.linger_seq += 1;
+        self.lingering.push(Reverse(Lingering {
+            until,
+            seq: self.linger_seq,
+            queue,
+            seats,
+        }));
+        0
+    }
+
+    /// Remove a waiting request (cancelled or timed out). Returns whether it
+    /// was still waiting.
+    pub(crate) fn remove_waiting(&mut self, slot: &Arc<WaitSlot>, reason: RejectReason) -> bool {
+        let q = slot.queue as usize;
+        let Some(pos) = self.queues.get(q).and_then(|queue| {
+            queue
+                .waiting
+                .iter()
+                .position(|w| Arc::ptr_eq(&w.slot, slot))
+        }) else {
+            return false;
+        };
+        let was_active = self.queues[q].is_active();
+        let w = self.queues[q]
+            .waiting
+            .remove(pos)
+            .expect("position is in range");
+        let queue = &mut self.queues[q];
+        queue.waiting_work -= w.work;
+        queue.waiting_seats -= w.estimate.max_seats() as u64;
+        self.waiting_seats -= w.estimate.max_seats() as u64;
+        self.requests_waiting -= 1;
+        if was_active && !self.queues[q].is_active() {
+            self.active_queues -= 1;
+        }
+        self.bound_and_reindex(q);
+        self.rejected_total[reason as usize] += 1;
+        w.slot.decide(SlotState::Rejected(reason));
+        self.drop_undesired_empty_queues();
+        true
+    }
+
+    /// The earliest pending timer: a lingering release or a deadline.
+    pub(crate) fn next_timer(&mut self) -> Option<Instant> {
+        self.discard_stale_deadlines();
+        let linger = self.lingering.peek().map(|Reverse(l)| l.until);
+        let deadline = self.deadlines.peek().map(|Reverse((at, _, _))| *at);
+        linger.into_iter().chain(deadline).min()
+    }
+
+    /// Release seats whose additional latency is over and reject requests
+    /// past their deadline, as of `at`. Returns seats to give back.
+    pub(crate) fn expire(&mut self, at: Instant) -> (u32, Vec<Arc<WaitSlot>>) {
+        let mut freed = 0;
+        while self
+            .lingering
+            .peek()
+            .is_some_and(|Reverse(l)| l.until <= at)
+        {
+            let Reverse(l) = self.lingering.pop().expect("peeked");
+            self.release(l.queue, l.seats);
+            freed += l.seats;
+        }
+        let mut expired = Vec::new();
+        while let Some(&Reverse((deadline, seq, q))) = self.deadlines.peek() {
+            if deadline > at {
+                break;
+            }
+            self.deadlines.pop();
+            let waiting = self
+                .queues
+                .get(q)
+                .and_then(|queue| queue.waiting.iter().find(|w| w.slot.seq == seq));
+            if let Some(w) = waiting {
+                expired.push(w.slot.clone());
+            }
+        }
+        expired.sort_by_key(|s| s.seq);
+        for slot in &expired {
+            self.remove_waiting(slot, RejectReason::TimeOut);
+        }
+        (freed, expired)
+    }
+
+    /// Apply a validated new configuration.
+    pub(crate) fn reconfigure(&mut self, cfg: QueueSetConfig, dealer: Option<Dealer>) {
+        if self.queues.len() < cfg.queues as usize {
+            self.queues.resize_with(cfg.queues as usize, Queue::default);
+        }
+        self.cfg = cfg;
+        self.dealer = dealer;
+        self.drop_undesired_empty_queues();
+    }
+
+    // ----- bookkeeping -----------------------------------------------------
+
+    fn ensure_queue(&mut self, q: usize) -> usize {
+        if q >= self.queues.len() {
+            self.queues.resize_with(q + 1, Queue::default);
+        }
+        q
+    }
+
+    /// A request arrives at queue `q`: an idle queue restarts at the current
+    /// R (no credit for its idle time).
+    fn note_arrival_at(&mut self, q: usize) {
+        if !self.queues[q].is_active() {
+            self.queues[q].next_dispatch_r = self.r;
+        }
+    }
+
+    fn begin_executing(&mut self, queue: u32, seats: u32) {
+        self.requests_executing += 1;
+        if queue != NO_QUEUE {
+            let q = self.ensure_queue(queue as usize);
+            let queue = &mut self.queues[q];
+            if !queue.is_active() {
+                self.active_queues += 1;
+            }
+            queue.executing += 1;
+            queue.seats_in_use += seats;
+            self.queued_seats_in_use += seats as u64;
+        }
+    }
+
+    fn end_executing(&mut self, queue: u32, initial_seats: u32, start: Instant, now: Instant) {
+        self.requests_executing -= 1;
+        if queue == NO_QUEUE {
+            return;
+        }
+        let q = queue as usize;
+        let actual = now.saturating_since(start);
+        let g = self.cfg.service_time_guess;
+        let queue = &mut self.queues[q];
+        queue.executing -= 1;
+        if !queue.is_active() {
+            self.active_queues -= 1;
+        }
+        queue.next_dispatch_r -= seats_times(initial_seats, g) - seats_times(initial_seats, actual);
+        self.bound_and_reindex(q);
+    }
+
+    fn release(&mut self, queue: u32, seats: u32) {
+        if queue == NO_QUEUE {
+            return;
+        }
+        let q = queue as usize;
+        self.queues[q].seats_in_use -= seats;
+        self.queued_seats_in_use -= seats as u64;
+        self.drop_undesired_empty_queues();
+    }
+
+    /// Anti-windup: a queue's next dispatch never precedes the arrival of
+    /// its oldest waiting request. Then refresh its place in `ready`.
+    fn bound_and_reindex(&mut self, q: usize) {
+        let queue = &mut self.queues[q];
+        if let Some(head) = queue.waiting.front() {
+            queue.next_dispatch_r = queue.next_dispatch_r.max(head.arrival_r);
+        }
+        let key = queue
+            .waiting
+            .front()
+            .map(|head| queue.next_dispatch_r + head.work);
+        if key != queue.ready_key {
+            if let Some(old) = queue.ready_key {
+                self.ready.remove(&(old, q));
+            }
+            if let Some(new) = key {
+                self.ready.insert((new, q));
+            }
+            self.queues[q].ready_key = key;
+        }
+    }
+
+    fn drop_undesired_empty_queues(&mut self) {
+        let desired = self.cfg.queues as usize;
+        while self.queues.len() > desired && self.queues.last().is_some_and(Queue::is_empty) {
+            self.queues.pop();
+        }
+        if self.robin.is_some_and(|r| r >= self.queues.len()) {
+            self.robin = self.queues.len().checked_sub(1);
+        }
+    }
+
+    fn discard_stale_deadlines(&mut self) {
+        while let Some(&Reverse((_, seq, q))) = self.deadlines.peek() {
+            let live = self
+                .queues
+                .get(q)
+                .is_some_and(|queue| queue.waiting.iter().any(|w| w.slot.seq == seq));
+            if live {
+                break;
+            }
+            self.deadlines.pop();
+        }
+        if self.deadlines.len() > 64 && self.deadlines.len() > 2 * self.requests_waiting as usize {
+            self.rebuild_deadlines();
+        }
+    }
+
+    fn rebuild_deadlines(&mut self) {
+        let live: Vec<_> = self
+            .queues
+            .iter()
+            .enumerate()
+            .flat_map(|(q, queue)| {
+                queue
+                    .waiting
+                    .iter()
+                    .map(move |w| Reverse((w.deadline, w.slot.seq, q)))
+            })
+            .collect();
+        self.deadlines = BinaryHeap::from(live);
+    }
+
+    /// Debug-build invariant checks.
+    pub(crate) fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let waiting: usize = self.queues.iter().map(|q| q.waiting.len()).sum();
+        debug_assert_eq!(waiting, self.requests_waiting as usize, "waiting count");
+        let active = self.queues.iter().filter(|q| q.is_active()).count();
+        debug_assert_eq!(active, self.active_queues as usize, "active queues");
+        let ready = self.queues.iter().filter(|q| !q.waiting.is_empty()).count();
+        debug_assert_eq!(ready, self.ready.len(), "ready index");
+        let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
+        debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
+        let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
+        debug_assert_eq!(wseats, self.waiting_seats, "waiting seats");
+    }
+}

@@ -1,0 +1,329 @@
+//! Differential check of [`QueueSet`] against [`ReferenceQueueSet`]: one
+//! sequence of operations, run single-threaded on a manual clock through
+//! both, must give the same decision for every request and the same
+//! fair-queuing state after every operation. Used by the property tests and
+//! the `queueset` fuzz target.
+
+use super::reference::{Event, Outcome, ReferenceQueueSet};
+use super::{Admission, Guard, QueueSet, QueueSetConfig, RejectReason, Request, RequestId, Ticket};
+use crate::clock::{Clock, Instant};
+use crate::work_estimate::WorkEstimate;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One step of a scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// A request of flow `flow` (one of a few flows) arrives.
+    Start {
+        flow: u8,
+        initial: u8,
+        final_seats: u8,
+        latency_ms: u8,
+        deadline_ms: Option<u8>,
+    },
+    /// The `pick`-th executing request (mod count) finishes.
+    Finish { pick: u8 },
+    /// The `pick`-th waiting request (mod count) is cancelled.
+    Cancel { pick: u8 },
+    /// Time passes.
+    Advance { micros: u16 },
+    /// A new configuration.
+    Reconfigure {
+        limit: u8,
+        queues: u8,
+        hand: u8,
+        queue_length_limit: u8,
+    },
+}
+
+impl Op {
+    /// Decode one op from fuzzer bytes (returns None when out of bytes).
+    pub fn decode(bytes: &mut &[u8]) -> Option<Op> {
+        let mut take = || -> Option<u8> {
+            let (&b, rest) = bytes.split_first()?;
+            *bytes = rest;
+            Some(b)
+        };
+        let tag = take()?;
+        Some(match tag % 8 {
+            0..=2 => Op::Start {
+                flow: take()? % 8,
+                initial: take()? % 5,
+                final_seats: take()? % 5,
+                latency_ms: take().map(|b| if b < 200 { 0 } else { b % 8 })?,
+                deadline_ms: take().map(|b| (b >= 200).then_some(b % 50))?,
+            },
+            3 | 4 => Op::Finish { pick: take()? },
+            5 => Op::Cancel { pick: take()? },
+            6 => Op::Advance {
+                micros: u16::from_le_bytes([take()?, take()?]),
+            },
+            _ => Op::Reconfigure {
+                limit: take()? % 8,
+                queues: take()? % 10,
+                hand: take()? % 4 + 1,
+                queue_length_limit: take()? % 4 + 1,
+            },
+        })
+    }
+}
+
+fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> QueueSetConfig {
+    QueueSetConfig {
+        name: "differential".into(),
+        concurrency_limit: limit,
+        queues,
+        hand_size: hand.min(queues.max(1)),
+        queue_length_limit: qll,
+        service_time_guess: Duration::from_millis(3),
+        wait_limit: Duration::from_millis(40),
+    }
+}
+
+const FLOW_HASHES: [u64; 8] = [
+    0x9e37_79b9_7f4a_7c15,
+    0x0123_4567_89ab_cdef,
+    0xfedc_ba98_7654_3210,
+    42,
+    0xdead_beef_cafe_f00d,
+    7,
+    0x5555_5555_5555_5555,
+    u64::MAX,
+];
+
+/// Run `ops` through both implementations; Err describes the first
+/// difference.
+pub fn check(initial: (u8, u8, u8, u8), ops: &[Op]) -> Result<(), String> {
+    let (l, q, h, qll) = initial;
+    let cfg = config(
+        l as u32 % 8,
+        q as u32 % 10,
+        h as u32 % 4 + 1,
+        qll as u32 % 4 + 1,
+    );
+    let (clock, manual) = Clock::manual();
+    let (Ok(qs), Ok(mut model)) = (
+        QueueSet::new(cfg.clone(), clock.clone()),
+        ReferenceQueueSet::new(cfg, Instant::ZERO),
+    ) else {
+        return Ok(()); // both refuse the same invalid configs (checked below)
+    };
+    let mut run = Run {
+        qs: &qs,
+        executing: BTreeMap::new(),
+        waiting: BTreeMap::new(),
+        next_id: 0,
+    };
+    for (step, op) in ops.iter().enumerate() {
+        run.apply(step, op, &mut model, &clock, &manual)?;
+        run.compare(step, op, &mut model)?;
+    }
+    // Drain everything: finish all, run out all timers; both must end empty.
+    let ids: Vec<RequestId> = run.executing.keys().copied().collect();
+    for id in ids {
+        if let Some(g) = run.executing.remove(&id) {
+            g.finish();
+        }
+        model.finish(clock.now(), id);
+    }
+    manual.advance(Duration::from_secs(3600));
+    model.advance_to(clock.now());
+    run.collect_events(usize::MAX, &mut model)?;
+    let stats = qs.stats();
+    if stats.seats_in_use != model.seats_in_use()
+        || stats.seats_in_use != 0 && run.executing.is_empty()
+    {
+        return Err(format!(
+            "at the end: seats {} vs model {}",
+            stats.seats_in_use,
+            model.seats_in_use()
+        ));
+    }
+    Ok(())
+}
+
+struct Run<'q> {
+    qs: &'q QueueSet,
+    executing: BTreeMap<RequestId, Guard<'q>>,
+    waiting: BTreeMap<RequestId, Ticket<'q>>,
+    next_id: RequestId,
+}
+
+impl<'q> Run<'q> {
+    fn apply(
+        &mut self,
+        step: usize,
+        op: &Op,
+        model: &mut ReferenceQueueSet,
+        clock: &Clock,
+        manual: &crate::clock::ManualClock,
+    ) -> Result<(), String> {
+        let now = clock.now();
+        match *op {
+            Op::Start {
+                flow,
+                initial,
+                final_seats,
+                latency_ms,
+                deadline_ms,
+            } => {
+                let id = self.next_id;
+                self.next_id += 1;
+                let estimate = WorkEstimate::new(
+                    initial as u32,
+                    final_seats as u32,
+                    Duration::from_millis(latency_ms as u64),
+                );
+                let deadline =
+                    deadline_ms.map(|ms| now.saturating_add(Duration::from_millis(ms as u64)));
+                let request = Request {
+                    flow_hash: FLOW_HASHES[flow as usize % 8],
+                    estimate,
+                    deadline,
+                };
+                let expected = model.start(now, id, request.flow_hash, estimate, deadline);
+                let got = match self.qs.start(&request) {
+                    Admission::Execute(g) => {
+                        self.executing.insert(id, g);
+                        Outcome::Execute
+                    }
+                    Admission::Queued(t) => {
+                        self.waiting.insert(id, t);
+                        Outcome::Queued
+                    }
+                    Admission::Rejected(r) => Outcome::Rejected(r),
+                };
+                if got != expected {
+                    return Err(format!(
+                        "step {step} {op:?}: queueset {got:?}, model {expected:?}"
+                    ));
+                }
+            }
+            Op::Finish { pick } => {
+                if let Some(&id) = self
+                    .executing
+                    .keys()
+                    .nth(pick as usize % self.executing.len().max(1))
+                {
+                    if let Some(g) = self.executing.remove(&id) {
+                        g.finish();
+                    }
+                    model.finish(now, id);
+                }
+            }
+            Op::Cancel { pick } => {
+                if let Some(&id) = self
+                    .waiting
+                    .keys()
+                    .nth(pick as usize % self.waiting.len().max(1))
+                {
+                    let cancelled = self.waiting.remove(&id).is_some_and(Ticket::cancel);
+                    let expected = model.cancel(now, id);
+                    if cancelled != expected {
+                        return Err(format!(
+                            "step {step} {op:?}: cancel {cancelled} vs model {expected}"
+                        ));
+                    }
+                }
+            }
+            Op::Advance { micros } => {
+                manual.advance(Duration::from_micros(micros as u64 * 10));
+                model.advance_to(clock.now());
+            }
+            Op::Reconfigure {
+                limit,
+                queues,
+                hand,
+                queue_length_limit,
+            } => {
+                let cfg = config(
+                    limit as u32,
+                    queues as u32,
+                    hand as u32,
+                    queue_length_limit as u32,
+                );
+                let got = self.qs.reconfigure(cfg.clone()).is_ok();
+                let expected = model.reconfigure(now, cfg).is_ok();
+                if got != expected {
+                    return Err(format!(
+                        "step {step} {op:?}: reconfigure ok={got}, model ok={expected}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Poll every ticket and match the decisions with the model's events.
+    fn collect_events(&mut self, step: usize, model: &mut ReferenceQueueSet) -> Result<(), String> {
+        let mut got = Vec::new();
+        let ids: Vec<RequestId> = self.waiting.keys().copied().collect();
+        for id in ids {
+            let Some(ticket) = self.waiting.get_mut(&id) else {
+                continue;
+            };
+            match ticket.poll() {
+                Some(Ok(guard)) => {
+                    self.waiting.remove(&id);
+                    self.executing.insert(id, guard);
+                    got.push(Event::Dispatched(id));
+                }
+                Some(Err(reason)) => {
+                    self.waiting.remove(&id);
+                    got.push(Event::Rejected(id, reason));
+                }
+                None => {}
+            }
+        }
+        let mut expected = model.take_events();
+        expected.retain(|e| !matches!(e, Event::Rejected(_, RejectReason::Cancelled)));
+        got.sort_by_key(event_key);
+        expected.sort_by_key(event_key);
+        if got != expected {
+            return Err(format!("step {step}: events {got:?}, model {expected:?}"));
+        }
+        Ok(())
+    }
+
+    fn compare(
+        &mut self,
+        step: usize,
+        op: &Op,
+        model: &mut ReferenceQueueSet,
+    ) -> Result<(), String> {
+        self.collect_events(step, model)?;
+        let stats = self.qs.stats();
+        let ours = (
+            stats.seats_in_use,
+            stats.requests_waiting,
+            stats.requests_executing,
+            self.qs.current_r(),
+        );
+        let theirs = (
+            model.seats_in_use(),
+            model.requests_waiting(),
+            model.requests_executing(),
+            model.current_r(),
+        );
+        if ours != theirs {
+            return Err(format!(
+                "step {step} {op:?}: (seats, waiting, executing, R) {ours:?} vs model {theirs:?}"
+            ));
+        }
+        let (qa, qb) = (self.qs.queue_states(), model.queue_states());
+        if qa != qb {
+            return Err(format!(
+                "step {step} {op:?}: queues\n  {qa:?}\nvs model\n  {qb:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn event_key(e: &Event) -> (RequestId, u8) {
+    match *e {
+        Event::Dispatched(id) => (id, 0),
+        Event::Rejected(id, r) => (id, 1 + r as u8),
+    }
+}

@@ -1,0 +1,501 @@
+//! A plain, single-threaded model of the queueset's semantics.
+//!
+//! This is the specification in executable form: every rule written the
+//! obvious way (linear scans over all queues, a `VecDeque` per queue, a hash
+//! map of executing requests), with no concern for speed. The optimised
+//! [`QueueSet`](super::QueueSet) is checked against it by property tests and
+//! a fuzz target, and `Mutex<ReferenceQueueSet>` is the baseline of the
+//! benchmarks. Time is passed in explicitly; the caller drives timers with
+//! [`ReferenceQueueSet::advance_to`].
+
+use super::config::{QueueSetConfig, QueueSetConfigError};
+use super::vtime::{r_increment, seats_times, total_work, VTime};
+use super::{RejectReason, RequestId};
+use crate::clock::{duration_nanos, Instant};
+use crate::dealer::Dealer;
+use crate::work_estimate::WorkEstimate;
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+/// What `start` decided for the new request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Dispatched at once.
+    Execute,
+    /// Waiting in a queue.
+    Queued,
+    /// Refused.
+    Rejected(RejectReason),
+}
+
+/// Something that happened to an earlier request as a consequence of an
+/// operation: a waiting request dispatched or rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Dispatched(RequestId),
+    Rejected(RequestId, RejectReason),
+}
+
+#[derive(Debug, Clone)]
+struct Waiting {
+    id: RequestId,
+    estimate: WorkEstimate,
+    work: VTime,
+    arrival_r: VTime,
+    deadline: Instant,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    executing: u32,
+    seats_in_use: u32,
+    next_dispatch_r: VTime,
+}
+
+impl Queue {
+    fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.executing == 0
+    }
+    fn is_empty(&self) -> bool {
+        self.is_idle() && self.seats_in_use == 0
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Executing {
+    queue: Option<usize>,
+    estimate: WorkEstimate,
+    start: Instant,
+}
+
+#[derive(Debug, Clone)]
+struct Lingering {
+    until: Instant,
+    queue: Option<usize>,
+    seats: u32,
+}
+
+/// The reference queueset.
+#[derive(Debug)]
+pub struct ReferenceQueueSet {
+    cfg: QueueSetConfig,
+    dealer: Option<Dealer>,
+    queues: Vec<Queue>,
+    r: VTime,
+    last_sync: Instant,
+    /// The queue last dispatched from; the next scan starts after it.
+    robin: Option<usize>,
+    enqueues: u64,
+    seats_in_use: u32,
+    requests_executing: u32,
+    requests_waiting: u32,
+    executing: HashMap<RequestId, Executing>,
+    lingering: Vec<Lingering>,
+    events: Vec<Event>,
+    clamped_estimates: u64,
+}
+
+impl ReferenceQueueSet {
+    /// A queueset with `cfg`, its virtual clock starting at `now`.
+    pub fn new(cfg: QueueSetConfig, now: Instant) -> Result<Self, QueueSetConfigError> {
+        let dealer = cfg.validate()?;
+        let queues = vec![Queue::default(); cfg.queues as usize];
+        Ok(ReferenceQueueSet {
+            cfg,
+            dealer,
+            queues,
+            r: 0,
+            last_sync: now,
+            robin: None,
+            enqueues: 0,
+            seats_in_use: 0,
+            requests_executing: 0,
+            requests_waiting: 0,
+            executing: HashMap::new(),
+            lingering: Vec::new(),
+            events: Vec::new(),
+            clamped_estimates: 0,
+        })
+    }
+
+    /// Events since the last call, in the order they happened.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    pub fn seats_in_use(&self) -> u32 {
+        self.seats_in_use
+    }
+    pub fn requests_waiting(&self) -> u32 {
+        self.requests_waiting
+    }
+    pub fn requests_executing(&self) -> u32 {
+        self.requests_executing
+    }
+    pub fn clamped_estimates(&self) -> u64 {
+        self.clamped_estimates
+    }
+    pub fn current_r(&self) -> VTime {
+        self.r
+    }
+    /// Queues currently held (desired ones and undesired ones still draining).
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+    /// Each queue's next-dispatch R, waiting count and executing count.
+    pub fn queue_states(&self) -> Vec<(VTime, usize, u32, u32)> {
+        self.queues
+            .iter()
+            .map(|q| {
+                (
+                    q.next_dispatch_r,
+                    q.waiting.len(),
+                    q.executing,
+                    q.seats_in_use,
+                )
+            })
+            .collect()
+    }
+
+    /// A new request arrives at `now`. `deadline` is the caller's own
+    /// deadline, if any; the wait limit applies as well.
+    pub fn start(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        flow_hash: u64,
+        estimate: WorkEstimate,
+        deadline: Option<Instant>,
+    ) -> Outcome {
+        self.sync(now);
+        let estimate = self.clamp(estimate);
+        let Some(dealer) = &self.dealer else {
+            if !self.can_accommodate(estimate.max_seats()) {
+                return Outcome::Rejected(RejectReason::ConcurrencyLimit);
+            }
+            self.begin_executing(id, None, estimate, now);
+            return Outcome::Execute;
+        };
+        let q = self.shuffle_shard(dealer.clone(), flow_hash);
+        if self.seats_in_use >= self.cfg.concurrency_limit
+            && self.queues[q].waiting.len() >= self.cfg.queue_length_limit as usize
+        {
+            return Outcome::Rejected(RejectReason::QueueFull);
+        }
+        if self.queues[q].is_idle() {
+            self.queues[q].next_dispatch_r = self.r;
+        }
+        let wait_deadline = now.saturating_add(self.cfg.wait_limit);
+        let deadline = deadline.map_or(wait_deadline, |d| d.min(wait_deadline));
+        let work = total_work(
+            estimate.initial_seats,
+            estimate.final_seats,
+            estimate.additional_latency,
+            self.cfg.service_time_guess,
+        );
+        self.queues[q].waiting.push_back(Waiting {
+            id,
+            estimate,
+            work,
+            arrival_r: self.r,
+            deadline,
+        });
+        self.requests_waiting += 1;
+        self.bound_next_dispatch(q);
+        let seen = self.events.len();
+        self.dispatch_as_much_as_possible(now);
+        match self.events[seen..]
+            .iter()
+            .position(|e| *e == Event::Dispatched(id))
+        {
+            Some(i) => {
+                self.events.remove(seen + i);
+                Outcome::Execute
+            }
+            None => Outcome::Queued,
+        }
+    }
+
+    /// An executing request finishes at `now`.
+    pub fn finish(&mut self, now: Instant, id: RequestId) {
+        self.sync(now);
+        let Some(ex) = self.executing.remove(&id) else {
+            return;
+        };
+        self.requests_executing -= 1;
+        if let Some(q) = ex.queue {
+            let actual = now.saturating_since(ex.start);
+            let queue = &mut self.queues[q];
+            queue.executing -= 1;
+            queue.next_dispatch_r -=
+                seats_times(ex.estimate.initial_seats, self.cfg.service_time_guess)
+                    - seats_times(ex.estimate.initial_seats, actual);
+            self.bound_next_dispatch(q);
+        }
+        let seats = ex.estimate.max_seats();
+        if ex.estimate.additional_latency.is_zero() {
+            self.release(ex.queue, seats);
+        } else {
+            let until = now.saturating_add(ex.estimate.additional_latency);
+            self.lingering.push(Lingering {
+                until,
+                queue: ex.queue,
+                seats,
+            });
+        }
+        self.dispatch_as_much_as_possible(now);
+    }
+
+    /// The caller gives up on a waiting request. Returns whether it was
+    /// still waiting.
+    pub fn cancel(&mut self, now: Instant, id: RequestId) -> bool {
+        self.sync(now);
+        let found = self.remove_waiting(|w| w.id == id, RejectReason::Cancelled);
+        if found {
+            self.dispatch_as_much_as_possible(now);
+        }
+        found
+    }
+
+    /// Run every timer due up to `t` (wait limits, deadlines, seats held for
+    /// additional latency), each at its own instant, in order.
+    pub fn advance_to(&mut self, t: Instant) {
+        while let Some(at) = self.next_timer().filter(|&at| at <= t) {
+            self.sync(at);
+            let due: Vec<Lingering> = self
+                .lingering
+                .iter()
+                .filter(|l| l.until <= at)
+                .cloned()
+                .collect();
+            self.lingering.retain(|l| l.until > at);
+            for l in due {
+                self.release(l.queue, l.seats);
+            }
+            self.remove_waiting(|w| w.deadline <= at, RejectReason::TimeOut);
+            self.dispatch_as_much_as_possible(at);
+        }
+    }
+
+    /// The earliest pending timer.
+    pub fn next_timer(&self) -> Option<Instant> {
+        let linger = self.lingering.iter().map(|l| l.until);
+        let deadlines = self
+            .queues
+            .iter()
+            .flat_map(|q| q.waiting.iter().map(|w| w.deadline));
+        linger.chain(deadlines).min()
+    }
+
+    /// Apply a new configuration at `now`.
+    pub fn reconfigure(
+        &mut self,
+        now: Instant,
+        cfg: QueueSetConfig,
+    ) -> Result<(), QueueSetConfigError> {
+        let dealer = cfg.validate()?;
+        self.sync(now);
+        if self.queues.len() < cfg.queues as usize {
+            self.queues.resize_with(cfg.queues as usize, Queue::default);
+        }
+        self.cfg = cfg;
+        self.dealer = dealer;
+        self.drop_undesired_empty_queues();
+        self.dispatch_as_much_as_possible(now);
+        Ok(())
+    }
+
+    fn clamp(&mut self, mut e: WorkEstimate) -> WorkEstimate {
+        let cap = self.cfg.concurrency_limit.max(1);
+        let clamped = WorkEstimate {
+            initial_seats: e.initial_seats.clamp(1, cap),
+            ..e
+        };
+        if clamped.initial_seats != e.initial_seats {
+            self.clamped_estimates += 1;
+            e = clamped;
+        }
+        e
+    }
+
+    fn sync(&mut self, now: Instant) {
+        if now <= self.last_sync {
+            return;
+        }
+        let dt = duration_nanos(now.saturating_since(self.last_sync));
+        self.last_sync = now;
+        let demand: u64 = self
+            .queues
+            .iter()
+            .map(|q| {
+                q.seats_in_use as u64
+                    + q.waiting
+                        .iter()
+                        .map(|w| w.estimate.max_seats() as u64)
+                        .sum::<u64>()
+            })
+            .sum();
+        let active = self.queues.iter().filter(|q| !q.is_idle()).count() as u32;
+        self.r += r_increment(self.cfg.concurrency_limit, demand, active, dt);
+    }
+
+    fn shuffle_shard(&mut self, dealer: Dealer, hash: u64) -> usize {
+        let hand = dealer.deal_into_hand(hash);
+        let offset = (self.enqueues % hand.len() as u64) as usize;
+        self.enqueues += 1;
+        let mut best = hand[offset] as usize;
+        let mut best_work = VTime::MAX;
+        for i in 0..hand.len() {
+            let q = hand[(offset + i) % hand.len()] as usize;
+            let work: VTime = self.queues[q].waiting.iter().map(|w| w.work).sum();
+            if work < best_work {
+                best_work = work;
+                best = q;
+            }
+        }
+        best
+    }
+
+    fn bound_next_dispatch(&mut self, q: usize) {
+        let queue = &mut self.queues[q];
+        if let Some(head) = queue.waiting.front() {
+            queue.next_dispatch_r = queue.next_dispatch_r.max(head.arrival_r);
+        }
+    }
+
+    fn can_accommodate(&self, seats: u32) -> bool {
+        let limit = self.cfg.concurrency_limit;
+        if seats > limit {
+            return self.requests_executing == 0;
+        }
+        self.seats_in_use + seats <= limit
+    }
+
+    fn dispatch_as_much_as_possible(&mut self, now: Instant) {
+        while self.requests_waiting > 0
+            && self.seats_in_use < self.cfg.concurrency_limit
+            && self.dispatch_one(now)
+        {}
+    }
+
+    fn dispatch_one(&mut self, now: Instant) -> bool {
+        let n = self.queues.len();
+        let start = self.robin.map_or(0, |r| r + 1);
+        let mut best: Option<(usize, VTime)> = None;
+        for i in 0..n {
+            let q = (start + i) % n;
+            if let Some(head) = self.queues[q].waiting.front() {
+                let vf = self.queues[q].next_dispatch_r + head.work;
+                if best.is_none_or(|(_, b)| vf < b) {
+                    best = Some((q, vf));
+                }
+            }
+        }
+        let Some((q, _)) = best else { return false };
+        let head_seats = self.queues[q]
+            .waiting
+            .front()
+            .map_or(0, |w| w.estimate.max_seats());
+        if !self.can_accommodate(head_seats) {
+            return false;
+        }
+        let Some(mut w) = self.queues[q].waiting.pop_front() else {
+            return false;
+        };
+        self.requests_waiting -= 1;
+        self.robin = Some(q);
+        cap_final_seats(&mut w.estimate, self.cfg.concurrency_limit);
+        self.queues[q].next_dispatch_r += w.work;
+        self.begin_executing(w.id, Some(q), w.estimate, now);
+        self.bound_next_dispatch(q);
+        self.events.push(Event::Dispatched(w.id));
+        true
+    }
+
+    fn begin_executing(
+        &mut self,
+        id: RequestId,
+        queue: Option<usize>,
+        estimate: WorkEstimate,
+        now: Instant,
+    ) {
+        let seats = estimate.max_seats();
+        self.seats_in_use += seats;
+        self.requests_executing += 1;
+        if let Some(q) = queue {
+            self.queues[q].executing += 1;
+            self.queues[q].seats_in_use += seats;
+        }
+        self.executing.insert(
+            id,
+            Executing {
+                queue,
+                estimate,
+                start: now,
+            },
+        );
+    }
+
+    fn release(&mut self, queue: Option<usize>, seats: u32) {
+        self.seats_in_use -= seats;
+        if let Some(q) = queue {
+            self.queues[q].seats_in_use -= seats;
+            self.drop_undesired_empty_queues();
+        }
+    }
+
+    /// Remove waiting requests matching `pred` with `reason`; returns whether
+    /// any was removed.
+    fn remove_waiting(&mut self, pred: impl Fn(&Waiting) -> bool, reason: RejectReason) -> bool {
+        let mut removed = Vec::new();
+        for q in 0..self.queues.len() {
+            let before = self.queues[q].waiting.len();
+            let mut kept = VecDeque::with_capacity(before);
+            for w in self.queues[q].waiting.drain(..) {
+                if pred(&w) {
+                    removed.push(w.id);
+                } else {
+                    kept.push_back(w);
+                }
+            }
+            self.queues[q].waiting = kept;
+            if self.queues[q].waiting.len() != before {
+                self.bound_next_dispatch(q);
+            }
+        }
+        removed.sort_unstable();
+        self.requests_waiting -= removed.len() as u32;
+        let any = !removed.is_empty();
+        self.events
+            .extend(removed.into_iter().map(|id| Event::Rejected(id, reason)));
+        if any {
+            self.drop_undesired_empty_queues();
+        }
+        any
+    }
+
+    /// Queues past the desired count take no new requests; once the trailing
+    /// ones hold nothing they are dropped.
+    fn drop_undesired_empty_queues(&mut self) {
+        let desired = self.cfg.queues as usize;
+        while self.queues.len() > desired && self.queues.last().is_some_and(Queue::is_empty) {
+            self.queues.pop();
+        }
+        if let Some(r) = self.robin {
+            if r >= self.queues.len() {
+                self.robin = self.queues.len().checked_sub(1);
+            }
+        }
+    }
+}
+
+/// Kubernetes' rule: final seats above the limit are reduced to it, with the
+/// additional latency stretched to keep the same final work.
+pub(crate) fn cap_final_seats(e: &mut WorkEstimate, limit: u32) {
+    if e.final_seats > limit && limit > 0 {
+        let final_work = e.final_seats as u128 * duration_nanos(e.additional_latency) as u128;
+        e.additional_latency = Duration::from_nanos((final_work / limit as u128) as u64);
+        e.final_seats = limit;
+    }
+}

@@ -1,0 +1,87 @@
+//! A queued request's rendezvous between the dispatcher and the waiter:
+//! blocking (condition variable), polling, or async (waker).
+
+use super::RejectReason;
+use crate::clock::Instant;
+use crate::sync::{lock, Condvar, Mutex};
+use crate::work_estimate::WorkEstimate;
+use std::task::Waker;
+
+#[derive(Debug)]
+pub(crate) enum SlotState {
+    /// In a queue; the waker (if any) is woken at the decision.
+    Waiting(Option<Waker>),
+    /// Dispatched: the request holds its seats from `start`.
+    Dispatched {
+        queue: u32,
+        estimate: WorkEstimate,
+        start: Instant,
+    },
+    Rejected(RejectReason),
+    /// The ticket took the decision.
+    Taken,
+}
+
+#[derive(Debug)]
+pub(crate) struct WaitSlot {
+    /// Arrival order within the level.
+    pub(crate) seq: u64,
+    pub(crate) queue: u32,
+    state: Mutex<SlotState>,
+    decided: Condvar,
+}
+
+impl WaitSlot {
+    pub(crate) fn new(seq: u64, queue: u32) -> WaitSlot {
+        WaitSlot {
+            seq,
+            queue,
+            state: Mutex::new(SlotState::Waiting(None)),
+            decided: Condvar::new(),
+        }
+    }
+
+    /// Record the dispatcher's decision and wake the waiter.
+    pub(crate) fn decide(&self, decision: SlotState) {
+        let mut state = lock(&self.state);
+        debug_assert!(
+            matches!(*state, SlotState::Waiting(_)),
+            "a request is decided once"
+        );
+        let previous = std::mem::replace(&mut *state, decision);
+        drop(state);
+        self.decided.notify_all();
+        if let SlotState::Waiting(Some(waker)) = previous {
+            waker.wake();
+        }
+    }
+
+    /// Take the decision if there is one; otherwise remember `waker`.
+    pub(crate) fn try_take(&self, waker: Option<&Waker>) -> Option<SlotState> {
+        let mut state = lock(&self.state);
+        match &mut *state {
+            SlotState::Waiting(slot) => {
+                if let Some(w) = waker {
+                    if !slot.as_ref().is_some_and(|old| old.will_wake(w)) {
+                        *slot = Some(w.clone());
+                    }
+                }
+                None
+            }
+            SlotState::Taken => None,
+            _ => Some(std::mem::replace(&mut *state, SlotState::Taken)),
+        }
+    }
+
+    /// Block until decided, then take the decision.
+    pub(crate) fn wait_and_take(&self) -> SlotState {
+        let mut state = lock(&self.state);
+        while matches!(*state, SlotState::Waiting(_)) {
+            state = match self.decided.wait(state) {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+        }
+        std::mem::replace(&mut *state, SlotState::Taken)
+    }
+}
