@@ -1,0 +1,5 @@
+module libapf/tools/dealer-golden
+
+go 1.26.0
+
+require k8s.io/apiserver v0.37.2
