@@ -18,3 +18,6 @@ cargo test --doc
 
 step "loom models"
 scripts/loom.sh
+
+step "fuzz targets (short differential runs)"
+scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"
