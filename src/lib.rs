@@ -3,5 +3,6 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
+pub mod borrowing;
 pub mod clock;
 pub mod sync;
