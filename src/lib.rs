@@ -6,3 +6,4 @@
 pub mod borrowing;
 pub mod clock;
 pub mod sync;
+pub mod work_estimate;
