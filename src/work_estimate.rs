@@ -360,6 +360,23 @@ pub fn level_max_seats(nominal_cl: u32, hand_size: u32) -> u32 {
 }
 
 /// Kubernetes' default work estimator (see the module documentation).
+///
+/// ```
+/// use apf::work_estimate::*;
+///
+/// let estimator = WorkEstimator::default();
+/// // A LIST of 2 000 objects of 5 kB each from the watch cache
+/// // (resourceVersion=0): 10 MB, streamed, counted as 1 MB, 10 seats.
+/// let mut list = ListRequest::new(ObjectStats::Known { count: 2_000, average_size_bytes: 5_000 });
+/// list.options.resource_version = ResourceVersion::Zero;
+/// let level_cap = level_max_seats(98, 6); // node-high at 600 seats: 15
+/// assert_eq!(estimator.estimate(&WorkRequest::List(list), level_cap).initial_seats, 10);
+/// // An update that 45 watchers will hear of: 5 final seats for 5 ms.
+/// let update = WorkRequest::Mutating(MutatingRequest { watchers: 45, produces_no_event: false });
+/// let w = estimator.estimate(&update, level_cap);
+/// assert_eq!((w.initial_seats, w.final_seats), (1, 5));
+/// assert_eq!(w.additional_latency, std::time::Duration::from_millis(5));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct WorkEstimator {
     config: WorkEstimatorConfig,

@@ -73,6 +73,30 @@ type Callback = Box<dyn Fn(&[u32]) + Send + Sync>;
 /// [`report`](Self::report), ...) but must not adjust or reconfigure it, and
 /// must not block for long. A panic in the callback is caught and the
 /// periodic adjustment goes on.
+///
+/// ```
+/// use apf::borrowing::{AdjusterOptions, BorrowingAdjuster, LevelConfig};
+/// use apf::clock::Clock;
+/// use std::time::Duration;
+///
+/// let (clock, manual) = Clock::manual();
+/// let levels = [
+///     LevelConfig::exempt("exempt"),
+///     LevelConfig::limited("busy", 50).with_lendable_percent(50),
+///     LevelConfig::limited("idle", 50).with_lendable_percent(50),
+/// ];
+/// let adjuster =
+///     BorrowingAdjuster::new(&clock, 100, &levels, AdjusterOptions::default(), |cls| {
+///         // Hand each CurrentCL to its level's queueset here.
+///         let _ = cls;
+///     })
+///     .unwrap();
+/// // The queueset of "busy" reports 80 seats of demand.
+/// adjuster.seat_demand(1).unwrap().set(80, clock.now());
+/// manual.advance(Duration::from_secs(10));
+/// // "idle" keeps its 25 unlendable seats; "busy" borrows the other 25.
+/// assert_eq!(adjuster.current_cls(), vec![0, 75, 25]);
+/// ```
 pub struct BorrowingAdjuster {
     inner: Arc<Inner>,
 }

@@ -301,6 +301,21 @@ mod tests {
         assert!(total.abs_diff(870) <= 2, "{a:?}");
     }
 
+    /// With no limited level the seats exempt levels leave go unused.
+    #[test]
+    fn only_exempt_levels() {
+        let limits = level_limits(
+            1412,
+            &[LevelConfig::exempt("e")
+                .with_nominal_shares(1)
+                .with_lendable_percent(1)],
+        );
+        let a = allocate_current_cls(&demands(&limits, &[(0, 0.0)]));
+        assert_eq!(a.current_cls, vec![1398]);
+        assert_eq!(a.regime, Regime::Fair(AllocRegime::AtUpperBounds));
+        assert_eq!(allocate_current_cls(&[]).current_cls, Vec::<u32>::new());
+    }
+
     #[test]
     fn idle_defaults_scale_every_min_cl_by_one_proportion() {
         let limits = level_limits(600, &default_levels());
