@@ -3,6 +3,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
+pub mod borrowing;
 pub mod clock;
 pub mod dealer;
 pub mod queueset;
