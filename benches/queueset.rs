@@ -5,7 +5,6 @@ use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
 use apf::queueset::{Admission, Guard, QueueSet, QueueSetConfig, Request, Ticket};
 use apf::work_estimate::WorkEstimate;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Barrier, Mutex};
