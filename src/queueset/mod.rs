@@ -51,7 +51,7 @@ use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 /// Identifies a request in the reference model and in tests.
 pub type RequestId = u64;
@@ -268,39 +268,86 @@ impl QueueSet {
         &self.shared.clock
     }
 
-    /// Decide on a new request: execute now, queue, or reject.
+    /// Decide on a new request: execute now, queue, or reject. The guard
+    /// and the ticket borrow the queueset; see [`QueueSet::admit`] for the
+    /// owned form.
     #[inline]
     pub fn start(&self, request: &Request) -> Admission<'_> {
-        match self.shared.try_fast_start(request) {
-            Some((queue, start)) => Admission::Execute(Guard {
+        match self.admit(request) {
+            RawAdmission::Execute(exec) => Admission::Execute(Guard {
                 qs: self,
-                queue,
-                estimate: request.estimate,
-                start,
-                finished: false,
+                exec: Some(exec),
             }),
-            None => self.slow_start(request),
+            RawAdmission::Queued(waiting) => Admission::Queued(Ticket {
+                qs: self,
+                waiting: Some(waiting),
+            }),
+            RawAdmission::Rejected(reason) => Admission::Rejected(reason),
         }
     }
 
-    fn slow_start(&self, request: &Request) -> Admission<'_> {
-        match self.shared.slow_start(request) {
-            SlowStart::Execute {
+    /// The decision on a new request, in owned parts: an [`Execution`] must
+    /// be given to [`QueueSet::finish_execution`] exactly once, and a
+    /// [`Waiting`] to [`QueueSet::wait_for`], [`QueueSet::poll_waiting`] or
+    /// [`QueueSet::cancel_waiting`]. For holders that keep the queueset
+    /// alive themselves (the dispatcher, the C ABI).
+    #[inline]
+    pub fn admit(&self, request: &Request) -> RawAdmission {
+        match self.shared.try_fast_start(request) {
+            Some((queue, start)) => RawAdmission::Execute(Execution {
+                queue,
+                estimate: request.estimate,
+                start,
+            }),
+            None => self.shared.slow_start(request),
+        }
+    }
+
+    /// Finish an execution at `end` (not before its start); seats held for
+    /// additional latency are counted from it.
+    pub fn finish_execution(&self, exec: Execution, end: Instant) {
+        self.shared
+            .finish(exec.queue, exec.estimate, exec.start, end.max(exec.start));
+    }
+
+    /// Without blocking: the decision on a waiting request, if there is one
+    /// (taken once; later polls return None). `waker`, if given, is woken
+    /// at the decision.
+    pub fn poll_waiting(
+        &self,
+        waiting: &Waiting,
+        waker: Option<&Waker>,
+    ) -> Option<Result<Execution, RejectReason>> {
+        waiting.slot.try_take(waker).map(decision_result)
+    }
+
+    /// Block until the waiting request is dispatched or rejected.
+    pub fn wait_for(&self, waiting: Waiting) -> Result<Execution, RejectReason> {
+        decision_result(waiting.slot.wait_and_take())
+    }
+
+    /// Give up waiting. Returns false if the request had already been
+    /// decided; if it had been dispatched it is finished at once.
+    pub fn cancel_waiting(&self, waiting: Waiting) -> bool {
+        self.shared.cancel(&waiting.slot);
+        match waiting.slot.try_take(None) {
+            Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
+            Some(SlotState::Dispatched {
                 queue,
                 estimate,
                 start,
-            } => Admission::Execute(Guard {
-                qs: self,
-                queue,
-                estimate,
-                start,
-                finished: false,
-            }),
-            SlowStart::Queued(slot) => Admission::Queued(Ticket {
-                qs: self,
-                slot: Some(slot),
-            }),
-            SlowStart::Rejected(reason) => Admission::Rejected(reason),
+            }) => {
+                self.finish_execution(
+                    Execution {
+                        queue,
+                        estimate,
+                        start,
+                    },
+                    self.shared.clock.now(),
+                );
+                false
+            }
+            _ => false,
         }
     }
 
@@ -363,10 +410,6 @@ impl QueueSet {
     pub fn current_r(&self) -> vtime::VTime {
         self.shared.lock_and_drain().core.r
     }
-
-    fn finish(&self, queue: u32, estimate: WorkEstimate, start: Instant, end: Instant) {
-        self.shared.finish(queue, estimate, start, end.max(start));
-    }
 }
 
 impl Drop for QueueSet {
@@ -378,14 +421,61 @@ impl Drop for QueueSet {
     }
 }
 
-enum SlowStart {
-    Execute {
-        queue: u32,
-        estimate: WorkEstimate,
-        start: Instant,
-    },
-    Queued(Arc<WaitSlot>),
+/// The decision on a new request, in owned parts (see [`QueueSet::admit`]).
+#[derive(Debug)]
+#[must_use = "an execution must be finished and a waiting request resolved"]
+pub enum RawAdmission {
+    Execute(Execution),
+    Queued(Waiting),
     Rejected(RejectReason),
+}
+
+/// A request holding seats. Give it to [`QueueSet::finish_execution`]
+/// exactly once (it is deliberately neither `Clone` nor `Copy`).
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "an execution holds seats until it is finished"]
+pub struct Execution {
+    queue: u32,
+    estimate: WorkEstimate,
+    start: Instant,
+}
+
+impl Execution {
+    /// When the request started executing.
+    pub fn start_time(&self) -> Instant {
+        self.start
+    }
+    /// The work estimate it holds seats for (after clamping).
+    pub fn estimate(&self) -> WorkEstimate {
+        self.estimate
+    }
+    /// The queue it belongs to, if the level queues.
+    pub fn queue(&self) -> Option<u32> {
+        (self.queue != NO_QUEUE).then_some(self.queue)
+    }
+}
+
+/// A request waiting in a queue (see [`QueueSet::admit`]).
+#[derive(Debug)]
+#[must_use = "a waiting request must be waited for, polled to a decision, or cancelled"]
+pub struct Waiting {
+    slot: Arc<WaitSlot>,
+}
+
+fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
+    match decision {
+        SlotState::Dispatched {
+            queue,
+            estimate,
+            start,
+        } => Ok(Execution {
+            queue,
+            estimate,
+            start,
+        }),
+        SlotState::Rejected(reason) => Err(reason),
+        SlotState::Waiting(_) | SlotState::Taken => Err(RejectReason::Cancelled),
+    }
 }
 
 impl Locked {
@@ -499,7 +589,7 @@ impl Shared {
         }
     }
 
-    fn slow_start(&self, request: &Request) -> SlowStart {
+    fn slow_start(&self, request: &Request) -> RawAdmission {
         let mut st = self.lock_and_drain();
         let now = self.clock.now();
         let word = WordSeats(&self.word);
@@ -509,21 +599,21 @@ impl Shared {
         let Some(dealer) = st.core.dealer.clone() else {
             if !st.core.can_accommodate(seats, &word) {
                 st.core.rejected_total[RejectReason::ConcurrencyLimit as usize] += 1;
-                return SlowStart::Rejected(RejectReason::ConcurrencyLimit);
+                return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
             }
             word.take(seats);
             st.core.replay_start(NO_QUEUE, estimate, now);
-            return SlowStart::Execute {
+            return RawAdmission::Execute(Execution {
                 queue: NO_QUEUE,
                 estimate,
                 start: now,
-            };
+            });
         };
         let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
         let q = st.core.choose_queue(&dealer, request.flow_hash, n);
         if st.core.must_reject(q, &word) {
             st.core.rejected_total[RejectReason::QueueFull as usize] += 1;
-            return SlowStart::Rejected(RejectReason::QueueFull);
+            return RawAdmission::Rejected(RejectReason::QueueFull);
         }
         let wait_deadline = now.saturating_add(st.core.cfg.wait_limit);
         let deadline = request
@@ -537,17 +627,11 @@ impl Shared {
         self.settle(&mut st);
         drop(st);
         match slot.try_take(None) {
-            Some(SlotState::Dispatched {
-                queue,
-                estimate,
-                start,
-            }) => SlowStart::Execute {
-                queue,
-                estimate,
-                start,
+            Some(decision) => match decision_result(decision) {
+                Ok(exec) => RawAdmission::Execute(exec),
+                Err(reason) => RawAdmission::Rejected(reason),
             },
-            Some(SlotState::Rejected(reason)) => SlowStart::Rejected(reason),
-            _ => SlowStart::Queued(slot),
+            None => RawAdmission::Queued(Waiting { slot }),
         }
     }
 
@@ -671,26 +755,29 @@ impl Shared {
 #[must_use = "dropping the guard finishes the request at once"]
 pub struct Guard<'q> {
     qs: &'q QueueSet,
-    queue: u32,
-    estimate: WorkEstimate,
-    start: Instant,
-    finished: bool,
+    exec: Option<Execution>,
 }
 
 impl Guard<'_> {
+    fn exec(&self) -> &Execution {
+        self.exec
+            .as_ref()
+            .expect("a live guard holds its execution")
+    }
+
     /// When the request started executing.
     pub fn start_time(&self) -> Instant {
-        self.start
+        self.exec().start
     }
 
     /// The work estimate it holds seats for (after clamping).
     pub fn estimate(&self) -> WorkEstimate {
-        self.estimate
+        self.exec().estimate
     }
 
     /// The queue it belongs to, if the level queues.
     pub fn queue(&self) -> Option<u32> {
-        (self.queue != NO_QUEUE).then_some(self.queue)
+        self.exec().queue()
     }
 
     /// Finish now.
@@ -699,17 +786,17 @@ impl Guard<'_> {
     /// Finish with `end` as the actual end of execution (not before the
     /// start); seats held for additional latency are counted from it.
     pub fn finish_at(mut self, end: Instant) {
-        self.finished = true;
-        self.qs.finish(self.queue, self.estimate, self.start, end);
+        if let Some(exec) = self.exec.take() {
+            self.qs.finish_execution(exec, end);
+        }
     }
 }
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        if !self.finished {
-            self.finished = true;
+        if let Some(exec) = self.exec.take() {
             let now = self.qs.shared.clock.now();
-            self.qs.finish(self.queue, self.estimate, self.start, now);
+            self.qs.finish_execution(exec, now);
         }
     }
 }
@@ -717,8 +804,7 @@ impl Drop for Guard<'_> {
 impl fmt::Debug for Guard<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
-            .field("queue", &self.queue())
-            .field("start", &self.start)
+            .field("execution", &self.exec)
             .finish()
     }
 }
@@ -728,56 +814,41 @@ impl fmt::Debug for Guard<'_> {
 #[must_use = "dropping the ticket cancels the request"]
 pub struct Ticket<'q> {
     qs: &'q QueueSet,
-    slot: Option<Arc<WaitSlot>>,
+    waiting: Option<Waiting>,
 }
 
 impl<'q> Ticket<'q> {
     /// Block until the request is dispatched or rejected.
     pub fn wait(mut self) -> Result<Guard<'q>, RejectReason> {
-        let slot = self.slot.take().expect("a live ticket has its slot");
-        self.to_result(slot.wait_and_take())
+        let waiting = self.waiting.take().expect("a live ticket is waiting");
+        let qs = self.qs;
+        qs.wait_for(waiting).map(|exec| Guard {
+            qs,
+            exec: Some(exec),
+        })
     }
 
     /// Without blocking: the decision if there is one.
     pub fn poll(&mut self) -> Option<Result<Guard<'q>, RejectReason>> {
-        let decision = self.slot.as_ref()?.try_take(None)?;
-        self.slot = None;
-        Some(self.to_result(decision))
+        self.poll_with(None)
+    }
+
+    fn poll_with(&mut self, waker: Option<&Waker>) -> Option<Result<Guard<'q>, RejectReason>> {
+        let qs = self.qs;
+        let decision = qs.poll_waiting(self.waiting.as_ref()?, waker)?;
+        self.waiting = None;
+        Some(decision.map(|exec| Guard {
+            qs,
+            exec: Some(exec),
+        }))
     }
 
     /// Give up waiting. Returns false if the request had already been
     /// dispatched (it is then finished at once) or rejected.
     pub fn cancel(mut self) -> bool {
-        let Some(slot) = self.slot.take() else {
-            return false;
-        };
-        self.qs.shared.cancel(&slot);
-        match slot.try_take(None) {
-            Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
-            Some(other) => {
-                drop(self.to_result(other));
-                false
-            }
-            None => false,
-        }
-    }
-
-    fn to_result(&self, decision: SlotState) -> Result<Guard<'q>, RejectReason> {
-        match decision {
-            SlotState::Dispatched {
-                queue,
-                estimate,
-                start,
-            } => Ok(Guard {
-                qs: self.qs,
-                queue,
-                estimate,
-                start,
-                finished: false,
-            }),
-            SlotState::Rejected(reason) => Err(reason),
-            SlotState::Waiting(_) | SlotState::Taken => Err(RejectReason::Cancelled),
-        }
+        self.waiting
+            .take()
+            .is_some_and(|w| self.qs.cancel_waiting(w))
     }
 }
 
@@ -785,14 +856,11 @@ impl<'q> Future for Ticket<'q> {
     type Output = Result<Guard<'q>, RejectReason>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(slot) = self.slot.as_ref() else {
+        if self.waiting.is_none() {
             return Poll::Ready(Err(RejectReason::Cancelled));
-        };
-        match slot.try_take(Some(cx.waker())) {
-            Some(decision) => {
-                self.slot = None;
-                Poll::Ready(self.to_result(decision))
-            }
+        }
+        match self.poll_with(Some(cx.waker())) {
+            Some(result) => Poll::Ready(result),
             None => Poll::Pending,
         }
     }
@@ -800,11 +868,8 @@ impl<'q> Future for Ticket<'q> {
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            self.qs.shared.cancel(&slot);
-            if let Some(decision) = slot.try_take(None) {
-                drop(self.to_result(decision));
-            }
+        if let Some(waiting) = self.waiting.take() {
+            self.qs.cancel_waiting(waiting);
         }
     }
 }
@@ -812,7 +877,7 @@ impl Drop for Ticket<'_> {
 impl fmt::Debug for Ticket<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ticket")
-            .field("pending", &self.slot.is_some())
+            .field("pending", &self.waiting.is_some())
             .finish()
     }
 }
