@@ -14,6 +14,7 @@ use super::reference::cap_final_seats;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
 use super::RejectReason;
+use crate::borrowing::SeatDemandHandle;
 use crate::clock::{duration_nanos, Instant};
 use crate::dealer::Dealer;
 use crate::sync::Arc;
@@ -86,6 +87,12 @@ pub(crate) struct Core {
     robin: Option<usize>,
     /// Seats held by requests that belong to a queue (virtual-time demand).
     queued_seats_in_use: u64,
+    /// All seats held (mirror of the admission word once the ring is
+    /// replayed), for the seat-demand statistics.
+    seats_in_use: u64,
+    /// Fed with seats in use + seats waiting after every change, at the
+    /// change's time, for borrowing.
+    demand_observer: Option<SeatDemandHandle>,
     waiting_seats: u64,
     active_queues: u32,
     pub(crate) requests_executing: u32,
@@ -113,6 +120,8 @@ impl Core {
             last_sync: now,
             robin: None,
             queued_seats_in_use: 0,
+            seats_in_use: 0,
+            demand_observer: None,
             waiting_seats: 0,
             active_queues: 0,
             requests_executing: 0,
@@ -124,6 +133,20 @@ impl Core {
             dispatched_total: 0,
             rejected_total: [0; 4],
         }
+    }
+
+    /// Report seat demand (seats in use plus seats waiting) as of the last
+    /// sync to the observer, if any.
+    pub(crate) fn observe_demand(&self) {
+        if let Some(observer) = &self.demand_observer {
+            let demand = (self.seats_in_use + self.waiting_seats).min(u32::MAX as u64) as u32;
+            observer.set(demand, self.last_sync);
+        }
+    }
+
+    pub(crate) fn set_demand_observer(&mut self, observer: Option<SeatDemandHandle>) {
+        self.demand_observer = observer;
+        self.observe_demand();
     }
 
     /// Advance R to `now`.
@@ -453,6 +476,7 @@ impl Core {
 
     fn begin_executing(&mut self, queue: u32, seats: u32) {
         self.requests_executing += 1;
+        self.seats_in_use += seats as u64;
         if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             let queue = &mut self.queues[q];
@@ -483,6 +507,7 @@ impl Core {
     }
 
     fn release(&mut self, queue: u32, seats: u32) {
+        self.seats_in_use -= seats as u64;
         if queue == NO_QUEUE {
             return;
         }

@@ -43,6 +43,7 @@ pub use config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 
 use self::core::{Core, Seats, NO_QUEUE};
 use self::wait::{SlotState, WaitSlot};
+use crate::borrowing::SeatDemandHandle;
 use crate::clock::{Clock, Instant, Timer};
 use crate::dealer::Dealer;
 use crate::sync::{lock, Arc, AtomicPtr, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
@@ -365,6 +366,17 @@ impl QueueSet {
         self.shared.reconfigure(cfg)
     }
 
+    /// Report this level's seat demand (seats in use plus seats waiting,
+    /// at every change, with its time) to `observer`, as borrowing needs.
+    /// The hot path never touches it: changes reach it when the event ring
+    /// is replayed, at their own timestamps.
+    pub fn set_demand_observer(&self, observer: Option<SeatDemandHandle>) {
+        self.shared
+            .lock_and_drain()
+            .core
+            .set_demand_observer(observer);
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> QueueSetConfig {
         lock(&self.shared.locked).core.cfg.clone()
@@ -573,6 +585,11 @@ impl Shared {
     }
 
     fn replay(core: &mut Core, record: Record) {
+        Self::apply(core, record);
+        core.observe_demand();
+    }
+
+    fn apply(core: &mut Core, record: Record) {
         match record {
             Record::Start {
                 queue,
@@ -638,6 +655,7 @@ impl Shared {
     /// After a slow-path operation: clear `SLOW` if nothing waits any more,
     /// and arm the timer for the next deadline or lingering release.
     fn settle(&self, st: &mut Locked) {
+        st.core.observe_demand();
         if st.core.requests_waiting == 0 {
             self.word.fetch_and(!SLOW, Ordering::AcqRel);
         }
