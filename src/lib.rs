@@ -3,5 +3,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 
+pub mod classification;
 pub mod clock;
+pub mod config;
 pub mod sync;
