@@ -1384,3 +1384,31 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn deferred_hash_is_the_same_hash() {
+    let c = builtin();
+    let d = resource(
+        "system:serviceaccount:example-com:default",
+        SA_EXAMPLE,
+        "list",
+        "",
+        "pods",
+        "",
+        "example-com",
+    );
+    let deferred = c.classify_deferred(&d);
+    assert_eq!(deferred.flow_hash, 0);
+    let full = c.classify(&d);
+    assert_eq!(c.flow_hash(&deferred), full.flow_hash);
+    assert_eq!(
+        Classification {
+            flow_hash: full.flow_hash,
+            ..deferred
+        },
+        full
+    );
+    // No queues, no hash.
+    let exempt = c.classify_deferred(&non_resource("a", ADMIN_GROUPS, "get", "/"));
+    assert_eq!(c.flow_hash(&exempt), 0);
+}
