@@ -4,7 +4,9 @@
 #![warn(missing_debug_implementations)]
 
 pub mod borrowing;
+pub mod classification;
 pub mod clock;
+pub mod config;
 pub mod dealer;
 pub mod queueset;
 pub mod sync;

@@ -1,0 +1,516 @@
+//! The compiled form of flow schemas.
+//!
+//! Subjects are the first filter every schema applies, and the same few
+//! names (`system:authenticated`, `system:serviceaccounts`, ...) recur in
+//! many schemas. So every exact user name, service-account namespace prefix
+//! and group name of the configuration gets a bit; a request's user and
+//! groups are looked up once ([`SubjectKey`]), and each schema's subject
+//! test is then a few `AND`s. Names beyond the 64 bits of a table keep the
+//! string comparison ("spill") so any configuration still works.
+//!
+//! The other lists use [`StrSet`]: a flag for `*`, a scan for short lists,
+//! a hash set for long ones.
+
+use ahash::{AHashMap, AHashSet};
+use sha2::Sha256;
+
+use super::{finish_flow_hash, flow_hash_prefix, LevelInfo, RequestDigest};
+use crate::config::{
+    DistinguisherMethod, NonResourcePolicyRule, PolicyRulesWithSubjects, ResourcePolicyRule,
+    Subject, ValidFlowSchema, WILDCARD,
+};
+
+const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
+
+/// Lists at most this long are scanned; longer ones are hashed.
+const SCAN_LIMIT: usize = 8;
+
+/// Up to 64 distinct names, each with its own bit.
+#[derive(Clone, Debug, Default)]
+struct NameTable {
+    names: Vec<Box<str>>,
+    /// Built once the table outgrows a scan.
+    index: Option<AHashMap<Box<str>, u32>>,
+}
+
+impl NameTable {
+    /// The name's bit, adding it if there is room; `None` when full.
+    fn intern(&mut self, name: &str) -> Option<u64> {
+        if let Some(i) = self.position(name) {
+            return Some(1 << i);
+        }
+        if self.names.len() == 64 {
+            return None;
+        }
+        self.names.push(name.into());
+        if self.names.len() > SCAN_LIMIT {
+            self.index = Some(
+                self.names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), i as u32))
+                    .collect(),
+            );
+        }
+        Some(1 << (self.names.len() - 1))
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.get(name).map(|i| *i as usize),
+            None => self.names.iter().position(|n| **n == *name),
+        }
+    }
+
+    fn bit(&self, name: &str) -> u64 {
+        self.position(name).map_or(0, |i| 1 << i)
+    }
+}
+
+/// The subject names of a whole configuration.
+#[derive(Clone, Debug, Default)]
+pub(super) struct SubjectTables {
+    users: NameTable,
+    /// `system:serviceaccount:<namespace>:`, always scanned (they are few).
+    prefixes: NameTable,
+    groups: NameTable,
+}
+
+/// A request's user and groups as bits of the [`SubjectTables`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct SubjectKey {
+    users: u64,
+    prefixes: u64,
+    groups: u64,
+}
+
+impl SubjectTables {
+    pub(super) fn key(&self, user: &str, groups: &[&str]) -> SubjectKey {
+        let mut prefixes = 0;
+        for (i, p) in self.prefixes.names.iter().enumerate() {
+            if user.starts_with(&**p) {
+                prefixes |= 1 << i;
+            }
+        }
+        SubjectKey {
+            users: self.users.bit(user),
+            prefixes,
+            groups: groups.iter().fold(0, |bits, g| bits | self.groups.bit(g)),
+        }
+    }
+}
+
+/// What a schema could possibly match, in a few words, so that the scan
+/// over schemas skips most of them without touching their rules.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Prefilter {
+    /// Union of the rules' subjects; `everyone` and spilled names make it
+    /// pass always.
+    any_subject: bool,
+    users: u64,
+    prefixes: u64,
+    groups: u64,
+    resource_rules: bool,
+    non_resource_rules: bool,
+}
+
+impl Prefilter {
+    #[inline]
+    pub(super) fn passes(&self, key: &SubjectKey, is_resource_request: bool) -> bool {
+        (if is_resource_request {
+            self.resource_rules
+        } else {
+            self.non_resource_rules
+        }) && (self.any_subject
+            || key.users & self.users != 0
+            || key.prefixes & self.prefixes != 0
+            || key.groups & self.groups != 0)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct CompiledSchema {
+    pub(super) index: usize,
+    pub(super) level: usize,
+    pub(super) prefilter: Prefilter,
+    rules: Box<[CompiledRule]>,
+    distinguisher: Option<DistinguisherMethod>,
+    /// SHA-256 state with the schema name and separator already absorbed;
+    /// `None` when the level has fewer than two queues and no flow is
+    /// computed.
+    flow_hasher: Option<Sha256>,
+}
+
+impl CompiledSchema {
+    pub(super) fn new(
+        index: usize,
+        fs: &ValidFlowSchema,
+        level: &LevelInfo,
+        level_index: usize,
+        tables: &mut SubjectTables,
+    ) -> Self {
+        let rules: Box<[CompiledRule]> = fs
+            .rules
+            .iter()
+            .map(|r| CompiledRule::new(r, tables))
+            .collect();
+        let mut prefilter = Prefilter::default();
+        for r in rules.iter() {
+            let s = &r.subjects;
+            prefilter.any_subject |= s.everyone || s.spill.is_some();
+            prefilter.users |= s.users;
+            prefilter.prefixes |= s.prefixes;
+            prefilter.groups |= s.groups;
+            prefilter.resource_rules |= !r.resource_rules.is_empty();
+            prefilter.non_resource_rules |= !r.non_resource_rules.is_empty();
+        }
+        CompiledSchema {
+            index,
+            level: level_index,
+            prefilter,
+            rules,
+            distinguisher: fs.distinguisher,
+            flow_hasher: (level.queues > 1).then(|| flow_hash_prefix(&fs.name)),
+        }
+    }
+
+    pub(super) fn matches(&self, key: &SubjectKey, d: &RequestDigest<'_>) -> bool {
+        self.rules.iter().any(|r| r.matches(key, d))
+    }
+
+    /// The flow distinguisher, empty when no flow is computed.
+    pub(super) fn distinguisher<'r>(&self, d: &RequestDigest<'r>) -> &'r str {
+        if self.flow_hasher.is_none() {
+            return "";
+        }
+        match self.distinguisher {
+            None => "",
+            Some(DistinguisherMethod::ByUser) => d.user,
+            Some(DistinguisherMethod::ByNamespace) => d.namespace,
+        }
+    }
+
+    pub(super) fn flow_hash(&self, distinguisher: &str) -> u64 {
+        match &self.flow_hasher {
+            Some(hasher) => finish_flow_hash(hasher.clone(), distinguisher),
+            None => 0,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct CompiledRule {
+    subjects: SubjectMatcher,
+    resource_rules: Box<[ResourceMatcher]>,
+    non_resource_rules: Box<[NonResourceMatcher]>,
+}
+
+impl CompiledRule {
+    fn new(rule: &PolicyRulesWithSubjects, tables: &mut SubjectTables) -> Self {
+        CompiledRule {
+            subjects: SubjectMatcher::new(&rule.subjects, tables),
+            resource_rules: rule
+                .resource_rules
+                .iter()
+                .map(ResourceMatcher::new)
+                .collect(),
+            non_resource_rules: rule
+                .non_resource_rules
+                .iter()
+                .map(NonResourceMatcher::new)
+                .collect(),
+        }
+    }
+
+    fn matches(&self, key: &SubjectKey, d: &RequestDigest<'_>) -> bool {
+        if !self.subjects.matches(key, d) {
+            return false;
+        }
+        if d.is_resource_request {
+            self.resource_rules.iter().any(|r| r.matches(d))
+        } else {
+            self.non_resource_rules.iter().any(|r| r.matches(d))
+        }
+    }
+}
+
+/// Subjects reduce to: anyone at all; exact user names (a service account
+/// becomes `system:serviceaccount:<ns>:<name>`); user-name prefixes (every
+/// service account of a namespace); group names.
+#[derive(Clone, Debug, Default)]
+struct SubjectMatcher {
+    everyone: bool,
+    users: u64,
+    prefixes: u64,
+    groups: u64,
+    spill: Option<Box<Spill>>,
+}
+
+/// Names that found no free bit.
+#[derive(Clone, Debug, Default)]
+struct Spill {
+    users: Vec<String>,
+    prefixes: Vec<String>,
+    groups: Vec<String>,
+}
+
+impl SubjectMatcher {
+    fn new(subjects: &[Subject], tables: &mut SubjectTables) -> Self {
+        let mut m = SubjectMatcher::default();
+        let mut spill = Spill::default();
+        for subject in subjects {
+            // A subject whose member does not fit its kind matches nothing.
+            match subject.kind.as_str() {
+                "User" => match &subject.user {
+                    Some(u) if u.name == WILDCARD => m.everyone = true,
+                    Some(u) => add(&mut m.users, &mut spill.users, &mut tables.users, &u.name),
+                    None => {}
+                },
+                "Group" => match &subject.group {
+                    Some(g) if g.name == WILDCARD => m.everyone = true,
+                    Some(g) => add(
+                        &mut m.groups,
+                        &mut spill.groups,
+                        &mut tables.groups,
+                        &g.name,
+                    ),
+                    None => {}
+                },
+                "ServiceAccount" => match &subject.service_account {
+                    Some(sa) if sa.name == WILDCARD => add(
+                        &mut m.prefixes,
+                        &mut spill.prefixes,
+                        &mut tables.prefixes,
+                        &format!("{SERVICE_ACCOUNT_PREFIX}{}:", sa.namespace),
+                    ),
+                    Some(sa) => add(
+                        &mut m.users,
+                        &mut spill.users,
+                        &mut tables.users,
+                        &format!("{SERVICE_ACCOUNT_PREFIX}{}:{}", sa.namespace, sa.name),
+                    ),
+                    None => {}
+                },
+                _ => {}
+            }
+        }
+        if !(spill.users.is_empty() && spill.prefixes.is_empty() && spill.groups.is_empty()) {
+            m.spill = Some(Box::new(spill));
+        }
+        m
+    }
+
+    fn matches(&self, key: &SubjectKey, d: &RequestDigest<'_>) -> bool {
+        self.everyone
+            || key.users & self.users != 0
+            || key.prefixes & self.prefixes != 0
+            || key.groups & self.groups != 0
+            || self.spill.as_ref().is_some_and(|s| {
+                s.users.iter().any(|u| u == d.user)
+                    || s.prefixes.iter().any(|p| d.user.starts_with(p.as_str()))
+                    || d.groups.iter().any(|g| s.groups.iter().any(|sg| sg == g))
+            })
+    }
+}
+
+fn add(bits: &mut u64, spill: &mut Vec<String>, table: &mut NameTable, name: &str) {
+    match table.intern(name) {
+        Some(bit) => *bits |= bit,
+        None => spill.push(name.to_string()),
+    }
+}
+
+#[derive(Clone, Debug)]
+struct ResourceMatcher {
+    verbs: StrSet,
+    api_groups: StrSet,
+    /// `resource` or `resource/subresource`.
+    resources: StrSet,
+    cluster_scope: bool,
+    namespaces: StrSet,
+}
+
+impl ResourceMatcher {
+    fn new(rule: &ResourcePolicyRule) -> Self {
+        ResourceMatcher {
+            verbs: StrSet::rule_list(&rule.verbs),
+            api_groups: StrSet::rule_list(&rule.api_groups),
+            resources: StrSet::rule_list(&rule.resources),
+            cluster_scope: rule.cluster_scope,
+            namespaces: StrSet::rule_list(&rule.namespaces),
+        }
+    }
+
+    fn matches(&self, d: &RequestDigest<'_>) -> bool {
+        self.verbs.contains(d.verb)
+            && self.resources.contains_joined(d.resource, d.subresource)
+            && self.api_groups.contains(d.api_group)
+            && if d.namespace.is_empty() {
+                self.cluster_scope
+            } else {
+                self.namespaces.contains(d.namespace)
+            }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct NonResourceMatcher {
+    verbs: StrSet,
+    any_path: bool,
+    exact: StrSet,
+    /// A rule URL also matches everything below it: `/healthz` matches
+    /// `/healthz/etcd`, `/apis/*` matches `/apis/x` (but not `/apis`).
+    prefixes: Box<[Box<str>]>,
+}
+
+impl NonResourceMatcher {
+    fn new(rule: &NonResourcePolicyRule) -> Self {
+        let any_path = rule.non_resource_urls.iter().any(|u| u == WILDCARD);
+        let exact: Vec<String> = rule
+            .non_resource_urls
+            .iter()
+            .filter(|u| *u != WILDCARD)
+            .cloned()
+            .collect();
+        let prefixes = exact
+            .iter()
+            .map(|u| {
+                let stem = u.strip_suffix('*').unwrap_or(u);
+                if stem.ends_with('/') {
+                    stem.into()
+                } else {
+                    format!("{stem}/").into()
+                }
+            })
+            .collect();
+        NonResourceMatcher {
+            verbs: StrSet::rule_list(&rule.verbs),
+            any_path,
+            exact: StrSet::exact(&exact),
+            prefixes,
+        }
+    }
+
+    fn matches(&self, d: &RequestDigest<'_>) -> bool {
+        self.verbs.contains(d.verb)
+            && (self.any_path
+                || self.exact.contains(d.path)
+                || self.prefixes.iter().any(|p| d.path.starts_with(&**p)))
+    }
+}
+
+/// A set of strings with a fast path for `*` and for short lists.
+#[derive(Clone, Debug)]
+enum StrSet {
+    Any,
+    Few(Box<[Box<str>]>),
+    Many(AHashSet<Box<str>>),
+}
+
+impl StrSet {
+    /// A rule's list: `["*"]` alone means everything (Kubernetes'
+    /// `containsString`); otherwise members match literally.
+    fn rule_list(list: &[String]) -> Self {
+        if list.len() == 1 && list[0] == WILDCARD {
+            StrSet::Any
+        } else {
+            Self::exact(list)
+        }
+    }
+
+    fn exact(list: &[String]) -> Self {
+        if list.len() <= SCAN_LIMIT {
+            StrSet::Few(list.iter().map(|s| s.as_str().into()).collect())
+        } else {
+            StrSet::Many(list.iter().map(|s| s.as_str().into()).collect())
+        }
+    }
+
+    fn contains(&self, x: &str) -> bool {
+        match self {
+            StrSet::Any => true,
+            StrSet::Few(items) => items.iter().any(|s| **s == *x),
+            StrSet::Many(set) => set.contains(x),
+        }
+    }
+
+    /// Whether the set holds `resource` (no subresource) or
+    /// `resource/subresource`, without building the joined string on the
+    /// heap.
+    fn contains_joined(&self, resource: &str, subresource: &str) -> bool {
+        if subresource.is_empty() {
+            return self.contains(resource);
+        }
+        match self {
+            StrSet::Any => true,
+            StrSet::Few(items) => items.iter().any(|s| is_joined(s, resource, subresource)),
+            StrSet::Many(set) => {
+                let mut buf = [0u8; 256];
+                match join_on_stack(&mut buf, resource, subresource) {
+                    Some(joined) => set.contains(joined),
+                    None => set.iter().any(|s| is_joined(s, resource, subresource)),
+                }
+            }
+        }
+    }
+}
+
+/// `candidate == resource + "/" + subresource`.
+fn is_joined(candidate: &str, resource: &str, subresource: &str) -> bool {
+    candidate.len() == resource.len() + 1 + subresource.len()
+        && candidate.starts_with(resource)
+        && candidate.as_bytes().get(resource.len()) == Some(&b'/')
+        && candidate.ends_with(subresource)
+}
+
+fn join_on_stack<'b>(buf: &'b mut [u8; 256], resource: &str, subresource: &str) -> Option<&'b str> {
+    let len = resource.len() + 1 + subresource.len();
+    if len > buf.len() {
+        return None;
+    }
+    buf[..resource.len()].copy_from_slice(resource.as_bytes());
+    buf[resource.len()] = b'/';
+    buf[resource.len() + 1..len].copy_from_slice(subresource.as_bytes());
+    // Two UTF-8 strings joined by an ASCII byte are UTF-8.
+    std::str::from_utf8(&buf[..len]).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_table_gives_bits_then_spills() {
+        let mut t = NameTable::default();
+        for i in 0..64 {
+            assert_eq!(t.intern(&format!("n{i}")), Some(1 << i));
+        }
+        assert_eq!(t.intern("n3"), Some(1 << 3));
+        assert_eq!(t.intern("one-too-many"), None);
+        assert_eq!(t.bit("n63"), 1 << 63);
+        assert_eq!(t.bit("n0"), 1);
+        assert_eq!(t.bit("one-too-many"), 0);
+    }
+
+    #[test]
+    fn spilled_subjects_still_match() {
+        let mut tables = SubjectTables::default();
+        let many: Vec<Subject> = (0..70).map(|i| Subject::group(format!("g{i}"))).collect();
+        let m = SubjectMatcher::new(&many, &mut tables);
+        assert!(m.spill.is_some());
+        for g in ["g0", "g63", "g64", "g69"] {
+            let groups = [g];
+            let d = RequestDigest {
+                groups: &groups,
+                ..RequestDigest::default()
+            };
+            assert!(m.matches(&tables.key("", &groups), &d), "{g}");
+        }
+        let groups = ["g70"];
+        let d = RequestDigest {
+            groups: &groups,
+            ..RequestDigest::default()
+        };
+        assert!(!m.matches(&tables.key("", &groups), &d));
+    }
+}

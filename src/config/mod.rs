@@ -1,0 +1,129 @@
+//! API Priority and Fairness configuration in Kubernetes' own shape:
+//! FlowSchema and PriorityLevelConfiguration objects of
+//! `flowcontrol.apiserver.k8s.io/v1` (v1beta3 accepted on input).
+//!
+//! ```
+//! use apf::config::Config;
+//!
+//! let yaml = r#"
+//! apiVersion: flowcontrol.apiserver.k8s.io/v1
+//! kind: PriorityLevelConfiguration
+//! metadata: {name: batch}
+//! spec:
+//!   type: Limited
+//!   limited:
+//!     limitResponse: {type: Queue, queuing: {queues: 16, handSize: 4}}
+//! "#;
+//! let config = Config::from_yaml_str(yaml).unwrap();
+//! // Kubernetes' defaults were applied when reading ...
+//! let queuing = config.priority_levels[0].spec.limited.as_ref().unwrap();
+//! assert_eq!(queuing.nominal_concurrency_shares, Some(30));
+//! // ... and validation adds the mandatory objects the file lacks.
+//! let valid = config.validate().unwrap();
+//! assert!(valid.priority_level_index("exempt").is_some());
+//! assert!(valid.flow_schema_index("catch-all").is_some());
+//! ```
+//!
+//! Loading reads what the text says and applies Kubernetes' defaulting;
+//! [`Config::validate`] checks every rule the API server checks and returns
+//! either every error found or a [`ValidConfig`] from which a
+//! [`crate::classification::Classifier`] is compiled.
+
+mod builtin;
+mod defaults;
+mod error;
+mod load;
+mod model;
+mod print;
+mod types;
+mod validate;
+
+pub use error::{ConfigError, ConfigErrors, ErrorType, ObjectRef};
+pub use model::{
+    DistinguisherMethod, LevelKind, LimitPolicy, Notice, QueuingParams, ValidConfig,
+    ValidFlowSchema, ValidPriorityLevel,
+};
+pub use types::*;
+pub use validate::{
+    required_entropy_bits, ChangedMandatory, DanglingReferences, ValidateOptions, MAX_HASH_BITS,
+};
+
+/// A set of FlowSchema and PriorityLevelConfiguration objects, as read
+/// (with Kubernetes' defaults applied) and not yet validated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    pub priority_levels: Vec<PriorityLevelConfiguration>,
+    pub flow_schemas: Vec<FlowSchema>,
+}
+
+impl Config {
+    /// Kubernetes' bootstrap configuration: the mandatory and the suggested
+    /// objects. The configuration to use when the user supplies none.
+    pub fn builtin() -> Config {
+        let mut priority_levels = builtin::mandatory_priority_levels();
+        priority_levels.extend(builtin::suggested_priority_levels());
+        let mut flow_schemas = builtin::mandatory_flow_schemas();
+        flow_schemas.extend(builtin::suggested_flow_schemas());
+        Config {
+            priority_levels,
+            flow_schemas,
+        }
+    }
+
+    /// Only the mandatory objects: `exempt` and `catch-all`, each a priority
+    /// level and a flow schema.
+    pub fn mandatory() -> Config {
+        Config {
+            priority_levels: builtin::mandatory_priority_levels(),
+            flow_schemas: builtin::mandatory_flow_schemas(),
+        }
+    }
+
+    /// Reads YAML: one object, a `List` (as `kubectl get
+    /// flowschemas,prioritylevelconfigurations -o yaml` prints), a typed
+    /// list, or several documents separated by `---`.
+    pub fn from_yaml_str(text: &str) -> Result<Config, ConfigErrors> {
+        load::from_yaml(text)
+    }
+
+    /// Reads JSON: one object or list, or several one after another.
+    pub fn from_json_str(text: &str) -> Result<Config, ConfigErrors> {
+        load::from_json(text)
+    }
+
+    /// Reads bytes in either format (JSON if they start with `{` or `[`).
+    pub fn from_slice(bytes: &[u8]) -> Result<Config, ConfigErrors> {
+        load::from_slice(bytes)
+    }
+
+    /// Prints the configuration as a `v1` `List` that `kubectl apply -f`
+    /// accepts and [`Config::from_yaml_str`] reads back unchanged.
+    pub fn to_yaml(&self) -> String {
+        print::to_yaml(self)
+    }
+
+    /// The same `List` in JSON.
+    pub fn to_json(&self) -> String {
+        print::to_json(self)
+    }
+
+    /// Validates with the default options: dangling references and changed
+    /// mandatory objects are errors.
+    pub fn validate(&self) -> Result<ValidConfig, ConfigErrors> {
+        validate::validate(self, &ValidateOptions::default())
+    }
+
+    /// Validates with the given options.
+    pub fn validate_with(&self, options: &ValidateOptions) -> Result<ValidConfig, ConfigErrors> {
+        validate::validate(self, options)
+    }
+
+    /// Adds the mandatory objects this configuration lacks (validation does
+    /// this on its own copy); returns what was added.
+    pub fn ensure_mandatory(&mut self) -> Vec<Notice> {
+        validate::ensure_mandatory(self)
+    }
+}
+
+#[cfg(test)]
+mod tests;
