@@ -8,6 +8,8 @@ pub mod classification;
 pub mod clock;
 pub mod config;
 pub mod dealer;
+pub mod dispatcher;
+pub mod level;
 pub mod queueset;
 pub mod sync;
 pub mod work_estimate;

@@ -118,3 +118,49 @@ impl<T> EventRing<T> {
         lock(&self.0).is_empty()
     }
 }
+
+/// A shared pointer that readers load without locking or touching a shared
+/// reference count, and a writer swaps atomically: `arc-swap` normally, a
+/// mutex under loom.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub struct ArcCell<T>(arc_swap::ArcSwap<T>);
+
+#[cfg(not(loom))]
+impl<T> ArcCell<T> {
+    pub fn new(value: Arc<T>) -> Self {
+        ArcCell(arc_swap::ArcSwap::new(value))
+    }
+    /// Run `f` on the current value.
+    #[inline]
+    pub fn with<R>(&self, f: impl FnOnce(&Arc<T>) -> R) -> R {
+        f(&self.0.load())
+    }
+    pub fn load_full(&self) -> Arc<T> {
+        self.0.load_full()
+    }
+    pub fn store(&self, value: Arc<T>) {
+        self.0.store(value)
+    }
+}
+
+#[cfg(loom)]
+#[derive(Debug)]
+pub struct ArcCell<T>(Mutex<Arc<T>>);
+
+#[cfg(loom)]
+impl<T> ArcCell<T> {
+    pub fn new(value: Arc<T>) -> Self {
+        ArcCell(Mutex::new(value))
+    }
+    pub fn with<R>(&self, f: impl FnOnce(&Arc<T>) -> R) -> R {
+        let current = lock(&self.0).clone();
+        f(&current)
+    }
+    pub fn load_full(&self) -> Arc<T> {
+        lock(&self.0).clone()
+    }
+    pub fn store(&self, value: Arc<T>) {
+        *lock(&self.0) = value;
+    }
+}

@@ -1,0 +1,423 @@
+//! The APF controller: classify a request by the flow schemas, dispatch it
+//! at its priority level, share the server's concurrency among levels and
+//! lend it between them.
+//!
+//! The configuration in force is one immutable snapshot (config, compiled
+//! classifier, levels) that requests read without a lock and a
+//! reconfiguration swaps atomically. A level that stays across a
+//! reconfiguration (same name and type) keeps its queueset, its waiting
+//! requests and its demand statistics; a removed level lingers, held by the
+//! requests still in it, until they are done.
+
+use crate::borrowing::{AdjusterOptions, BorrowingAdjuster, BorrowingConfigError, LevelConfig};
+use crate::classification::{Classifier, RequestDigest};
+use crate::clock::{Clock, Instant};
+use crate::config::{
+    Config, ConfigErrors, LevelKind, LimitPolicy, ValidConfig, ValidPriorityLevel,
+};
+use crate::level::{Level, LevelOutcome, RequestGuard, RequestTicket, Schema};
+use crate::queueset::{QueueSetConfig, RejectReason};
+use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
+use crate::work_estimate::{level_max_seats, WorkEstimate};
+use std::fmt;
+use std::time::Duration;
+
+/// Server-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatcherOptions {
+    /// Seats shared by all levels (Kubernetes: max-requests-inflight +
+    /// max-mutating-requests-inflight, 400 + 200 by default).
+    pub server_concurrency_limit: u32,
+    /// G, the initial service-time guess of fair queuing.
+    pub service_time_guess: Duration,
+    /// The longest a request waits in a queue.
+    pub wait_limit: Duration,
+    /// How often borrowing recomputes the levels' CurrentCLs.
+    pub borrowing_period: Duration,
+}
+
+impl Default for DispatcherOptions {
+    fn default() -> Self {
+        DispatcherOptions {
+            server_concurrency_limit: 600,
+            service_time_guess: Duration::from_millis(3),
+            wait_limit: Duration::from_secs(15),
+            borrowing_period: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a configuration was refused (the old one, if any, stays in force).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DispatcherError {
+    Config(ConfigErrors),
+    Borrowing(BorrowingConfigError),
+}
+
+impl fmt::Display for DispatcherError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DispatcherError::Config(e) => write!(f, "{e}"),
+            DispatcherError::Borrowing(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DispatcherError {}
+
+impl From<ConfigErrors> for DispatcherError {
+    fn from(e: ConfigErrors) -> Self {
+        DispatcherError::Config(e)
+    }
+}
+
+impl From<BorrowingConfigError> for DispatcherError {
+    fn from(e: BorrowingConfigError) -> Self {
+        DispatcherError::Borrowing(e)
+    }
+}
+
+/// What happened to a request, and where it was classified: servers put the
+/// schema's and level's UIDs in the `X-Kubernetes-PF-FlowSchema-UID` and
+/// `X-Kubernetes-PF-PriorityLevel-UID` response headers.
+#[derive(Debug)]
+pub struct Decision {
+    pub outcome: Outcome,
+    pub flow_schema: Arc<Schema>,
+    pub priority_level: Arc<Level>,
+    pub flow_hash: u64,
+}
+
+/// The decision proper.
+#[derive(Debug)]
+#[must_use = "dropping a guard finishes the request, dropping a ticket cancels it"]
+pub enum Outcome {
+    Execute(RequestGuard),
+    Queued(RequestTicket),
+    Rejected(RejectReason),
+}
+
+struct Snapshot {
+    config: ValidConfig,
+    classifier: Classifier,
+    levels: Vec<Arc<Level>>,
+    schemas: Vec<Arc<Schema>>,
+}
+
+/// The APF controller. See the module documentation.
+pub struct Dispatcher {
+    clock: Clock,
+    options: DispatcherOptions,
+    snapshot: ArcCell<Snapshot>,
+    adjuster: BorrowingAdjuster,
+    reconfiguring: Mutex<()>,
+    /// Levels in the adjuster's order, for its callback.
+    table: Arc<Mutex<Vec<Arc<Level>>>>,
+    reconfigurations: AtomicU64,
+}
+
+impl fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Dispatcher {
+    /// A dispatcher with `config` (mandatory objects added if missing).
+    pub fn new(
+        config: &Config,
+        options: DispatcherOptions,
+        clock: Clock,
+    ) -> Result<Dispatcher, DispatcherError> {
+        let valid = config.validate()?;
+        let borrowing = borrowing_levels(&valid);
+        let table: Arc<Mutex<Vec<Arc<Level>>>> = Arc::new(Mutex::new(Vec::new()));
+        let for_callback = table.clone();
+        let adjuster = BorrowingAdjuster::new(
+            &clock,
+            options.server_concurrency_limit,
+            &borrowing,
+            AdjusterOptions {
+                period: options.borrowing_period,
+            },
+            move |cls| apply_limits(&lock(&for_callback), cls),
+        )?;
+        let levels = build_levels(&valid, &[], &adjuster.current_cls(), &options, &clock);
+        attach_demand(&adjuster, &levels);
+        *lock(&table) = levels.clone();
+        let snapshot = Snapshot::new(valid, levels);
+        Ok(Dispatcher {
+            clock,
+            options,
+            snapshot: ArcCell::new(Arc::new(snapshot)),
+            adjuster,
+            reconfiguring: Mutex::new(()),
+            table,
+            reconfigurations: AtomicU64::new(0),
+        })
+    }
+
+    /// A dispatcher with Kubernetes' built-in configuration.
+    pub fn builtin(options: DispatcherOptions, clock: Clock) -> Dispatcher {
+        Dispatcher::new(&Config::builtin(), options, clock)
+            .expect("the built-in configuration is valid")
+    }
+
+    /// The clock the dispatcher runs on.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Classify a request and decide on it at its level. `deadline` is the
+    /// caller's own deadline for starting (the wait limit applies too).
+    pub fn start_request(
+        &self,
+        digest: &RequestDigest<'_>,
+        estimate: WorkEstimate,
+        deadline: Option<Instant>,
+    ) -> Decision {
+        let (level, schema, flow_hash) = self.snapshot.with(|snap| {
+            let c = snap.classifier.classify(digest);
+            (
+                snap.levels[c.level_index].clone(),
+                snap.schemas[c.schema_index].clone(),
+                c.flow_hash,
+            )
+        });
+        let outcome = match level.admit(&schema, flow_hash, estimate, deadline) {
+            LevelOutcome::Execute(guard) => {
+                level.counters.note_dispatched();
+                schema.counters.note_dispatched();
+                Outcome::Execute(guard)
+            }
+            LevelOutcome::Queued(ticket) => Outcome::Queued(ticket),
+            LevelOutcome::Rejected(reason) => {
+                level.counters.note_rejected(reason);
+                schema.counters.note_rejected(reason);
+                Outcome::Rejected(reason)
+            }
+        };
+        Decision {
+            outcome,
+            flow_schema: schema,
+            priority_level: level,
+            flow_hash,
+        }
+    }
+
+    /// Switch to a new configuration: validated first and refused whole on
+    /// error (the old one stays in force); otherwise levels are matched by
+    /// name, borrowing adjusts at once, and the new snapshot is swapped in.
+    pub fn reconfigure(&self, config: &Config) -> Result<(), DispatcherError> {
+        let _one_at_a_time = lock(&self.reconfiguring);
+        let valid = config.validate()?;
+        let borrowing = borrowing_levels(&valid);
+        let old = self.snapshot.load_full();
+        let mut built = None;
+        self.adjuster
+            .reconfigure(self.options.server_concurrency_limit, &borrowing, |cls| {
+                let levels = build_levels(&valid, &old.levels, cls, &self.options, &self.clock);
+                *lock(&self.table) = levels.clone();
+                built = Some(levels);
+            })?;
+        let levels = built.expect("publish runs on success");
+        attach_demand(&self.adjuster, &levels);
+        self.snapshot.store(Arc::new(Snapshot::new(valid, levels)));
+        self.reconfigurations.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Recompute the CurrentCLs now instead of at the end of the period.
+    pub fn adjust_borrowing_now(&self) {
+        self.adjuster.adjust_now();
+    }
+
+    /// The levels in force, in the configuration's order.
+    pub fn levels(&self) -> Vec<Arc<Level>> {
+        self.snapshot.with(|s| s.levels.clone())
+    }
+
+    /// The flow schemas in force, in matching order.
+    pub fn flow_schemas(&self) -> Vec<Arc<Schema>> {
+        self.snapshot.with(|s| s.schemas.clone())
+    }
+
+    /// The configuration in force (defaulted, mandatory objects added).
+    pub fn config(&self) -> Config {
+        self.snapshot.with(|s| s.config.config().clone())
+    }
+
+    /// The level of this name, if it is in force.
+    pub fn level(&self, name: &str) -> Option<Arc<Level>> {
+        self.snapshot
+            .with(|s| s.levels.iter().find(|l| l.name == name).cloned())
+    }
+
+    /// Each level's current concurrency limit (exempt levels: none).
+    pub fn current_limits(&self) -> Vec<(String, Option<u32>)> {
+        self.levels()
+            .iter()
+            .map(|l| {
+                (
+                    l.name.clone(),
+                    l.queueset().map(|qs| qs.stats().concurrency_limit),
+                )
+            })
+            .collect()
+    }
+
+    /// The borrowing adjuster (its report has every level's demand
+    /// statistics and bounds).
+    pub fn borrowing(&self) -> &BorrowingAdjuster {
+        &self.adjuster
+    }
+}
+
+impl Snapshot {
+    fn new(config: ValidConfig, levels: Vec<Arc<Level>>) -> Snapshot {
+        let classifier = Classifier::new(&config);
+        let schemas = config
+            .flow_schemas()
+            .iter()
+            .map(|fs| {
+                Arc::new(Schema {
+                    name: fs.name.clone(),
+                    uid: fs.uid.clone(),
+                    counters: Default::default(),
+                })
+            })
+            .collect();
+        Snapshot {
+            config,
+            classifier,
+            levels,
+            schemas,
+        }
+    }
+}
+
+fn borrowing_levels(valid: &ValidConfig) -> Vec<LevelConfig> {
+    valid
+        .priority_levels()
+        .iter()
+        .map(|pl| match &pl.kind {
+            LevelKind::Exempt => LevelConfig::exempt(pl.name.clone())
+                .with_nominal_shares(pl.nominal_concurrency_shares)
+                .with_lendable_percent(pl.lendable_percent),
+            LevelKind::Limited {
+                borrowing_limit_percent,
+                ..
+            } => LevelConfig::limited(pl.name.clone(), pl.nominal_concurrency_shares)
+                .with_lendable_percent(pl.lendable_percent)
+                .with_borrowing_limit_percent(*borrowing_limit_percent),
+        })
+        .collect()
+}
+
+fn queueset_config(
+    pl: &ValidPriorityLevel,
+    limit: u32,
+    options: &DispatcherOptions,
+) -> QueueSetConfig {
+    let (queues, hand_size, queue_length_limit) = match &pl.kind {
+        LevelKind::Limited {
+            limit_response: LimitPolicy::Queue(q),
+            ..
+        } => (q.queues, q.hand_size, q.queue_length_limit),
+        _ => (0, 1, 1),
+    };
+    QueueSetConfig {
+        name: pl.name.clone(),
+        concurrency_limit: limit,
+        queues,
+        hand_size,
+        queue_length_limit,
+        service_time_guess: options.service_time_guess,
+        wait_limit: options.wait_limit,
+    }
+}
+
+/// The levels of `valid`, reusing those of `old` that keep their name and
+/// type; `limits` are the CurrentCLs in the same order.
+fn build_levels(
+    valid: &ValidConfig,
+    old: &[Arc<Level>],
+    limits: &[u32],
+    options: &DispatcherOptions,
+    clock: &Clock,
+) -> Vec<Arc<Level>> {
+    let nominal =
+        crate::borrowing::level_limits(options.server_concurrency_limit, &borrowing_levels(valid));
+    valid
+        .priority_levels()
+        .iter()
+        .enumerate()
+        .map(|(i, pl)| {
+            let limit = limits.get(i).copied().unwrap_or(0);
+            let kept = old
+                .iter()
+                .find(|l| l.name == pl.name && l.is_exempt() == pl.is_exempt())
+                .cloned();
+            let level = match (pl.is_exempt(), kept) {
+                (_, Some(level)) => {
+                    if let Some(qs) = level.queueset() {
+                        // Validation already checked what the queueset checks.
+                        let _ = qs.reconfigure(queueset_config(pl, limit, options));
+                    }
+                    level
+                }
+                (true, None) => Arc::new(Level::exempt(
+                    pl.name.clone(),
+                    pl.uid.clone(),
+                    clock.clone(),
+                )),
+                (false, None) => {
+                    let qs = crate::queueset::QueueSet::new(
+                        queueset_config(pl, limit, options),
+                        clock.clone(),
+                    )
+                    .expect("validated configuration makes a valid queueset");
+                    Arc::new(Level::limited(
+                        pl.name.clone(),
+                        pl.uid.clone(),
+                        qs,
+                        clock.clone(),
+                    ))
+                }
+            };
+            let hand = match &pl.kind {
+                LevelKind::Limited {
+                    limit_response: LimitPolicy::Queue(q),
+                    ..
+                } => q.hand_size,
+                _ => 1,
+            };
+            let nominal_cl = nominal.get(i).map_or(limit, |l| l.nominal_cl);
+            let max_seats = if pl.is_exempt() {
+                u64::MAX
+            } else {
+                level_max_seats(nominal_cl, hand) as u64
+            };
+            level.max_seats.store(max_seats, Ordering::Relaxed);
+            level
+        })
+        .collect()
+}
+
+fn attach_demand(adjuster: &BorrowingAdjuster, levels: &[Arc<Level>]) {
+    for (i, level) in levels.iter().enumerate() {
+        level.set_demand_observer(adjuster.seat_demand(i));
+    }
+}
+
+/// Borrowing's callback: give each limited level its new CurrentCL.
+fn apply_limits(levels: &[Arc<Level>], cls: &[u32]) {
+    for (level, &cl) in levels.iter().zip(cls) {
+        if let Some(qs) = level.queueset() {
+            // Only the limit changes; the rest of the config was valid.
+            let _ = qs.set_concurrency_limit(cl.min(crate::queueset::MAX_CONCURRENCY_LIMIT));
+        }
+    }
+}
