@@ -9,3 +9,4 @@ pub mod dealer;
 pub mod queueset;
 pub mod sync;
 pub mod work_estimate;
+pub mod workqueue;
