@@ -155,10 +155,10 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 
     /// Give the queue a timer for delayed adds. The timer's callback holds
     /// the queue, so [`Shared::release_timer`] must run when the owner goes.
-    pub(crate) fn install_timer(self: &Arc<Self>) {
-        let shared = self.clone();
-        let timer = self.clock.timer(move |now| shared.fire(now));
-        lock(&self.state).timer = Some(timer);
+    pub(crate) fn install_timer(this: &Arc<Self>) {
+        let shared = this.clone();
+        let timer = this.clock.timer(move |now| shared.fire(now));
+        lock(&this.state).timer = Some(timer);
     }
 
     /// Drop the timer, breaking the cycle queue -> timer -> callback -> queue.
@@ -279,13 +279,13 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     /// Items tracked at all: queued, processing or waiting.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn tracked(&self) -> usize {
         lock(&self.state).table.len()
     }
 
     /// Workers parked in `get`.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn parked(&self) -> usize {
         lock(&self.state).waiters.len()
     }

@@ -26,7 +26,7 @@
 //! parked worker directly, under the same lock that orders priorities, so no
 //! race can hand out a lower priority while a higher one is queued.
 
-use super::core::Mode;
+use super::core::{Mode, Shared};
 use super::limiter::{ItemExponentialFailure, RateLimiter};
 use super::metrics::WorkqueueMetrics;
 use super::queue::Workqueue;
@@ -69,14 +69,14 @@ impl<T: Item> PriorityQueue<T> {
     /// A priority queue with its own rate limiter.
     pub fn with_rate_limiter(config: Config, limiter: impl RateLimiter<T> + 'static) -> Self {
         let queue = Workqueue::build(config, Priority::default(), Mode::Merged);
-        queue.shared().install_timer();
+        Shared::install_timer(queue.shared());
         PriorityQueue {
             queue,
             limiter: Box::new(limiter),
         }
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn queue(&self) -> &Workqueue<T, Priority> {
         &self.queue
     }

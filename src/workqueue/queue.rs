@@ -65,13 +65,13 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     }
 
     /// Items tracked at all (queued, processing or waiting).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn tracked(&self) -> usize {
         self.shared.tracked()
     }
 
     /// Workers parked in `get`.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn parked(&self) -> usize {
         self.shared.parked()
     }
@@ -201,7 +201,7 @@ impl<T: Item, S: QueueStrategy<T>> DelayingQueue<T, S> {
     /// A delaying queue ordered by `strategy`.
     pub fn with_strategy(config: Config, strategy: S) -> Self {
         let queue = Workqueue::with_strategy(config, strategy);
-        queue.shared().install_timer();
+        Shared::install_timer(queue.shared());
         DelayingQueue { queue }
     }
 

@@ -78,7 +78,7 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
         }
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

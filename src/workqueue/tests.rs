@@ -28,6 +28,18 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// Joining a test thread, failing instead of hanging if it never ends.
+trait JoinWithin<R> {
+    fn join_within(self) -> R;
+}
+
+impl<R> JoinWithin<R> for thread::JoinHandle<R> {
+    fn join_within(self) -> R {
+        wait_until("thread finishes", || self.is_finished());
+        self.join().expect("thread panicked")
+    }
+}
+
 fn drain<T: Item, S: QueueStrategy<T>>(q: &Workqueue<T, S>) -> Vec<T> {
     let mut out = Vec::new();
     while let Ok(x) = q.try_get() {
@@ -185,7 +197,7 @@ mod workqueue {
         });
         wait_until("worker parks", || q.parked() == 1);
         q.add(7u32);
-        assert_eq!(worker.join().unwrap(), Some(7));
+        assert_eq!(worker.join_within(), Some(7));
         assert_eq!(q.len(), 0);
     }
 
@@ -202,7 +214,7 @@ mod workqueue {
         wait_until("workers park", || q.parked() == 3);
         q.shut_down();
         for w in workers {
-            assert_eq!(w.join().unwrap(), None);
+            assert_eq!(w.join_within(), None);
         }
         assert_eq!(q.get(), None, "never blocks after shutdown");
     }
@@ -213,8 +225,8 @@ mod workqueue {
         let q = Arc::new(Workqueue::with_config(config));
         q.add("foo");
         q.add("bar");
-        let first = q.get().unwrap();
-        let second = q.get().unwrap();
+        let first = q.try_get().unwrap();
+        let second = q.try_get().unwrap();
         let q2 = q.clone();
         let drainer = thread::spawn(move || q2.shut_down_with_drain());
         wait_until("shutdown starts", || q.shutting_down());
@@ -223,7 +235,7 @@ mod workqueue {
         q.done(&first).unwrap();
         assert!(!drainer.is_finished(), "one item still processing");
         q.done(&second).unwrap();
-        drainer.join().unwrap();
+        drainer.join_within();
     }
 
     #[test]
@@ -231,12 +243,12 @@ mod workqueue {
         let (config, _m) = manual();
         let q = Arc::new(Workqueue::with_config(config));
         q.add(1u8);
-        let _held = q.get().unwrap();
+        let _held = q.try_get().unwrap();
         let q2 = q.clone();
         let drainer = thread::spawn(move || q2.shut_down_with_drain());
         wait_until("shutdown starts", || q.shutting_down());
         q.shut_down();
-        drainer.join().unwrap();
+        drainer.join_within();
     }
 
     #[test]
@@ -244,7 +256,7 @@ mod workqueue {
         let (config, _m) = manual();
         let q = Arc::new(Workqueue::with_config(config));
         q.add("foo");
-        let gotten = q.get().unwrap();
+        let gotten = q.try_get().unwrap();
         q.add("foo");
         let q2 = q.clone();
         let drainer = thread::spawn(move || q2.shut_down_with_drain());
@@ -254,7 +266,7 @@ mod workqueue {
         let again = q.get().expect("queued again by done");
         q.done(&again).unwrap();
         assert_eq!(q.get(), None);
-        drainer.join().unwrap();
+        drainer.join_within();
     }
 
     #[test]
@@ -265,7 +277,7 @@ mod workqueue {
         let m = q.metrics();
         assert_eq!((m.name.as_str(), m.adds, m.depth), ("test", 1, 1));
         manual.advance(Duration::from_micros(50));
-        let foo = q.get().unwrap();
+        let foo = q.try_get().unwrap();
         let m = q.metrics();
         assert_eq!(m.queue_duration.last_seconds, 50e-6);
         assert_eq!(m.queue_duration.count, 1);
@@ -285,7 +297,7 @@ mod workqueue {
         assert_eq!(m.work_duration.last_seconds, 25e-6);
         assert_eq!(m.work_duration.count, 1);
         assert_eq!(m.depth, 1);
-        let foo = q.get().unwrap();
+        let foo = q.try_get().unwrap();
         let m = q.metrics();
         assert_eq!(m.queue_duration.last_seconds, 25e-6);
         assert_eq!(m.queue_duration.count, 2);
@@ -312,7 +324,7 @@ mod workqueue {
         let q = Workqueue::with_config(config);
         q.add(1u8);
         manual.advance(ms(5));
-        let one = q.get().unwrap();
+        let one = q.try_get().unwrap();
         manual.advance(ms(5));
         q.done(&one).unwrap();
         let m = q.metrics();
@@ -404,12 +416,12 @@ mod workqueue {
             })
             .collect();
         for p in producers {
-            p.join().unwrap();
+            p.join_within();
         }
         wait_until("queue goes idle", || q.tracked() == 0);
         q.shut_down();
         for c in consumers {
-            c.join().unwrap();
+            c.join_within();
         }
         for k in 0..KEYS {
             assert_eq!(
@@ -603,7 +615,7 @@ mod delaying {
         clock.advance(ms(99));
         assert!(!worker.is_finished());
         clock.advance(ms(1));
-        assert_eq!(worker.join().unwrap(), Some(3));
+        assert_eq!(worker.join_within(), Some(3));
     }
 
     #[test]
@@ -637,8 +649,8 @@ mod delaying {
     fn the_real_clock_drives_delays_too() {
         let q = DelayingQueue::with_config(Config::default());
         q.add_after(1u8, ms(1));
-        // Blocks until the real clock's timer thread makes the item ready.
-        assert_eq!(q.get(), Some(1));
+        wait_until("the timer thread readies the item", || q.len() == 1);
+        assert_eq!(q.try_get(), Ok(1));
     }
 }
 
@@ -952,7 +964,7 @@ mod priority {
             })
             .collect();
         for w in workers {
-            w.join().unwrap();
+            w.join_within();
         }
         let mut log = std::mem::take(&mut *crate::sync::lock(&log));
         assert_eq!(log.len(), N as usize);
@@ -1036,7 +1048,7 @@ mod priority {
         wait_until("workers park", || q.queue().parked() == 3);
         q.add_with_opts(1, at(4));
         q.shut_down();
-        let got: Vec<Option<u8>> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        let got: Vec<Option<u8>> = workers.into_iter().map(|w| w.join_within()).collect();
         assert_eq!(got.iter().filter(|g| g.is_some()).count(), 1);
         assert!(got.contains(&Some(1)));
     }
@@ -1322,7 +1334,7 @@ mod model {
             super::super::core::Mode::Independent
         };
         let q = Workqueue::build(config, strategy, mode);
-        q.shared().install_timer();
+        super::super::core::Shared::install_timer(q.shared());
         let mut m: Model<O> = Model::new(merged);
         for op in ops {
             match op {
