@@ -18,7 +18,7 @@ use super::heap::DelayHeap;
 use super::metrics::{QueueMetrics, WorkqueueMetrics};
 use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, ItemTable, Phase};
-use super::{Item, TryGetError, WorkqueueError};
+use super::{Config, Item, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Instant, Timer};
 use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard};
 use smallvec::SmallVec;
@@ -125,16 +125,16 @@ pub(crate) struct Inner<T, S: QueueStrategy<T>> {
 type Hint<T, S> = <S as QueueStrategy<T>>::Hint;
 
 impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
-    pub(crate) fn new(
-        name: String,
-        clock: Clock,
-        timed: bool,
-        mode: Mode,
-        strategy: S,
-    ) -> Arc<Self> {
+    pub(crate) fn new(config: Config, mode: Mode, strategy: S) -> Arc<Self> {
+        let Config {
+            name,
+            clock,
+            timed_metrics: timed,
+            capacity,
+        } = config;
         Arc::new(Shared {
             state: Mutex::new(Inner {
-                table: ItemTable::new(),
+                table: ItemTable::with_capacity(capacity),
                 strategy,
                 waiting: DelayHeap::new(),
                 waiters: Vec::new(),

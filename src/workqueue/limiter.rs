@@ -1,26 +1,4 @@
-//! client-go's rate limiters for [`RateLimitingQueue`](super::RateLimitingQueue).
-//!
-//! # Bounded per-item state
-//!
-//! client-go's per-item limiters remember every item until it is forgotten,
-//! so a controller that never calls `Forget` for some items leaks. Here the
-//! per-item limiters ([`ItemExponentialFailure`], [`ItemFastSlow`],
-//! [`ItemTokenBucket`]) keep their state in two generations:
-//! - every *idle expiry* period the older generation is dropped and the
-//!   current one becomes the older; an item found in the older generation
-//!   moves back to the current one. So an item used within the last idle
-//!   expiry is always remembered, and one idle for twice that is always
-//!   forgotten;
-//! - a generation holds at most *capacity* items ([`DEFAULT_STATE_CAPACITY`]
-//!   by default): a new item arriving at a full generation ages the
-//!   generations early.
-//!
-//! Memory is thus bounded by twice the capacity, and by the items used in
-//! the last two periods. Forgetting an item resets it: its next delay is the
-//! first one again. The default idle expiry is twice the longest delay the
-//! limiter gives (twice the time a token bucket takes to refill), and at
-//! least a minute, so an item that keeps failing is not forgotten between
-//! its retries. Both are adjustable per limiter.
+//! client-go's rate limiters, with bounded per-item state.
 
 use super::{Item, WorkqueueError};
 use crate::clock::{duration_nanos, Clock, Instant};
@@ -31,6 +9,30 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 /// Decides how long an item waits before it is added again.
+///
+/// For [`RateLimitingQueue`](super::RateLimitingQueue) and [`PriorityQueue`](super::PriorityQueue); the implementations here are client-go's.
+///
+/// # Bounded per-item state
+///
+/// client-go's per-item limiters remember every item until it is forgotten,
+/// so a controller that never calls `Forget` for some items leaks. Here the
+/// per-item limiters ([`ItemExponentialFailure`], [`ItemFastSlow`],
+/// [`ItemTokenBucket`]) keep their state in two generations:
+/// - every *idle expiry* period the older generation is dropped and the
+///   current one becomes the older; an item found in the older generation
+///   moves back to the current one. So an item used within the last idle
+///   expiry is always remembered, and one idle for twice that is always
+///   forgotten;
+/// - a generation holds at most *capacity* items ([`DEFAULT_STATE_CAPACITY`]
+///   by default): a new item arriving at a full generation ages the
+///   generations early.
+///
+/// Memory is thus bounded by twice the capacity, and by the items used in
+/// the last two periods. Forgetting an item resets it: its next delay is the
+/// first one again. The default idle expiry is twice the longest delay the
+/// limiter gives (twice the time a token bucket takes to refill), and at
+/// least a minute, so an item that keeps failing is not forgotten between
+/// its retries. Both are adjustable per limiter.
 pub trait RateLimiter<T>: Send + Sync {
     /// The delay for this (re)try of `item`; counts it as a failure.
     fn when(&self, item: &T) -> Duration;
@@ -61,7 +63,7 @@ fn default_idle_expiry(longest: Duration) -> Duration {
     longest.saturating_mul(2).max(MIN_IDLE_EXPIRY)
 }
 
-/// Per-item state in two generations (see the module docs).
+/// Per-item state in two generations (see [`RateLimiter`]).
 struct ItemStates<T, V> {
     current: HashMap<T, V, ahash::RandomState>,
     older: HashMap<T, V, ahash::RandomState>,
@@ -182,14 +184,13 @@ impl<T: Item, V> Tracked<T, V> {
 /// Builder methods shared by the per-item limiters.
 macro_rules! bounded_state_methods {
     () => {
-        /// Forget items idle for longer than `idle_expiry` (see the module
-        /// docs); an error for zero.
+        /// Forget items idle for longer than `idle_expiry` (see [`RateLimiter`]); an error for zero.
         pub fn with_idle_expiry(mut self, idle_expiry: Duration) -> Result<Self, WorkqueueError> {
             self.state.set_idle_expiry(idle_expiry)?;
             Ok(self)
         }
 
-        /// Keep at most `capacity` items per generation (see the module docs).
+        /// Keep at most `capacity` items per generation (see [`RateLimiter`]).
         pub fn with_capacity(mut self, capacity: NonZeroUsize) -> Self {
             self.state.set_capacity(capacity);
             self

@@ -1,23 +1,9 @@
 //! client-go's workqueue metrics, kept inside the queue under its lock.
-//!
-//! | field | Prometheus name (label `name`) | kind |
-//! | --- | --- | --- |
-//! | `depth` | `workqueue_depth` | gauge: dirty items (queued, or processing and added again) |
-//! | `adds` | `workqueue_adds_total` | counter: adds that made an item dirty |
-//! | `queue_duration` | `workqueue_queue_duration_seconds` | histogram: from becoming dirty to `get` |
-//! | `work_duration` | `workqueue_work_duration_seconds` | histogram: from `get` to `done` |
-//! | `unfinished_work_seconds` | `workqueue_unfinished_work_seconds` | gauge: summed age of the processing items |
-//! | `longest_running_processor_seconds` | `workqueue_longest_running_processor_seconds` | gauge: age of the oldest processing item |
-//! | `retries` | `workqueue_retries_total` | counter: delayed adds |
-//!
-//! client-go refreshes the two unfinished-work gauges every 500 ms; here a
-//! snapshot computes them at the moment it is taken, from the list of
-//! processing items (never from a scan of all items).
 
 use super::chunk::ChunkVec;
 use super::table::NONE;
 
-/// The Prometheus names of the metrics, in the order of the table above.
+/// The Prometheus names of the metrics, in the order of [`WorkqueueMetrics`]'s table.
 pub fn metric_names() -> [&'static str; 7] {
     [
         "workqueue_depth",
@@ -99,7 +85,22 @@ fn seconds(nanos: u64) -> f64 {
     nanos as f64 / 1e9
 }
 
-/// A snapshot of a queue's metrics.
+/// A snapshot of a queue's metrics: client-go's workqueue metrics, kept
+/// inside the queue under its lock.
+///
+/// | field | Prometheus name (label `name`) | kind |
+/// | --- | --- | --- |
+/// | `depth` | `workqueue_depth` | gauge: dirty items (queued, or processing and added again) |
+/// | `adds` | `workqueue_adds_total` | counter: adds that made an item dirty |
+/// | `queue_duration` | `workqueue_queue_duration_seconds` | histogram: from becoming dirty to `get` |
+/// | `work_duration` | `workqueue_work_duration_seconds` | histogram: from `get` to `done` |
+/// | `unfinished_work_seconds` | `workqueue_unfinished_work_seconds` | gauge: summed age of the processing items |
+/// | `longest_running_processor_seconds` | `workqueue_longest_running_processor_seconds` | gauge: age of the oldest processing item |
+/// | `retries` | `workqueue_retries_total` | counter: delayed adds |
+///
+/// client-go refreshes the two unfinished-work gauges every 500 ms; here a
+/// snapshot computes them at the moment it is taken, from the list of
+/// processing items (never from a scan of all items).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WorkqueueMetrics {
     /// The queue's name: the metrics' `name` label.

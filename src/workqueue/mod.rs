@@ -17,12 +17,15 @@
 //!
 //! # Design
 //!
-//! One mutex guards each queue's state, and every operation holds it for a
-//! short, allocation-free (amortised) O(1) or O(log n) step. Nothing waits
-//! with it held: a worker that finds the queue empty parks on a private slot
-//! and the next item that becomes ready is handed straight to it, so a wake-up
-//! delivers exactly one item, the woken worker never competes for the lock
-//! again, and idle workers cost nothing. Items are stored once, in a slab;
+//! One mutex guards each queue's state, and every operation holds it for one
+//! short step: a hash lookup and an O(1) strategy operation (O(log p) for p
+//! distinct priorities, O(log w) for w waiting items), plus the clone of the
+//! item `get` returns. Growth is amortised: the slab and per-slot arrays grow
+//! a chunk at a time, the hash index rehashes (see [`Config::capacity`]).
+//! Nothing waits with the lock held: a worker that finds the queue empty parks
+//! on a private slot and the next item that becomes ready is handed straight
+//! to it, so a wake-up delivers exactly one item, the woken worker never
+//! competes for the lock again, and idle workers cost nothing. Items are stored once, in a slab;
 //! the hash index and the strategies hold 4-byte slot numbers (see
 //! [`QueueStrategy`]). Delays run on one [`Timer`](crate::clock::Timer) of the
 //! queue's [`Clock`], so the manual clock drives them deterministically.
@@ -85,6 +88,10 @@ pub struct Config {
     /// unfinished work). They cost a clock read on add, get and done; the
     /// counters (depth, adds, retries) are kept either way.
     pub timed_metrics: bool,
+    /// How many items the hash index holds before it first grows. Growing
+    /// rehashes every tracked item under the queue's lock, so a queue that
+    /// will hold a million items avoids a latency spike by saying so here.
+    pub capacity: usize,
 }
 
 impl Default for Config {
@@ -100,6 +107,7 @@ impl Config {
             name: String::new(),
             clock,
             timed_metrics: true,
+            capacity: 0,
         }
     }
 

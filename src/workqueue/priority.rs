@@ -1,30 +1,4 @@
 //! controller-runtime's priority queue, on the shared workqueue core.
-//!
-//! Semantics (controller-runtime's `priorityqueue`, with the fixes it
-//! needed):
-//! - Items are handed out highest priority first, FIFO within a priority.
-//! - Of all adds of an item that is not yet handed out, the highest priority
-//!   and the shortest delay win; a ready add ends a wait. Raising a queued
-//!   item's priority puts it at the back of its new priority.
-//! - An item waiting for its ready time is never handed out, and never
-//!   counted in `len` or the depth metric, before that time, whatever its
-//!   priority; once ready it goes to the back of its priority, ordered by
-//!   when it became ready.
-//!
-//! Differences from controller-runtime, for consistency with the rest of the
-//! family:
-//! - An item added while it is processing is queued when `done` is called
-//!   (client-go's rule), at the back of its priority: it becomes available
-//!   then, as a waiting item does when its time comes. controller-runtime
-//!   keeps such an item in place, skips it until `done`, and counts it in
-//!   `Len`.
-//! - After shutdown, `get` still hands out what is queued and then returns
-//!   `None` (controller-runtime returns "shut down" at once), and
-//!   `shut_down_with_drain` really drains.
-//!
-//! Items are never handed out by a dispatcher thread: a ready item goes to a
-//! parked worker directly, under the same lock that orders priorities, so no
-//! race can hand out a lower priority while a higher one is queued.
 
 use super::core::{Mode, Shared};
 use super::limiter::{ItemExponentialFailure, RateLimiter};
@@ -48,7 +22,33 @@ pub struct AddOpts {
     pub priority: i32,
 }
 
-/// controller-runtime's priority queue. See the [module docs](self).
+/// controller-runtime's priority queue, on the shared workqueue core.
+///
+/// Semantics (controller-runtime's `priorityqueue`, with the fixes it
+/// needed):
+/// - Items are handed out highest priority first, FIFO within a priority.
+/// - Of all adds of an item that is not yet handed out, the highest priority
+///   and the shortest delay win; a ready add ends a wait. Raising a queued
+///   item's priority puts it at the back of its new priority.
+/// - An item waiting for its ready time is never handed out, and never
+///   counted in `len` or the depth metric, before that time, whatever its
+///   priority; once ready it goes to the back of its priority, ordered by
+///   when it became ready.
+///
+/// Differences from controller-runtime, for consistency with the rest of the
+/// family:
+/// - An item added while it is processing is queued when `done` is called
+///   (client-go's rule), at the back of its priority: it becomes available
+///   then, as a waiting item does when its time comes. controller-runtime
+///   keeps such an item in place, skips it until `done`, and counts it in
+///   `Len`.
+/// - After shutdown, `get` still hands out what is queued and then returns
+///   `None` (controller-runtime returns "shut down" at once), and
+///   `shut_down_with_drain` really drains.
+///
+/// Items are never handed out by a dispatcher thread: a ready item goes to a
+/// parked worker directly, under the same lock that orders priorities, so no
+/// race can hand out a lower priority while a higher one is queued.
 pub struct PriorityQueue<T: Item> {
     queue: Workqueue<T, Priority>,
     limiter: Box<dyn RateLimiter<T>>,

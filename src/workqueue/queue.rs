@@ -50,13 +50,7 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
 
     pub(crate) fn build(config: Config, strategy: S, mode: Mode) -> Self {
         Workqueue {
-            shared: Shared::new(
-                config.name,
-                config.clock,
-                config.timed_metrics,
-                mode,
-                strategy,
-            ),
+            shared: Shared::new(config, mode, strategy),
         }
     }
 

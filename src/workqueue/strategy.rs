@@ -1,18 +1,4 @@
 //! Queue strategies: the order in which queued items are handed out.
-//!
-//! This is the `Queue` interface Kubernetes PR 123347 puts under client-go's
-//! workqueue (push, pop, len and touch), with two changes:
-//! - Items are named by [`Slot`]: the queue keeps each item once, in its
-//!   slab, and a strategy stores slot numbers (4 bytes) instead of a second
-//!   copy of the item. The item is passed by reference to `push` and `touch`
-//!   for strategies that order by content.
-//! - Every add carries a [`QueueStrategy::Hint`] (`()` for FIFO, a [`Lane`],
-//!   a priority) that `push` and `touch` receive and `pop` returns, so a
-//!   re-add can move a queued item without the strategy parsing items.
-//!
-//! The queue calls a strategy with its lock held and upholds: `push` only
-//! for a slot that is not in the strategy, `touch` only for one that is, and
-//! a slot handed out by `pop` is not in the strategy any more.
 
 use super::chunk::ChunkVec;
 use super::table::NONE;
@@ -32,7 +18,21 @@ impl Slot {
     }
 }
 
-/// The order of a queue's queued items.
+/// The order in which a queue hands out its queued items.
+///
+/// This is the `Queue` interface Kubernetes PR 123347 puts under client-go's
+/// workqueue (push, pop, len and touch), with two changes:
+/// - Items are named by [`Slot`]: the queue keeps each item once, in its
+///   slab, and a strategy stores slot numbers (4 bytes) instead of a second
+///   copy of the item. The item is passed by reference to `push` and `touch`
+///   for strategies that order by content.
+/// - Every add carries a [`QueueStrategy::Hint`] (`()` for FIFO, a [`Lane`],
+///   a priority) that `push` and `touch` receive and `pop` returns, so a
+///   re-add can move a queued item without the strategy parsing items.
+///
+/// The queue calls a strategy with its lock held and upholds: `push` only
+/// for a slot that is not in the strategy, `touch` only for one that is, and
+/// a slot handed out by `pop` is not in the strategy any more.
 pub trait QueueStrategy<T>: Send + 'static {
     /// What an add says about where the item goes.
     type Hint: Copy + Default + Send + Sync + fmt::Debug + 'static;
@@ -64,6 +64,15 @@ pub trait QueueStrategy<T>: Send + 'static {
 #[derive(Debug, Default)]
 pub struct Fifo {
     slots: VecDeque<u32>,
+}
+
+impl Fifo {
+    /// A FIFO with room for `capacity` items before it first grows.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Fifo {
+            slots: VecDeque::with_capacity(capacity),
+        }
+    }
 }
 
 impl<T> QueueStrategy<T> for Fifo {

@@ -68,10 +68,11 @@ pub(crate) fn short_hash(full: u64) -> u32 {
 }
 
 impl<T: Eq, H: Copy> ItemTable<T, H> {
-    pub(crate) fn new() -> Self {
+    /// A table whose index holds `capacity` items before it first grows.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         ItemTable {
             slots: ChunkVec::new(),
-            index: HashTable::new(),
+            index: HashTable::with_capacity(capacity),
             free_head: NONE,
             high_water: 0,
             len: 0,
@@ -169,7 +170,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove_and_reuse() {
-        let mut t: ItemTable<u64, ()> = ItemTable::new();
+        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0);
         let a = t.insert(1, 10, Phase::Queued, ()).unwrap();
         let b = t.insert(2, 20, Phase::Queued, ()).unwrap();
         assert_ne!(a, b);
@@ -186,7 +187,7 @@ mod tests {
 
     #[test]
     fn many_items_with_colliding_short_hashes() {
-        let mut t: ItemTable<u64, ()> = ItemTable::new();
+        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0);
         for i in 0..5000u64 {
             t.insert((i % 7) as u32, i, Phase::Queued, ()).unwrap();
         }
