@@ -37,6 +37,33 @@
 //! add time; `tests/workqueue_memory.rs` measures it with a counting
 //! allocator.
 //!
+//! # Example
+//!
+//! ```
+//! use apf::clock::Clock;
+//! use apf::workqueue::{Config, DelayingQueue, Lane, TwoLane, Workqueue};
+//! use std::time::Duration;
+//!
+//! let (clock, manual) = Clock::manual();
+//! let q = Workqueue::with_config(Config::with_clock(clock.clone()));
+//! q.add("pod/a");
+//! q.add("pod/a"); // still queued once
+//! let key = q.get().unwrap();
+//! q.add("pod/a"); // processing: queued again by `done`
+//! q.done(&key).unwrap();
+//! assert_eq!(q.len(), 1);
+//!
+//! let lanes = Workqueue::with_strategy(Config::with_clock(clock.clone()), TwoLane::default());
+//! lanes.add_with("resync", Lane::Slow);
+//! lanes.add_with("event", Lane::Fast);
+//! assert_eq!(lanes.try_get(), Ok("event"));
+//!
+//! let delayed = DelayingQueue::with_config(Config::with_clock(clock));
+//! delayed.add_after("retry", Duration::from_secs(5));
+//! manual.advance(Duration::from_secs(5));
+//! assert_eq!(delayed.try_get(), Ok("retry"));
+//! ```
+//!
 //! # Metrics
 //!
 //! [`Workqueue::metrics`] returns a [`WorkqueueMetrics`] snapshot whose
@@ -82,7 +109,9 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Item for T {}
 pub struct Config {
     /// The queue's name: the `name` label of its metrics.
     pub name: String,
-    /// The clock for delays and timed metrics.
+    /// The clock for delays and timed metrics. Queues that share a clock
+    /// share its timer thread (the real clock runs one while a timer is
+    /// armed).
     pub clock: Clock,
     /// Whether to record the timed metrics (queue latency, work duration,
     /// unfinished work). They cost a clock read on add, get and done; the
