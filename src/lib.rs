@@ -13,3 +13,4 @@ pub mod level;
 pub mod queueset;
 pub mod sync;
 pub mod work_estimate;
+pub mod workqueue;

@@ -1,0 +1,508 @@
+//! The state machine every queue of the family shares.
+//!
+//! Each tracked item has one slab entry whose [`Phase`] encodes client-go's
+//! dirty and processing sets; waiting for a ready time is kept apart in the
+//! [`DelayHeap`]. Two add policies exist:
+//! - [`Mode::Independent`] (client-go's delaying queue): a ready add and a
+//!   delayed add are independent; an item may be queued and waiting at once,
+//!   and the wait, when it ends, is one more add.
+//! - [`Mode::Merged`] (controller-runtime's priority queue): an item is
+//!   either ready or waiting; of all its adds the shortest delay and the
+//!   merged hint (highest priority) win, so a ready add ends any wait.
+//!
+//! Workers that find nothing queued park on a [`Waiter`] of their own; an
+//! item that becomes ready while workers are parked is handed to one of them
+//! directly (it is then already processing), after the lock is released.
+
+use super::heap::DelayHeap;
+use super::metrics::{QueueMetrics, WorkqueueMetrics};
+use super::strategy::{QueueStrategy, Slot};
+use super::table::{short_hash, ItemTable, Phase};
+use super::{Config, Item, TryGetError, WorkqueueError};
+use crate::clock::{Clock, Instant, Timer};
+use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard};
+use smallvec::SmallVec;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Independent,
+    Merged,
+}
+
+/// A parked worker's private rendezvous.
+pub(crate) struct Waiter<T, H> {
+    slot: Mutex<Handoff<T, H>>,
+    signal: Condvar,
+}
+
+enum Handoff<T, H> {
+    Pending,
+    Item(T, H),
+    Closed,
+}
+
+impl<T, H> Waiter<T, H> {
+    fn new() -> Self {
+        Waiter {
+            slot: Mutex::new(Handoff::Pending),
+            signal: Condvar::new(),
+        }
+    }
+
+    fn deliver(&self, payload: Option<(T, H)>) {
+        let mut slot = lock(&self.slot);
+        *slot = match payload {
+            Some((item, hint)) => Handoff::Item(item, hint),
+            None => Handoff::Closed,
+        };
+        drop(slot);
+        self.signal.notify_one();
+    }
+
+    fn wait(&self) -> Option<(T, H)> {
+        let mut slot = lock(&self.slot);
+        loop {
+            match std::mem::replace(&mut *slot, Handoff::Pending) {
+                Handoff::Pending => slot = wait(&self.signal, slot),
+                Handoff::Item(item, hint) => return Some((item, hint)),
+                Handoff::Closed => return None,
+            }
+        }
+    }
+}
+
+fn wait<'a, G>(cv: &Condvar, guard: MutexGuard<'a, G>) -> MutexGuard<'a, G> {
+    match cv.wait(guard) {
+        Ok(g) => g,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// A parked worker and what to hand it (`None`: the queue shut down).
+type Wake<T, H> = (Arc<Waiter<T, H>>, Option<(T, H)>);
+
+/// Hand-offs decided under the lock and carried out after it is released.
+pub(crate) struct Wakes<T, H>(SmallVec<[Wake<T, H>; 2]>);
+
+impl<T, H> Wakes<T, H> {
+    fn new() -> Self {
+        Wakes(SmallVec::new())
+    }
+
+    fn run(self) {
+        for (waiter, payload) in self.0 {
+            waiter.deliver(payload);
+        }
+    }
+}
+
+pub(crate) struct Shared<T, S: QueueStrategy<T>> {
+    state: Mutex<Inner<T, S>>,
+    /// Signalled when the last processing item is done during a draining
+    /// shutdown, and when a plain shutdown cancels the drain.
+    drained: Condvar,
+    hasher: ahash::RandomState,
+    clock: Clock,
+    timed: bool,
+    mode: Mode,
+    name: String,
+}
+
+pub(crate) struct Inner<T, S: QueueStrategy<T>> {
+    table: ItemTable<T, S::Hint>,
+    strategy: S,
+    waiting: DelayHeap<S::Hint>,
+    /// Parked workers, most recent last: handing work to the most recently
+    /// parked one keeps the fewest threads warm.
+    waiters: Vec<Arc<Waiter<T, S::Hint>>>,
+    processing: usize,
+    shutting_down: bool,
+    drain: bool,
+    timer: Option<Timer>,
+    metrics: QueueMetrics,
+}
+
+type Hint<T, S> = <S as QueueStrategy<T>>::Hint;
+
+impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
+    pub(crate) fn new(config: Config, mode: Mode, strategy: S) -> Arc<Self> {
+        let Config {
+            name,
+            clock,
+            timed_metrics: timed,
+            capacity,
+        } = config;
+        Arc::new(Shared {
+            state: Mutex::new(Inner {
+                table: ItemTable::with_capacity(capacity),
+                strategy,
+                waiting: DelayHeap::new(),
+                waiters: Vec::new(),
+                processing: 0,
+                shutting_down: false,
+                drain: false,
+                timer: None,
+                metrics: QueueMetrics::new(timed),
+            }),
+            drained: Condvar::new(),
+            hasher: ahash::RandomState::new(),
+            clock,
+            timed,
+            mode,
+            name,
+        })
+    }
+
+    /// Give the queue a timer for delayed adds. The timer's callback holds
+    /// the queue, so [`Shared::release_timer`] must run when the owner goes.
+    pub(crate) fn install_timer(this: &Arc<Self>) {
+        let shared = this.clone();
+        let timer = this.clock.timer(move |now| shared.fire(now));
+        lock(&this.state).timer = Some(timer);
+    }
+
+    /// Drop the timer, breaking the cycle queue -> timer -> callback -> queue.
+    pub(crate) fn release_timer(&self) {
+        let timer = lock(&self.state).timer.take();
+        drop(timer);
+    }
+
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    #[inline]
+    fn hash(&self, item: &T) -> u32 {
+        short_hash(self.hasher.hash_one(item))
+    }
+
+    #[inline]
+    fn stamp(&self) -> u64 {
+        if self.timed {
+            self.clock.now().as_nanos()
+        } else {
+            0
+        }
+    }
+
+    pub(crate) fn add(&self, item: T, hint: Hint<T, S>) {
+        let hash = self.hash(&item);
+        let now = self.stamp();
+        let mut wakes = Wakes::new();
+        lock(&self.state).add(self.mode, hash, item, hint, now, &mut wakes);
+        wakes.run();
+    }
+
+    /// Add `item` once `delay` nanoseconds have passed (at once for zero).
+    /// `count_retry` says whether this add counts in `workqueue_retries_total`.
+    pub(crate) fn add_after(&self, item: T, delay: u64, hint: Hint<T, S>, count_retry: bool) {
+        let hash = self.hash(&item);
+        let mut wakes = Wakes::new();
+        {
+            let mut inner = lock(&self.state);
+            if inner.shutting_down {
+                return;
+            }
+            if count_retry {
+                inner.metrics.on_retry();
+            }
+            if delay == 0 {
+                let now = self.stamp();
+                inner.add(self.mode, hash, item, hint, now, &mut wakes);
+            } else {
+                let at = self.clock.now().as_nanos().saturating_add(delay);
+                inner.add_waiting(self.mode, hash, item, at, hint);
+            }
+        }
+        wakes.run();
+    }
+
+    /// The timer's callback: make every item whose time has come ready.
+    fn fire(&self, now: Instant) {
+        let mut wakes = Wakes::new();
+        {
+            let mut inner = lock(&self.state);
+            let now = now.as_nanos();
+            while let Some((slot, hint)) = inner.waiting.pop_due(now) {
+                inner.add_existing(self.mode, slot, hint, now, &mut wakes);
+            }
+            inner.arm_timer();
+        }
+        wakes.run();
+    }
+
+    pub(crate) fn get(&self) -> Option<(T, Hint<T, S>)> {
+        let now = self.stamp();
+        let waiter = {
+            let mut inner = lock(&self.state);
+            if let Some(got) = inner.pop_ready(now) {
+                return Some(got);
+            }
+            if inner.shutting_down {
+                return None;
+            }
+            let waiter = Arc::new(Waiter::new());
+            inner.waiters.push(waiter.clone());
+            waiter
+        };
+        waiter.wait()
+    }
+
+    pub(crate) fn try_get(&self) -> Result<(T, Hint<T, S>), TryGetError> {
+        let now = self.stamp();
+        let mut inner = lock(&self.state);
+        match inner.pop_ready(now) {
+            Some(got) => Ok(got),
+            None if inner.shutting_down => Err(TryGetError::ShutDown),
+            None => Err(TryGetError::Empty),
+        }
+    }
+
+    pub(crate) fn done(&self, item: &T) -> Result<(), WorkqueueError> {
+        let hash = self.hash(item);
+        let now = self.stamp();
+        let mut wakes = Wakes::new();
+        let result = {
+            let mut inner = lock(&self.state);
+            let result = inner.done(hash, item, now, &mut wakes);
+            if inner.drain && inner.processing == 0 {
+                self.drained.notify_all();
+            }
+            result
+        };
+        wakes.run();
+        result
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.state).strategy.len()
+    }
+
+    /// Items tracked at all: queued, processing or waiting.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn tracked(&self) -> usize {
+        lock(&self.state).table.len()
+    }
+
+    /// Workers parked in `get`.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn parked(&self) -> usize {
+        lock(&self.state).waiters.len()
+    }
+
+    pub(crate) fn waiting_len(&self) -> usize {
+        lock(&self.state).waiting.len()
+    }
+
+    pub(crate) fn shutting_down(&self) -> bool {
+        lock(&self.state).shutting_down
+    }
+
+    /// Stop accepting adds and release parked workers. With `drain`, also
+    /// wait until no item is processing (or a plain shutdown cancels that).
+    pub(crate) fn shut_down(&self, drain: bool) {
+        let mut wakes = Wakes::new();
+        let mut inner = lock(&self.state);
+        inner.shutting_down = true;
+        inner.drain = drain;
+        for waiter in inner.waiters.drain(..) {
+            wakes.0.push((waiter, None));
+        }
+        inner.forget_waiting();
+        if !drain {
+            self.drained.notify_all();
+        }
+        drop(inner);
+        wakes.run();
+        if drain {
+            let mut inner = lock(&self.state);
+            while inner.processing > 0 && inner.drain {
+                inner = wait(&self.drained, inner);
+            }
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> WorkqueueMetrics {
+        let now = self.clock.now().as_nanos();
+        let inner = lock(&self.state);
+        let now = if inner.metrics.timed() { now } else { 0 };
+        inner.metrics.snapshot(&self.name, now)
+    }
+
+    /// Run `f` on the strategy, under the lock.
+    pub(crate) fn with_strategy<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        f(&lock(&self.state).strategy)
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<T: Item, S: QueueStrategy<T>> Inner<T, S> {
+    fn add(
+        &mut self,
+        mode: Mode,
+        hash: u32,
+        item: T,
+        hint: Hint<T, S>,
+        now: u64,
+        wakes: &mut Wakes<T, S::Hint>,
+    ) {
+        if self.shutting_down {
+            return;
+        }
+        match self.table.find(hash, &item) {
+            Some(slot) => self.add_existing(mode, slot, hint, now, wakes),
+            None => match self.table.insert(hash, item, Phase::Idle, hint) {
+                Some(slot) => self.mark_dirty(slot, hint, now, wakes),
+                None => self.metrics.on_reject(),
+            },
+        }
+    }
+
+    /// An add (or the end of a wait) for a tracked item.
+    fn add_existing(
+        &mut self,
+        mode: Mode,
+        slot: u32,
+        hint: Hint<T, S>,
+        now: u64,
+        wakes: &mut Wakes<T, S::Hint>,
+    ) {
+        let entry = self.table.entry_mut(slot);
+        match entry.phase {
+            Phase::Queued => self.strategy.touch(Slot(slot), &entry.item, hint),
+            Phase::RunningDirty => entry.hint = S::merge(entry.hint, hint),
+            Phase::Idle | Phase::Running => {
+                let hint = match mode {
+                    Mode::Merged => match self.waiting.remove(slot) {
+                        Some(waited) => S::merge(waited, hint),
+                        None => hint,
+                    },
+                    Mode::Independent => hint,
+                };
+                self.mark_dirty(slot, hint, now, wakes);
+            }
+        }
+    }
+
+    /// Put an item that is not dirty into the dirty set.
+    fn mark_dirty(&mut self, slot: u32, hint: Hint<T, S>, now: u64, wakes: &mut Wakes<T, S::Hint>) {
+        self.metrics.on_add(slot, now);
+        let entry = self.table.entry_mut(slot);
+        if entry.phase == Phase::Running {
+            entry.phase = Phase::RunningDirty;
+            entry.hint = hint;
+        } else {
+            self.make_available(slot, hint, now, wakes);
+        }
+    }
+
+    /// A dirty item that nobody processes: hand it to a parked worker, or
+    /// queue it.
+    fn make_available(
+        &mut self,
+        slot: u32,
+        hint: Hint<T, S>,
+        now: u64,
+        wakes: &mut Wakes<T, S::Hint>,
+    ) {
+        if let Some(waiter) = self.waiters.pop() {
+            let item = self.begin(slot, now);
+            wakes.0.push((waiter, Some((item, hint))));
+        } else {
+            let entry = self.table.entry_mut(slot);
+            entry.phase = Phase::Queued;
+            self.strategy.push(Slot(slot), &entry.item, hint);
+        }
+    }
+
+    fn begin(&mut self, slot: u32, now: u64) -> T {
+        self.processing += 1;
+        self.metrics.on_get(slot, now);
+        let entry = self.table.entry_mut(slot);
+        entry.phase = Phase::Running;
+        entry.item.clone()
+    }
+
+    fn pop_ready(&mut self, now: u64) -> Option<(T, Hint<T, S>)> {
+        let (slot, hint) = self.strategy.pop()?;
+        Some((self.begin(slot.0, now), hint))
+    }
+
+    fn done(
+        &mut self,
+        hash: u32,
+        item: &T,
+        now: u64,
+        wakes: &mut Wakes<T, S::Hint>,
+    ) -> Result<(), WorkqueueError> {
+        let slot = self
+            .table
+            .find(hash, item)
+            .ok_or(WorkqueueError::NotProcessing)?;
+        let entry = self.table.entry_mut(slot);
+        let requeue = match entry.phase {
+            Phase::Running => None,
+            Phase::RunningDirty => Some(entry.hint),
+            Phase::Idle | Phase::Queued => return Err(WorkqueueError::NotProcessing),
+        };
+        entry.phase = Phase::Idle;
+        self.processing -= 1;
+        self.metrics.on_done(slot, now);
+        match requeue {
+            Some(hint) => self.make_available(slot, hint, now, wakes),
+            None if !self.waiting.contains(slot) => self.table.remove(slot),
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// A delayed add: wait until `at` (or keep an earlier wait).
+    fn add_waiting(&mut self, mode: Mode, hash: u32, item: T, at: u64, hint: Hint<T, S>) {
+        let slot = match self.table.find(hash, &item) {
+            Some(slot) => slot,
+            None => match self.table.insert(hash, item, Phase::Idle, hint) {
+                Some(slot) => slot,
+                None => return self.metrics.on_reject(),
+            },
+        };
+        let entry = self.table.entry_mut(slot);
+        if mode == Mode::Merged {
+            // Already ready: no delay is shorter than none, but the hint
+            // still merges.
+            match entry.phase {
+                Phase::Queued => return self.strategy.touch(Slot(slot), &entry.item, hint),
+                Phase::RunningDirty => {
+                    entry.hint = S::merge(entry.hint, hint);
+                    return;
+                }
+                Phase::Idle | Phase::Running => {}
+            }
+        }
+        match self.waiting.get(slot) {
+            Some((_, held)) => self.waiting.update(slot, at, S::merge(held, hint)),
+            None => self.waiting.push(slot, at, hint),
+        }
+        self.arm_timer();
+    }
+
+    fn arm_timer(&self) {
+        if let (Some(timer), Some(at)) = (&self.timer, self.waiting.peek_at()) {
+            timer.set_if_earlier(Instant::from_nanos(at));
+        }
+    }
+
+    /// Shutdown ends every wait: items that were only waiting are dropped.
+    fn forget_waiting(&mut self) {
+        for slot in self.waiting.drain() {
+            if self.table.entry(slot).phase == Phase::Idle {
+                self.table.remove(slot);
+            }
+        }
+        if let Some(timer) = &self.timer {
+            timer.cancel();
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! loom models of the add/get/done races. Each model is small (two or three
+//! threads, one or two items) so that `scripts/loom.sh` explores it fully in
+//! well under a minute.
+
+use super::*;
+use crate::clock::{Clock, ManualClock};
+use crate::sync::{thread, Arc, AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+fn queue() -> (Arc<DelayingQueue<u8>>, ManualClock) {
+    let (clock, manual) = Clock::manual();
+    let mut config = Config::with_clock(clock);
+    config.timed_metrics = false;
+    (Arc::new(DelayingQueue::with_config(config)), manual)
+}
+
+/// A worker that processes until shutdown, checking that no item is
+/// processed twice at once and recording the newest add it has covered.
+fn worker(
+    q: Arc<DelayingQueue<u8>>,
+    busy: Arc<AtomicBool>,
+    last_add: Arc<AtomicU64>,
+    covered: Arc<AtomicU64>,
+) -> impl FnOnce() {
+    move || {
+        while let Some(x) = q.get() {
+            assert!(
+                !busy.swap(true, Ordering::SeqCst),
+                "processed twice at once"
+            );
+            covered.fetch_max(last_add.load(Ordering::SeqCst), Ordering::SeqCst);
+            busy.store(false, Ordering::SeqCst);
+            q.done(&x).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_add_during_processing_is_neither_lost_nor_doubled() {
+    loom::model(|| {
+        let (q, _clock) = queue();
+        q.add(1);
+        let one = q.try_get().unwrap();
+        let q2 = q.clone();
+        let producer = thread::spawn(move || q2.add(1));
+        q.done(&one).unwrap();
+        producer.join().unwrap();
+        assert_eq!(q.try_get(), Ok(1), "the add is not lost");
+        assert_eq!(q.try_get(), Err(TryGetError::Empty), "nor doubled");
+        q.done(&1).unwrap();
+        assert_eq!(q.try_get(), Err(TryGetError::Empty));
+    });
+}
+
+#[test]
+fn a_parked_worker_covers_every_add() {
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let busy = Arc::new(AtomicBool::new(false));
+        let last_add = Arc::new(AtomicU64::new(0));
+        let covered = Arc::new(AtomicU64::new(0));
+        let w = thread::spawn(worker(q.clone(), busy, last_add.clone(), covered.clone()));
+        for n in 1..=2 {
+            last_add.store(n, Ordering::SeqCst);
+            q.add(1);
+        }
+        q.shut_down_with_drain();
+        w.join().unwrap();
+        assert_eq!(
+            covered.load(Ordering::SeqCst),
+            2,
+            "the second add was processed"
+        );
+    });
+}
+
+#[test]
+fn two_workers_never_process_an_item_at_once() {
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let busy = Arc::new(AtomicBool::new(false));
+        let last_add = Arc::new(AtomicU64::new(1));
+        let covered = Arc::new(AtomicU64::new(0));
+        q.add(1);
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let (q, busy, last_add, covered) =
+                    (q.clone(), busy.clone(), last_add.clone(), covered.clone());
+                thread::spawn(move || {
+                    if let Ok(x) = q.try_get() {
+                        assert!(
+                            !busy.swap(true, Ordering::SeqCst),
+                            "processed twice at once"
+                        );
+                        covered.fetch_max(last_add.load(Ordering::SeqCst), Ordering::SeqCst);
+                        busy.store(false, Ordering::SeqCst);
+                        q.done(&x).unwrap();
+                    }
+                })
+            })
+            .collect();
+        last_add.store(2, Ordering::SeqCst);
+        q.add(1);
+        for w in workers {
+            w.join().unwrap();
+        }
+        while let Ok(x) = q.try_get() {
+            covered.fetch_max(last_add.load(Ordering::SeqCst), Ordering::SeqCst);
+            q.done(&x).unwrap();
+        }
+        assert_eq!(covered.load(Ordering::SeqCst), 2);
+    });
+}
+
+#[test]
+fn shutdown_releases_a_parked_worker() {
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let q2 = q.clone();
+        let w = thread::spawn(move || q2.get());
+        q.shut_down();
+        assert_eq!(w.join().unwrap(), None);
+    });
+}
+
+#[test]
+fn a_draining_shutdown_waits_for_done() {
+    loom::model(|| {
+        let (q, _clock) = queue();
+        q.add(1);
+        let one = q.try_get().unwrap();
+        let finished = Arc::new(AtomicBool::new(false));
+        let (q2, finished2) = (q.clone(), finished.clone());
+        let w = thread::spawn(move || {
+            finished2.store(true, Ordering::SeqCst);
+            q2.done(&one).unwrap();
+        });
+        q.shut_down_with_drain();
+        assert!(finished.load(Ordering::SeqCst), "returned before done");
+        w.join().unwrap();
+    });
+}
+
+#[test]
+fn a_delayed_add_racing_the_clock_is_not_lost() {
+    loom::model(|| {
+        let (q, clock) = queue();
+        let clock2 = clock.clone();
+        let ticker = thread::spawn(move || clock2.advance(Duration::from_millis(10)));
+        q.add_after(1, Duration::from_millis(10));
+        ticker.join().unwrap();
+        // Added before the advance: ready now; after it: ready at 20 ms.
+        clock.advance(Duration::from_millis(10));
+        assert_eq!(q.try_get(), Ok(1));
+        assert_eq!(q.waiting_len(), 0);
+    });
+}
+
+#[test]
+fn two_parked_workers_and_a_producer() {
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let busy = Arc::new(AtomicBool::new(false));
+        let last_add = Arc::new(AtomicU64::new(0));
+        let covered = Arc::new(AtomicU64::new(0));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let w = worker(q.clone(), busy.clone(), last_add.clone(), covered.clone());
+                thread::spawn(w)
+            })
+            .collect();
+        for n in 1..=2 {
+            last_add.store(n, Ordering::SeqCst);
+            q.add(1);
+        }
+        q.shut_down_with_drain();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(covered.load(Ordering::SeqCst), 2);
+    });
+}

@@ -1,0 +1,194 @@
+//! The client-go workqueue family: a work queue with client-go's dirty and
+//! processing rules, pluggable ordering strategies (FIFO, two lanes,
+//! priorities), a delaying queue, rate limiters, a rate-limiting queue and
+//! controller-runtime's priority queue.
+//!
+//! # The rules every queue here keeps
+//!
+//! An item is *dirty* once added and until a worker takes it; it is
+//! *processing* from [`Workqueue::get`] until [`Workqueue::done`].
+//! - Adding an item that is dirty and not processing changes nothing but its
+//!   place in the strategy ([`QueueStrategy::touch`]): it is queued once.
+//! - Adding an item that is processing marks it dirty without queueing it;
+//!   `done` queues it again. So no item is ever processed by two workers at
+//!   once, and no add made during processing is lost.
+//! - After shutdown, adds are ignored; `get` still hands out what is queued
+//!   and returns `None` once the queue is empty.
+//!
+//! # Design
+//!
+//! One mutex guards each queue's state, and every operation holds it for one
+//! short step: a hash lookup and an O(1) strategy operation (O(log p) for p
+//! distinct priorities, O(log w) for w waiting items), plus the clone of the
+//! item `get` returns. Growth is amortised: the slab and per-slot arrays grow
+//! a chunk at a time, the hash index rehashes (see [`Config::capacity`]).
+//! Nothing waits with the lock held: a worker that finds the queue empty parks
+//! on a private slot and the next item that becomes ready is handed straight
+//! to it, so a wake-up delivers exactly one item, the woken worker never
+//! competes for the lock again, and idle workers cost nothing. Items are stored once, in a slab;
+//! the hash index and the strategies hold 4-byte slot numbers (see
+//! [`QueueStrategy`]). Delays run on one [`Timer`](crate::clock::Timer) of the
+//! queue's [`Clock`], so the manual clock drives them deterministically.
+//!
+//! Per queued item the queue spends, beyond the item itself, a 4-byte
+//! hash-index bucket (at most 8/7 of them per item), a 4-byte hash and a
+//! phase byte beside the item in the slab, the strategy's link (4 bytes for
+//! FIFO, 12 for two lanes and priorities) and, with timed metrics, an 8-byte
+//! add time; `tests/workqueue_memory.rs` measures it with a counting
+//! allocator.
+//!
+//! # Example
+//!
+//! ```
+//! use apf::clock::Clock;
+//! use apf::workqueue::{Config, DelayingQueue, Lane, TwoLane, Workqueue};
+//! use std::time::Duration;
+//!
+//! let (clock, manual) = Clock::manual();
+//! let q = Workqueue::with_config(Config::with_clock(clock.clone()));
+//! q.add("pod/a");
+//! q.add("pod/a"); // still queued once
+//! let key = q.get().unwrap();
+//! q.add("pod/a"); // processing: queued again by `done`
+//! q.done(&key).unwrap();
+//! assert_eq!(q.len(), 1);
+//!
+//! let lanes = Workqueue::with_strategy(Config::with_clock(clock.clone()), TwoLane::default());
+//! lanes.add_with("resync", Lane::Slow);
+//! lanes.add_with("event", Lane::Fast);
+//! assert_eq!(lanes.try_get(), Ok("event"));
+//!
+//! let delayed = DelayingQueue::with_config(Config::with_clock(clock));
+//! delayed.add_after("retry", Duration::from_secs(5));
+//! manual.advance(Duration::from_secs(5));
+//! assert_eq!(delayed.try_get(), Ok("retry"));
+//! ```
+//!
+//! # Metrics
+//!
+//! [`Workqueue::metrics`] returns a [`WorkqueueMetrics`] snapshot whose
+//! fields are client-go's workqueue metrics; [`metric_names`] lists their
+//! Prometheus names.
+
+mod chunk;
+mod core;
+mod heap;
+mod limiter;
+mod metrics;
+mod priority;
+mod queue;
+mod strategy;
+mod table;
+
+#[cfg(all(test, loom))]
+mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use limiter::{
+    default_controller_rate_limiter, ItemExponentialFailure, ItemFastSlow, ItemTokenBucket, MaxOf,
+    RateLimiter, TokenBucket, WithMaxWait, DEFAULT_STATE_CAPACITY,
+};
+pub use metrics::{metric_names, Histogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS};
+pub use priority::{AddOpts, PriorityQueue};
+pub use queue::{DelayingQueue, RateLimitingQueue, TwoLaneQueue, Workqueue};
+pub use strategy::{Fifo, Lane, Priority, QueueStrategy, Slot, TwoLane};
+
+use crate::clock::Clock;
+use std::fmt;
+use std::hash::Hash;
+
+/// What a queue can hold: a cheap-to-clone key. `get` hands out a clone, so
+/// prefer integers, `Arc<str>` or small structs over `String`.
+pub trait Item: Clone + Eq + Hash + Send + Sync + 'static {}
+
+impl<T: Clone + Eq + Hash + Send + Sync + 'static> Item for T {}
+
+/// How a queue is built.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The queue's name: the `name` label of its metrics.
+    pub name: String,
+    /// The clock for delays and timed metrics. Queues that share a clock
+    /// share its timer thread (the real clock runs one while a timer is
+    /// armed).
+    pub clock: Clock,
+    /// Whether to record the timed metrics (queue latency, work duration,
+    /// unfinished work). They cost a clock read on add, get and done; the
+    /// counters (depth, adds, retries) are kept either way.
+    pub timed_metrics: bool,
+    /// How many items the hash index holds before it first grows. Growing
+    /// rehashes every tracked item under the queue's lock, so a queue that
+    /// will hold a million items avoids a latency spike by saying so here.
+    pub capacity: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::with_clock(Clock::real())
+    }
+}
+
+impl Config {
+    /// An unnamed queue on `clock`, with timed metrics.
+    pub fn with_clock(clock: Clock) -> Self {
+        Config {
+            name: String::new(),
+            clock,
+            timed_metrics: true,
+            capacity: 0,
+        }
+    }
+
+    /// The same configuration under another name.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+}
+
+/// Errors of the workqueue family.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkqueueError {
+    /// `done` was called for an item that is not being processed.
+    NotProcessing,
+    /// A rate was NaN, zero or negative.
+    InvalidRate,
+    /// A token bucket's burst was zero for a finite rate.
+    InvalidBurst,
+    /// An idle expiry of zero, which would forget every item at once.
+    InvalidExpiry,
+}
+
+impl fmt::Display for WorkqueueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WorkqueueError::NotProcessing => "item is not being processed",
+            WorkqueueError::InvalidRate => "rate must be a positive number of events per second",
+            WorkqueueError::InvalidBurst => "burst must be at least 1 for a finite rate",
+            WorkqueueError::InvalidExpiry => "idle expiry must be longer than zero",
+        })
+    }
+}
+
+impl std::error::Error for WorkqueueError {}
+
+/// Why [`Workqueue::try_get`] returned no item.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TryGetError {
+    /// Nothing is queued now.
+    Empty,
+    /// Nothing is queued and the queue is shutting down: nothing ever will be.
+    ShutDown,
+}
+
+impl fmt::Display for TryGetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TryGetError::Empty => "queue is empty",
+            TryGetError::ShutDown => "queue is shut down",
+        })
+    }
+}
+
+impl std::error::Error for TryGetError {}
