@@ -105,6 +105,9 @@ pub(crate) struct Core {
     pub(crate) clamped_estimates: u64,
     pub(crate) dispatched_total: u64,
     pub(crate) rejected_total: [u64; 4],
+    /// Wakers of requests decided under the lock, to wake after it is
+    /// released (see `LockedGuard`).
+    pub(crate) wakers: Vec<std::task::Waker>,
 }
 
 impl Core {
@@ -132,6 +135,7 @@ impl Core {
             clamped_estimates: 0,
             dispatched_total: 0,
             rejected_total: [0; 4],
+            wakers: Vec::new(),
         }
     }
 
@@ -310,11 +314,12 @@ impl Core {
         self.begin_executing(q as u32, estimate.max_seats());
         self.bound_and_reindex(q);
         self.dispatched_total += 1;
-        w.slot.decide(SlotState::Dispatched {
+        let waker = w.slot.decide(SlotState::Dispatched {
             queue: q as u32,
             estimate,
             start: now,
         });
+        self.wakers.extend(waker);
         true
     }
 
@@ -400,7 +405,8 @@ impl Core {
         }
         self.bound_and_reindex(q);
         self.rejected_total[reason as usize] += 1;
-        w.slot.decide(SlotState::Rejected(reason));
+        let waker = w.slot.decide(SlotState::Rejected(reason));
+        self.wakers.extend(waker);
         self.drop_undesired_empty_queues();
         true
     }

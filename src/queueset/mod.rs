@@ -225,6 +225,40 @@ struct Locked {
     next_seq: u64,
 }
 
+/// The queueset's lock, held. Wakers of requests decided under it are woken
+/// after it is released, never under it (as tokio's semaphore does), so a
+/// waker that does real work cannot deadlock against the queueset.
+struct LockedGuard<'a>(Option<MutexGuard<'a, Locked>>);
+
+impl std::ops::Deref for LockedGuard<'_> {
+    type Target = Locked;
+    fn deref(&self) -> &Locked {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for LockedGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Locked {
+        self.0.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for LockedGuard<'_> {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.0.take() else {
+            return;
+        };
+        if guard.core.wakers.is_empty() {
+            return;
+        }
+        let wakers = std::mem::take(&mut guard.core.wakers);
+        drop(guard);
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+}
+
 impl fmt::Debug for QueueSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = self.shared.word.load(Ordering::Relaxed);
@@ -572,10 +606,10 @@ impl Shared {
         }
     }
 
-    fn lock_and_drain(&self) -> MutexGuard<'_, Locked> {
+    fn lock_and_drain(&self) -> LockedGuard<'_> {
         let mut st = lock(&self.locked);
         self.drain(&mut st.core);
-        st
+        LockedGuard(Some(st))
     }
 
     fn drain(&self, core: &mut Core) {
