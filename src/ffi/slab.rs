@@ -226,9 +226,10 @@ impl RequestSlab {
             .sum()
     }
 
-    /// Panic while holding a shard lock (the panic-boundary test).
+    /// Panic while holding the calling thread's shard lock (the
+    /// panic-boundary test).
     pub(crate) fn panic_while_locked(&self) {
-        let _shard = lock(&self.shards[0]);
+        let _shard = lock(&self.shards[home_shard()]);
         panic!("apf_test_panic: deliberate panic while holding a request-slab lock");
     }
 }
