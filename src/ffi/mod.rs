@@ -16,6 +16,10 @@
 //!   checked for NULL; strings are `(ptr, len)` pairs checked for UTF-8.
 //! - Request handles are `u64`s carrying a generation, so a stale handle is
 //!   detected rather than misused.
+//!
+//! The ABI is not built under loom (its waker implements std's `Wake`,
+//! which needs std's `Arc`); the loom models cover the structures below it.
+#![cfg(not(loom))]
 
 #[macro_use]
 mod panic;
