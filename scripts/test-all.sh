@@ -13,7 +13,9 @@ cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 
 step "rust: unit, integration and property tests"
-cargo test --all-targets
+# Benchmarks are compiled by clippy --all-targets above; running them in
+# test mode would only repeat their (debug-build) set-up.
+cargo test --lib --bins --tests --examples
 cargo test --doc
 
 step "loom models"
