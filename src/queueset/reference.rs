@@ -495,7 +495,8 @@ impl ReferenceQueueSet {
 pub(crate) fn cap_final_seats(e: &mut WorkEstimate, limit: u32) {
     if e.final_seats > limit && limit > 0 {
         let final_work = e.final_seats as u128 * duration_nanos(e.additional_latency) as u128;
-        e.additional_latency = Duration::from_nanos((final_work / limit as u128) as u64);
+        let stretched = u64::try_from(final_work / limit as u128).unwrap_or(u64::MAX);
+        e.additional_latency = Duration::from_nanos(stretched);
         e.final_seats = limit;
     }
 }
