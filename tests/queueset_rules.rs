@@ -247,7 +247,8 @@ fn queue_choice_weighs_waiting_work_not_request_count() {
     let _occupant = l.exec(flow_to(8, 1, 7), est(1));
     let heavy = est_lat(1, 1, 50 * MS); // work G + 50 ms
     let light = est(1); // work G
-                        // Enqueue numbers 1, 2, 3: offsets 1, 0, 1.
+
+    // Enqueue numbers 1, 2, 3: offsets 1, 0, 1.
     let _t1 = l.queue(flow, heavy); // offset 1, both empty: hand[1]
     let _t2 = l.queue(flow, light); // offset 0: hand[0] has 0 work
     let _t3 = l.queue(flow, light); // offset 1: hand[1] 53 ms vs hand[0] 3 ms
@@ -762,13 +763,19 @@ fn fewer_queues_drain_the_undesired_ones_and_take_no_new_requests() {
         "the old request in queue 1 plus the six"
     );
     assert_eq!(states[6].1, 1, "the old request of queue 6 still waits");
-    // Drain: the undesired queues disappear once empty.
+    // Drain: both old requests are served, the one in the undesired queue
+    // too, and each undesired queue disappears once it and those after it
+    // are empty.
     drop(fresh);
     drop(occupant);
-    let a = in6.poll().or_else(|| in1.poll());
-    drop(a);
-    drop(in6);
-    drop(in1);
+    // Round robin after the occupant's queue 7 starts at queue 0: queue 1.
+    let g1 = dispatched(&mut in1);
+    pending(&mut in6);
+    assert_eq!(l.qs.stats().queues, 7, "queue 7 emptied; queue 6 holds one");
+    drop(g1);
+    let g6 = dispatched(&mut in6);
+    assert_eq!(l.qs.stats().queues, 7, "queue 6's request still executes");
+    drop(g6);
     l.check(&[], 0, 0);
     assert_eq!(l.qs.stats().queues, 2);
     c.queues = 0;
@@ -868,11 +875,11 @@ fn collect<'q>(
                     g.start_time()
                 );
                 executing.push(g);
-                waiting.swap_remove(i);
+                drop(waiting.swap_remove(i)); // decided: dropping it is a no-op
             }
             Some(Err(_)) => {
                 refusals += 1;
-                waiting.swap_remove(i);
+                drop(waiting.swap_remove(i)); // decided: dropping it is a no-op
             }
             None => i += 1,
         }
