@@ -304,7 +304,9 @@ impl Core {
         let w = self.pop_head(q);
         self.robin = Some(q);
         let mut estimate = w.estimate;
-        cap_final_seats(&mut estimate, self.cfg.concurrency_limit);
+        if cap_final_seats(&mut estimate, self.cfg.concurrency_limit) {
+            self.clamped_estimates += 1;
+        }
         self.queues[q].next_dispatch_r += w.work;
         word.take(estimate.max_seats());
         self.begin_executing(q as u32, estimate.max_seats());
