@@ -139,9 +139,28 @@ impl Core {
     /// sync to the observer, if any.
     pub(crate) fn observe_demand(&self) {
         if let Some(observer) = &self.demand_observer {
-            let demand = (self.seats_in_use + self.waiting_seats).min(u32::MAX as u64) as u32;
-            observer.set(demand, self.last_sync);
+            observer.set(self.demand(), self.last_sync);
         }
+    }
+
+    /// Seats in use plus seats waiting.
+    pub(crate) fn demand(&self) -> u32 {
+        (self.seats_in_use + self.waiting_seats).min(u32::MAX as u64) as u32
+    }
+
+    /// The instant of the last sync.
+    pub(crate) fn last_sync(&self) -> Instant {
+        self.last_sync
+    }
+
+    /// Take the observer out (to hold its lock across a batch of replays).
+    pub(crate) fn take_demand_observer(&mut self) -> Option<SeatDemandHandle> {
+        self.demand_observer.take()
+    }
+
+    /// Put back an observer taken with `take_demand_observer`.
+    pub(crate) fn set_demand_observer_quietly(&mut self, observer: SeatDemandHandle) {
+        self.demand_observer = Some(observer);
     }
 
     pub(crate) fn set_demand_observer(&mut self, observer: Option<SeatDemandHandle>) {

@@ -579,9 +579,24 @@ impl Shared {
     }
 
     fn drain(&self, core: &mut Core) {
-        while let Some(record) = self.ring.pop() {
-            Self::replay(core, record);
-        }
+        let Some(first) = self.ring.pop() else { return };
+        // Feed the demand observer under one lock for the whole batch.
+        let Some(observer) = core.take_demand_observer() else {
+            Self::apply(core, first);
+            while let Some(record) = self.ring.pop() {
+                Self::apply(core, record);
+            }
+            return;
+        };
+        observer.with(|demand| {
+            let mut record = Some(first);
+            while let Some(r) = record {
+                Self::apply(core, r);
+                demand.set(core.demand(), core.last_sync());
+                record = self.ring.pop();
+            }
+        });
+        core.set_demand_observer_quietly(observer);
     }
 
     fn replay(core: &mut Core, record: Record) {
