@@ -33,6 +33,7 @@
 //! assert_eq!(c.flow_distinguisher, "system:node:n1");
 //! ```
 
+mod flow_hash_memo;
 mod matchers;
 pub mod reference;
 
