@@ -11,10 +11,18 @@ step() { printf '\n==> %s\n' "$*"; }
 step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --features tower -- -D warnings
 
 step "rust: unit, integration and property tests"
-cargo test --all-targets
+# Benchmarks are compiled by clippy --all-targets above; running them in
+# test mode would only repeat their (debug-build) set-up.
+cargo test --lib --bins --tests --examples
 cargo test --doc
+
+step "tower layer: unit tests and the loopback load test"
+cargo test --features tower --lib tower::
+cargo test --features tower --test tower_load
+cargo test --doc --features tower tower
 
 step "loom models"
 scripts/loom.sh

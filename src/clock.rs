@@ -200,15 +200,22 @@ pub struct Timer {
 
 impl Timer {
     /// Arm the timer for `deadline`, replacing any earlier setting.
+    /// [`Instant::FAR_FUTURE`] means never: the timer is disarmed.
     pub fn set(&self, deadline: Instant) {
-        let at = deadline.0.min(NO_DEADLINE - 1);
+        // FAR_FUTURE shares its encoding with "unarmed". Were it armed one
+        // nanosecond earlier instead, a manual clock advanced to the end of
+        // time would fire it, and a callback that re-arms for the same
+        // deadline (the queueset's) would fire for ever.
+        let at = deadline.0;
         self.shared.deadline.store(at, Ordering::Release);
-        self.clock.wake_timer_thread(at);
+        if at != NO_DEADLINE {
+            self.clock.wake_timer_thread(at);
+        }
     }
 
     /// Arm the timer for `deadline` unless it is already armed earlier.
     pub fn set_if_earlier(&self, deadline: Instant) {
-        let at = deadline.0.min(NO_DEADLINE - 1);
+        let at = deadline.0;
         let prev = self.shared.deadline.fetch_min(at, Ordering::AcqRel);
         if at < prev {
             self.clock.wake_timer_thread(at);
@@ -256,7 +263,7 @@ impl TimerShared {
     /// `now`, disarming it first so the callback may re-arm it.
     fn fire_if_due(&self, now: u64) {
         let at = self.deadline.load(Ordering::Acquire);
-        if at > now {
+        if at > now || at == NO_DEADLINE {
             return;
         }
         if self
@@ -390,6 +397,36 @@ mod tests {
         manual.advance(Duration::from_nanos(35));
         assert_eq!(fired.load(Ordering::SeqCst), 3, "fires at 10, 20 and 30");
         assert_eq!(timer.deadline(), Some(Instant::from_nanos(40)));
+        slot.lock().unwrap().take();
+    }
+
+    #[test]
+    fn a_timer_set_for_the_far_future_never_fires_even_on_a_saturated_clock() {
+        // The queueset re-arms its timer for its next deadline whenever it
+        // fires; a deadline of FAR_FUTURE (a saturated wait limit or
+        // additional latency) must not make an advance to the end of time
+        // fire it again and again.
+        let (clock, manual) = Clock::manual();
+        let fired = Arc::new(AtomicUsize::new(0));
+        let slot: Arc<Mutex<Option<Arc<Timer>>>> = Arc::new(Mutex::new(None));
+        let (f2, s2) = (fired.clone(), slot.clone());
+        let timer = Arc::new(clock.timer(move |_| {
+            // Bounded so that the bug shows as a failure, not a hang.
+            if f2.fetch_add(1, Ordering::SeqCst) < 100 {
+                if let Some(t) = s2.lock().unwrap().as_ref() {
+                    t.set(Instant::FAR_FUTURE);
+                }
+            }
+        }));
+        *slot.lock().unwrap() = Some(timer.clone());
+        timer.set(Instant::FAR_FUTURE);
+        assert_eq!(timer.deadline(), None, "FAR_FUTURE means never");
+        timer.set(Instant::from_nanos(10));
+        timer.set_if_earlier(Instant::FAR_FUTURE);
+        assert_eq!(timer.deadline(), Some(Instant::from_nanos(10)));
+        manual.advance(Duration::MAX);
+        assert_eq!(clock.now(), Instant::FAR_FUTURE);
+        assert_eq!(fired.load(Ordering::SeqCst), 1, "fired at 10 only");
         slot.lock().unwrap().take();
     }
 

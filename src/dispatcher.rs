@@ -186,7 +186,7 @@ impl Dispatcher {
                 c.flow_hash,
             )
         });
-        let outcome = match level.admit(&schema, flow_hash, estimate, deadline) {
+        let outcome = match Level::admit(&level, &schema, flow_hash, estimate, deadline) {
             LevelOutcome::Execute(guard) => {
                 level.counters.note_dispatched();
                 schema.counters.note_dispatched();

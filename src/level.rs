@@ -165,24 +165,24 @@ impl Level {
 
     /// Admit a request at this level (`self` is kept alive by the outcome).
     pub(crate) fn admit(
-        self: &Arc<Self>,
+        level: &Arc<Level>,
         schema: &Arc<Schema>,
         flow_hash: u64,
         estimate: WorkEstimate,
         deadline: Option<Instant>,
     ) -> LevelOutcome {
-        let estimate = self.cap(estimate);
-        match &self.kind {
+        let estimate = level.cap(estimate);
+        match &level.kind {
             LevelKind::Exempt(e) => {
                 let seats = estimate.max_seats().max(1) as u64;
                 e.seats.fetch_add(seats, Ordering::Relaxed);
                 e.executing.fetch_add(1, Ordering::Relaxed);
-                e.observe(self.clock.now(), seats as i64);
+                e.observe(level.clock.now(), seats as i64);
                 LevelOutcome::Execute(RequestGuard {
-                    level: self.clone(),
+                    level: level.clone(),
                     exec: Some(LevelExecution::Exempt {
                         seats,
-                        start: self.clock.now(),
+                        start: level.clock.now(),
                     }),
                 })
             }
@@ -192,11 +192,11 @@ impl Level {
                 deadline,
             }) {
                 RawAdmission::Execute(exec) => LevelOutcome::Execute(RequestGuard {
-                    level: self.clone(),
+                    level: level.clone(),
                     exec: Some(LevelExecution::Queued(exec)),
                 }),
                 RawAdmission::Queued(waiting) => LevelOutcome::Queued(RequestTicket {
-                    level: self.clone(),
+                    level: level.clone(),
                     schema: schema.clone(),
                     waiting: Some(waiting),
                 }),

@@ -12,6 +12,9 @@ pub mod dispatcher;
 pub mod ffi;
 pub mod level;
 pub mod queueset;
+pub mod retry_after;
 pub mod sync;
+#[cfg(all(feature = "tower", not(loom)))]
+pub mod tower;
 pub mod work_estimate;
 pub mod workqueue;

@@ -311,6 +311,13 @@ impl<'q> Run<'q> {
                 "step {step} {op:?}: (seats, waiting, executing, R) {ours:?} vs model {theirs:?}"
             ));
         }
+        if stats.clamped_estimates != model.clamped_estimates() {
+            return Err(format!(
+                "step {step} {op:?}: clamped estimates {} vs model {}",
+                stats.clamped_estimates,
+                model.clamped_estimates()
+            ));
+        }
         let (qa, qb) = (self.qs.queue_states(), model.queue_states());
         if qa != qb {
             return Err(format!(

@@ -225,40 +225,6 @@ struct Locked {
     next_seq: u64,
 }
 
-/// The queueset's lock, held. Wakers of requests decided under it are woken
-/// after it is released, never under it (as tokio's semaphore does), so a
-/// waker that does real work cannot deadlock against the queueset.
-struct LockedGuard<'a>(Option<MutexGuard<'a, Locked>>);
-
-impl std::ops::Deref for LockedGuard<'_> {
-    type Target = Locked;
-    fn deref(&self) -> &Locked {
-        self.0.as_ref().expect("held until dropped")
-    }
-}
-
-impl std::ops::DerefMut for LockedGuard<'_> {
-    fn deref_mut(&mut self) -> &mut Locked {
-        self.0.as_mut().expect("held until dropped")
-    }
-}
-
-impl Drop for LockedGuard<'_> {
-    fn drop(&mut self) {
-        let Some(mut guard) = self.0.take() else {
-            return;
-        };
-        if guard.core.wakers.is_empty() {
-            return;
-        }
-        let wakers = std::mem::take(&mut guard.core.wakers);
-        drop(guard);
-        for waker in wakers {
-            waker.wake();
-        }
-    }
-}
-
 impl fmt::Debug for QueueSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let w = self.shared.word.load(Ordering::Relaxed);
@@ -606,16 +572,31 @@ impl Shared {
         }
     }
 
-    fn lock_and_drain(&self) -> LockedGuard<'_> {
+    fn lock_and_drain(&self) -> MutexGuard<'_, Locked> {
         let mut st = lock(&self.locked);
         self.drain(&mut st.core);
-        LockedGuard(Some(st))
+        st
     }
 
     fn drain(&self, core: &mut Core) {
-        while let Some(record) = self.ring.pop() {
-            Self::replay(core, record);
-        }
+        let Some(first) = self.ring.pop() else { return };
+        // Feed the demand observer under one lock for the whole batch.
+        let Some(observer) = core.take_demand_observer() else {
+            Self::apply(core, first);
+            while let Some(record) = self.ring.pop() {
+                Self::apply(core, record);
+            }
+            return;
+        };
+        observer.with(|demand| {
+            let mut record = Some(first);
+            while let Some(r) = record {
+                Self::apply(core, r);
+                demand.set(core.demand(), core.last_sync());
+                record = self.ring.pop();
+            }
+        });
+        core.set_demand_observer_quietly(observer);
     }
 
     fn replay(core: &mut Core, record: Record) {
@@ -675,8 +656,7 @@ impl Shared {
         st.core.enqueue(q, slot.clone(), estimate, deadline);
         self.word.fetch_or(SLOW, Ordering::AcqRel);
         st.core.dispatch_as_much_as_possible(now, &word);
-        self.settle(&mut st);
-        drop(st);
+        self.settle_and_unlock(st);
         match slot.try_take(None) {
             Some(decision) => match decision_result(decision) {
                 Ok(exec) => RawAdmission::Execute(exec),
@@ -688,6 +668,18 @@ impl Shared {
 
     /// After a slow-path operation: clear `SLOW` if nothing waits any more,
     /// and arm the timer for the next deadline or lingering release.
+    /// Finish a slow-path operation: settle the level, release the lock,
+    /// then wake the async waiters it decided (wakers never run under the
+    /// level lock).
+    fn settle_and_unlock(&self, mut st: MutexGuard<'_, Locked>) {
+        self.settle(&mut st);
+        let wakers = st.core.take_wakers();
+        drop(st);
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
     fn settle(&self, st: &mut Locked) {
         st.core.observe_demand();
         if st.core.requests_waiting == 0 {
@@ -736,7 +728,7 @@ impl Shared {
         let freed = st.core.finish(queue, estimate, start, end);
         word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &word);
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
     }
 
     /// Seats were freed while requests wait: dispatch them.
@@ -746,7 +738,7 @@ impl Shared {
         st.core.sync(now);
         st.core
             .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
     }
 
     fn cancel(&self, slot: &Arc<WaitSlot>) {
@@ -756,7 +748,7 @@ impl Shared {
         if st.core.remove_waiting(slot, RejectReason::Cancelled) {
             st.core
                 .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-            self.settle(&mut st);
+            self.settle_and_unlock(st);
         }
     }
 
@@ -769,7 +761,7 @@ impl Shared {
             word.give_back(freed);
             st.core.dispatch_as_much_as_possible(due, &word);
         }
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
     }
 
     fn reconfigure(&self, cfg: QueueSetConfig) -> Result<(), QueueSetConfigError> {
@@ -794,7 +786,7 @@ impl Shared {
         }
         st.core
             .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
         Ok(())
     }
 }

@@ -405,7 +405,9 @@ impl ReferenceQueueSet {
         };
         self.requests_waiting -= 1;
         self.robin = Some(q);
-        cap_final_seats(&mut w.estimate, self.cfg.concurrency_limit);
+        if cap_final_seats(&mut w.estimate, self.cfg.concurrency_limit) {
+            self.clamped_estimates += 1;
+        }
         self.queues[q].next_dispatch_r += w.work;
         self.begin_executing(w.id, Some(q), w.estimate, now);
         self.bound_next_dispatch(q);
@@ -492,10 +494,14 @@ impl ReferenceQueueSet {
 
 /// Kubernetes' rule: final seats above the limit are reduced to it, with the
 /// additional latency stretched to keep the same final work.
-pub(crate) fn cap_final_seats(e: &mut WorkEstimate, limit: u32) {
+/// Returns whether it capped anything (counted as a clamped estimate).
+pub(crate) fn cap_final_seats(e: &mut WorkEstimate, limit: u32) -> bool {
     if e.final_seats > limit && limit > 0 {
         let final_work = e.final_seats as u128 * duration_nanos(e.additional_latency) as u128;
-        e.additional_latency = Duration::from_nanos((final_work / limit as u128) as u64);
+        let stretched = u64::try_from(final_work / limit as u128).unwrap_or(u64::MAX);
+        e.additional_latency = Duration::from_nanos(stretched);
         e.final_seats = limit;
+        return true;
     }
+    false
 }

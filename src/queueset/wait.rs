@@ -41,10 +41,10 @@ impl WaitSlot {
         }
     }
 
-    /// Record the dispatcher's decision and wake a thread blocked on it.
-    /// The async waker, if one is registered, comes back for the caller to
-    /// wake once it holds no lock: a waker may run arbitrary code (the C
-    /// ABI's calls the user's completion callback).
+    /// Record the dispatcher's decision and wake a blocked waiter. An async
+    /// waiter's waker is returned, for the caller to wake once it holds no
+    /// lock of the level (a waker may run arbitrary code, even call back
+    /// into the level).
     #[must_use = "the waker must be woken"]
     pub(crate) fn decide(&self, decision: SlotState) -> Option<Waker> {
         let mut state = lock(&self.state);
