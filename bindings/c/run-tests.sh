@@ -36,8 +36,10 @@ printf '#include "apf.h"\n#include "apf.h"\nint main(void) { return apf_abi_vers
 step "c: test program and example server"
 SUFFIX="" build test_apf
 SUFFIX="" build example_server
+SUFFIX="" build bench_apf -O2
 "$OUT/test_apf"
 "$OUT/example_server"
+"$OUT/bench_apf" 20000 # a smoke run; real figures need a quiet machine
 
 step "c: again under ASan + UBSan"
 SUFFIX="-san" build test_apf "${SAN[@]}"

@@ -123,6 +123,13 @@ pub(crate) unsafe fn bytes_from_raw<'a, T>(ptr: *const T, len: usize) -> Result<
 pub(crate) unsafe fn str_from_raw<'a>(ptr: *const c_char, len: usize) -> Result<&'a str, StrError> {
     // SAFETY: forwarded contract.
     let bytes = unsafe { bytes_from_raw(ptr.cast::<u8>(), len) }?;
+    // Request strings are almost always ASCII, and the word-at-a-time ASCII
+    // check costs a fraction of full validation on short strings (it was
+    // a quarter of apf_start_request's instructions).
+    if bytes.is_ascii() {
+        // SAFETY: ASCII is valid UTF-8.
+        return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
     std::str::from_utf8(bytes).map_err(|_| StrError::Utf8)
 }
 

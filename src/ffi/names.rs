@@ -102,27 +102,27 @@ impl Names {
         names
     }
 
-    /// Names of a schema.
-    pub(crate) fn schema(&self, schema: &Arc<Schema>) -> NamePair {
-        self.lookup(schema, |s| (&s.name, s.uid.as_deref()))
+    /// Names of a decision's schema and level, in one read of the map.
+    pub(crate) fn of(&self, schema: &Arc<Schema>, level: &Arc<Level>) -> (NamePair, NamePair) {
+        let (s, l) = self
+            .map
+            .with(|m| (m.get(&key(schema)).copied(), m.get(&key(level)).copied()));
+        let s = s.unwrap_or_else(|| self.insert(schema, |s| (&s.name, s.uid.as_deref())));
+        let l = l.unwrap_or_else(|| self.insert(level, |l| (&l.name, l.uid.as_deref())));
+        (s, l)
     }
 
-    /// Names of a level.
-    pub(crate) fn level(&self, level: &Arc<Level>) -> NamePair {
-        self.lookup(level, |l| (&l.name, l.uid.as_deref()))
-    }
-
-    fn lookup<T: Send + Sync + 'static>(
+    fn insert<T: Send + Sync + 'static>(
         &self,
         obj: &Arc<T>,
         strings: impl Fn(&T) -> (&str, Option<&str>),
     ) -> NamePair {
-        if let Some(pair) = self.map.with(|m| m.get(&key(obj)).copied()) {
-            return pair;
-        }
         // A request that raced with a reconfiguration got an object of the
         // old configuration: add it.
         let mut w = lock(&self.writer);
+        if let Some(pair) = self.map.with(|m| m.get(&key(obj)).copied()) {
+            return pair; // another thread added it meanwhile
+        }
         let (name, uid) = strings(obj);
         let pair = NamePair {
             name: w.arena.intern(name),

@@ -249,8 +249,7 @@ pub unsafe extern "C" fn apf_start_request(
         };
         let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
         let decision = d.inner.start_request(&rust_digest, estimate, deadline);
-        let schema = d.names.schema(&decision.flow_schema);
-        let level = d.names.level(&decision.priority_level);
+        let (schema, level) = d.names.of(&decision.flow_schema, &decision.priority_level);
         let (outcome, reason, request) = match decision.outcome {
             Outcome::Execute(guard) => match d.requests.insert(Entry::Executing(guard)) {
                 Ok(handle) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, handle),
@@ -326,8 +325,12 @@ fn enqueue(
             drop(entry);
             (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0)
         }
-        // Another thread cancelled or finished a handle it never saw.
-        Err(_) => unreachable!("a fresh handle is only known to this thread"),
+        // Another thread guessed the fresh handle and cancelled it.
+        Err(_) => (
+            apf_outcome::APF_OUTCOME_REJECTED,
+            apf_reject_reason::APF_REJECT_CANCELLED,
+            0,
+        ),
     })
 }
 
