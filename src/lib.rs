@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod dealer;
 pub mod dispatcher;
+pub mod ffi;
 pub mod level;
 pub mod queueset;
 pub mod sync;
