@@ -72,7 +72,7 @@ public:
   static Error last(apf_status status) {
     std::string message = last_message();
     if (message.empty()) {
-      message = "libapf status " + std::to_string(static_cast<uint32_t>(status));
+      message = fallback_message(status);
     }
     return Error(status, std::move(message));
   }
@@ -85,20 +85,29 @@ private:
   static std::string last_message() {
     char small[256];
     size_t len = 0;
-    if (apf_last_error(small, sizeof small, &len) != APF_OK) {
-      return std::string();
-    }
-    if (len <= sizeof small) {
+    apf_status status = apf_last_error(small, sizeof small, &len);
+    if (status == APF_OK) {
       return std::string(small, len);
     }
-    // The message did not fit: `len` is its full length.
-    std::string big(len, '\0');
-    size_t again = 0;
-    if (apf_last_error(big.data(), big.size(), &again) != APF_OK) {
-      return std::string(small, sizeof small);
+    if (status != APF_ERR_INSUFFICIENT_SIZE) {
+      return std::string();
     }
-    big.resize(again < big.size() ? again : big.size());
+    // `len` is the full length; the library adds a NUL.
+    std::string big(len + 1, '\0');
+    if (apf_last_error(big.data(), big.size(), &len) != APF_OK) {
+      return std::string();
+    }
+    big.resize(len);
     return big;
+  }
+
+  static std::string fallback_message(apf_status status) {
+    const char *text = nullptr;
+    size_t len = 0;
+    if (apf_status_text(status, &text, &len) == APF_OK) {
+      return std::string(text, len);
+    }
+    return "libapf status " + std::to_string(static_cast<uint32_t>(status));
   }
 
   apf_status status_;
@@ -130,8 +139,15 @@ inline uint64_t to_u64(Nanos d) noexcept {
   return d.count() < 0 ? 0 : static_cast<uint64_t>(d.count());
 }
 
-inline std::string_view view(const char *ptr, size_t len) noexcept {
-  return ptr == nullptr ? std::string_view() : std::string_view(ptr, len);
+inline std::string_view view(apf_str s) noexcept {
+  return s.ptr == nullptr ? std::string_view() : std::string_view(s.ptr, s.len);
+}
+
+inline apf_str str(std::string_view s) noexcept {
+  apf_str out{};
+  out.ptr = s.data();
+  out.len = s.size();
+  return out;
 }
 
 } // namespace detail
@@ -340,12 +356,13 @@ enum class Outcome : uint32_t {
   Rejected = APF_OUTCOME_REJECTED,
 };
 
-/// Why a request was rejected (meaningful only for Outcome::Rejected).
+/// Why a request was rejected (None unless the outcome is Rejected).
 enum class RejectReason : uint32_t {
-  QueueFull = 0,
-  TimeOut = 1,
-  Cancelled = 2,
-  ConcurrencyLimit = 3,
+  None = APF_REJECT_NONE,
+  QueueFull = APF_REJECT_QUEUE_FULL,
+  TimeOut = APF_REJECT_TIME_OUT,
+  Cancelled = APF_REJECT_CANCELLED,
+  ConcurrencyLimit = APF_REJECT_CONCURRENCY_LIMIT,
 };
 
 inline std::string_view to_string(Outcome o) noexcept {
@@ -363,6 +380,8 @@ inline std::string_view to_string(Outcome o) noexcept {
 /// Kubernetes' label value for the reason.
 inline std::string_view to_string(RejectReason r) noexcept {
   switch (r) {
+  case RejectReason::None:
+    return "none";
   case RejectReason::QueueFull:
     return "queue-full";
   case RejectReason::TimeOut:
@@ -506,6 +525,7 @@ public:
   uint64_t release() noexcept { return std::exchange(request_, 0); }
 
 private:
+  inline Result<Decision> wait_raw(uint64_t timeout_nanos);
   inline Result<Decision> decided(uint32_t outcome, uint32_t reason);
 
   void reset() noexcept {
@@ -531,7 +551,7 @@ public:
   bool executing() const noexcept { return outcome_ == Outcome::Execute; }
   bool queued() const noexcept { return outcome_ == Outcome::Queued; }
   bool rejected() const noexcept { return outcome_ == Outcome::Rejected; }
-  /// Why it was rejected; meaningful only when rejected().
+  /// Why it was rejected; RejectReason::None unless rejected().
   RejectReason reject_reason() const noexcept { return reason_; }
 
   std::string_view flow_schema_name() const noexcept {
@@ -558,10 +578,10 @@ public:
   /// Builds a decision from the C struct, adopting its request handle.
   static Decision from_c(apf_dispatcher *dispatcher, const apf_decision &raw) {
     Classification where{
-        detail::view(raw.flow_schema_name, raw.flow_schema_name_len),
-        detail::view(raw.flow_schema_uid, raw.flow_schema_uid_len),
-        detail::view(raw.priority_level_name, raw.priority_level_name_len),
-        detail::view(raw.priority_level_uid, raw.priority_level_uid_len),
+        detail::view(raw.flow_schema_name),
+        detail::view(raw.flow_schema_uid),
+        detail::view(raw.priority_level_name),
+        detail::view(raw.priority_level_uid),
     };
     Decision d(static_cast<Outcome>(raw.outcome),
                static_cast<RejectReason>(raw.reject_reason), where);
@@ -596,19 +616,23 @@ inline Result<Decision> Ticket::decided(uint32_t outcome, uint32_t reason) {
   return d;
 }
 
-inline Result<Decision> Ticket::try_wait_for(Nanos timeout) {
+inline Result<Decision> Ticket::wait_raw(uint64_t timeout_nanos) {
   uint32_t outcome = 0;
   uint32_t reason = 0;
-  apf_status status = apf_request_wait(dispatcher_, request_,
-                                       detail::to_u64(timeout), &outcome, &reason);
+  apf_status status =
+      apf_request_wait(dispatcher_, request_, timeout_nanos, &outcome, &reason);
   if (status != APF_OK) {
     return Error::last(status);
   }
   return decided(outcome, reason);
 }
 
+inline Result<Decision> Ticket::try_wait_for(Nanos timeout) {
+  return wait_raw(detail::to_u64(timeout));
+}
+
 inline Result<Decision> Ticket::try_wait() {
-  return try_wait_for(Nanos(std::numeric_limits<Nanos::rep>::max()));
+  return wait_raw(std::numeric_limits<uint64_t>::max());
 }
 
 inline Result<Decision> Ticket::try_poll() {
@@ -696,20 +720,28 @@ public:
       groups = large.data();
     }
     for (size_t i = 0; i < digest.groups.size(); i++) {
-      groups[i] = str(digest.groups[i]);
+      groups[i] = detail::str(digest.groups[i]);
     }
     apf_request_digest raw{};
-    raw.user = str(digest.user);
-    raw.groups = groups;
+    raw.user = digest.user.data();
+    raw.user_len = digest.user.size();
+    raw.verb = digest.verb.data();
+    raw.verb_len = digest.verb.size();
+    raw.api_group = digest.api_group.data();
+    raw.api_group_len = digest.api_group.size();
+    raw.resource = digest.resource.data();
+    raw.resource_len = digest.resource.size();
+    raw.subresource = digest.subresource.data();
+    raw.subresource_len = digest.subresource.size();
+    raw.namespace_ = digest.namespace_.data();
+    raw.namespace_len = digest.namespace_.size();
+    raw.name = digest.name.data();
+    raw.name_len = digest.name.size();
+    raw.path = digest.path.data();
+    raw.path_len = digest.path.size();
+    raw.groups = digest.groups.empty() ? nullptr : groups;
     raw.n_groups = digest.groups.size();
-    raw.verb = str(digest.verb);
     raw.is_resource_request = digest.is_resource_request;
-    raw.api_group = str(digest.api_group);
-    raw.resource = str(digest.resource);
-    raw.subresource = str(digest.subresource);
-    raw.namespace_ = str(digest.namespace_);
-    raw.name = str(digest.name);
-    raw.path = str(digest.path);
     apf_work_estimate work = estimate.to_c();
     apf_decision out{};
     apf_status status = apf_start_request(
@@ -757,34 +789,41 @@ public:
       size_t len = 0;
       apf_status status =
           apf_dispatcher_stats_text(ptr_.get(), text.data(), text.size(), &len);
-      if (status != APF_OK) {
-        return Error::last(status);
-      }
-      if (len <= text.size()) {
+      if (status == APF_OK) {
         text.resize(len);
         return text;
       }
-      text.assign(len, '\0');
+      if (status != APF_ERR_INSUFFICIENT_SIZE) {
+        return Error::last(status);
+      }
+      // Levels may be added between the calls: retry with the new size.
+      text.assign(len + 1, '\0');
     }
   }
   std::string stats_text() { return try_stats_text().unwrap(); }
 
   /// Installs `callback` for queued requests' decisions (an empty function
-  /// removes it). Earlier callbacks are kept alive until the dispatcher is
-  /// destroyed, since another thread may be running one.
+  /// removes it). Not from inside a callback (an error).
   Result<void> try_set_completion_callback(CompletionCallback callback) {
-    if (!callback || !ptr_) {
+    if (!ptr_) {
       return detail::check(
-          apf_dispatcher_set_completion_callback(ptr_.get(), nullptr, nullptr));
+          apf_dispatcher_set_completion_callback(nullptr, nullptr, nullptr));
     }
     std::lock_guard<std::mutex> lock(callbacks_->mutex);
-    auto owned = std::make_unique<CompletionCallback>(std::move(callback));
-    apf_status status = apf_dispatcher_set_completion_callback(
-        ptr_.get(), &Dispatcher::trampoline, owned.get());
+    std::unique_ptr<CompletionCallback> owned;
+    apf_status status = APF_OK;
+    if (callback) {
+      owned = std::make_unique<CompletionCallback>(std::move(callback));
+      status = apf_dispatcher_set_completion_callback(
+          ptr_.get(), &Dispatcher::trampoline, owned.get());
+    } else {
+      status = apf_dispatcher_set_completion_callback(ptr_.get(), nullptr, nullptr);
+    }
     if (status != APF_OK) {
       return Error::last(status);
     }
-    callbacks_->installed.push_back(std::move(owned));
+    // The library returns only once no call of the old callback is running.
+    callbacks_->current = std::move(owned);
     return Result<void>();
   }
   void set_completion_callback(CompletionCallback callback) {
@@ -825,19 +864,12 @@ public:
 
 private:
   struct Deleter {
-    void operator()(Raw *raw) const noexcept { (void)apf_dispatcher_free(raw); }
+    void operator()(Raw *raw) const noexcept { apf_dispatcher_free(raw); }
   };
   struct Callbacks {
     std::mutex mutex;
-    std::vector<std::unique_ptr<CompletionCallback>> installed;
+    std::unique_ptr<CompletionCallback> current;
   };
-
-  static apf_str str(std::string_view s) noexcept {
-    apf_str out{};
-    out.ptr = s.data();
-    out.len = s.size();
-    return out;
-  }
 
   static void trampoline(void *user, uint64_t request) noexcept {
     (*static_cast<CompletionCallback *>(user))(request);

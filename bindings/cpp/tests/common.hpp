@@ -95,9 +95,38 @@ struct LevelGauges {
   uint64_t seats_in_use = 0;
   uint64_t executing = 0;
   uint64_t waiting = 0;
+  uint64_t concurrency_limit = 0;
 };
 
-LevelGauges gauges(apf::Dispatcher &d, std::string_view level);
+/// Parses the level's line: `level NAME exempt B concurrency_limit N
+/// seats_in_use N executing N waiting N ...`.
+inline LevelGauges gauges(apf::Dispatcher &d, std::string_view level) {
+  std::istringstream lines(d.stats_text());
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string kind, name;
+    if (!(words >> kind >> name) || kind != "level" || name != level) {
+      continue;
+    }
+    LevelGauges g;
+    g.found = true;
+    std::string key, value;
+    while (words >> key >> value) {
+      if (key == "seats_in_use") {
+        g.seats_in_use = std::stoull(value);
+      } else if (key == "executing") {
+        g.executing = std::stoull(value);
+      } else if (key == "waiting") {
+        g.waiting = std::stoull(value);
+      } else if (key == "concurrency_limit") {
+        g.concurrency_limit = std::stoull(value);
+      }
+    }
+    return g;
+  }
+  return LevelGauges();
+}
 
 } // namespace apf_test
 

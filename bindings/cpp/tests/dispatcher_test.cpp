@@ -71,7 +71,10 @@ TEST(Dispatcher, FromConfigGivesNamesAndUids) {
   auto guard = decision.take_guard();
   EXPECT_TRUE(guard);
   EXPECT_NE(guard.handle(), 0u);
-  EXPECT_EQ(gauges(d, "narrow").seats_in_use, 1u);
+  auto g = gauges(d, "narrow");
+  EXPECT_EQ(g.seats_in_use, 1u);
+  EXPECT_EQ(g.executing, 1u);
+  EXPECT_EQ(g.concurrency_limit, narrow_limit) << "the fixture's arithmetic";
 }
 
 TEST(Dispatcher, FromJsonConfig) {
@@ -238,18 +241,21 @@ TEST(Dispatcher, CompletionFdBecomesReadable) {
 }
 
 TEST(Dispatcher, FinalSeatsAreHeldForTheExtraLatency) {
+  // (narrow caps one request at max(1, ceil(0.15 * 2)) = 1 seat.)
   auto d = narrow_dispatcher();
   apf::WorkEstimate e;
   e.initial_seats = 1;
-  e.final_seats = 2;
+  e.final_seats = 1;
   e.additional_latency = 1s;
   auto guard = d.start(alice(), e).take_guard();
   ASSERT_TRUE(guard);
   d.advance_clock(100ms);
   guard.finish_at(d.now() - 50ms);
-  EXPECT_EQ(gauges(d, "narrow").seats_in_use, 2u) << "final seats after the end";
+  auto g = gauges(d, "narrow");
+  EXPECT_EQ(g.executing, 0u);
+  EXPECT_EQ(g.seats_in_use, 1u) << "final seats after the end";
   d.advance_clock(949ms);
-  EXPECT_EQ(gauges(d, "narrow").seats_in_use, 2u) << "1 s counts from the given end";
+  EXPECT_EQ(gauges(d, "narrow").seats_in_use, 1u) << "1 s counts from the given end";
   d.advance_clock(2ms);
   EXPECT_EQ(gauges(d, "narrow").seats_in_use, 0u);
 }

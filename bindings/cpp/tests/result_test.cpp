@@ -9,8 +9,8 @@
 using namespace apf_test;
 
 TEST(Error, CarriesStatusAndMessage) {
-  apf::Error e(7123, "something broke");
-  EXPECT_EQ(e.status(), 7123u);
+  apf::Error e(APF_ERR_PANIC, "something broke");
+  EXPECT_EQ(e.status(), APF_ERR_PANIC);
   EXPECT_EQ(e.message(), "something broke");
   EXPECT_STREQ(e.what(), "something broke");
   const std::exception &base = e;
@@ -64,17 +64,17 @@ TEST(Result, ValueSide) {
 }
 
 TEST(Result, ErrorSide) {
-  apf::Result<int> r(apf::Error(7001, "nope"));
+  apf::Result<int> r(apf::Error(APF_ERR_NULL_POINTER, "nope"));
   EXPECT_FALSE(r.ok());
   EXPECT_FALSE(static_cast<bool>(r));
-  EXPECT_EQ(r.error().status(), 7001u);
+  EXPECT_EQ(r.error().status(), APF_ERR_NULL_POINTER);
   EXPECT_EQ(r.error().message(), "nope");
-  EXPECT_EQ(apf::Result<int>(apf::Error(7001, "nope")).value_or(9), 9);
+  EXPECT_EQ(apf::Result<int>(apf::Error(APF_ERR_NULL_POINTER, "nope")).value_or(9), 9);
   try {
     (void)std::move(r).unwrap();
     FAIL() << "unwrap of an error throws";
   } catch (const apf::Error &e) {
-    EXPECT_EQ(e.status(), 7001u);
+    EXPECT_EQ(e.status(), APF_ERR_NULL_POINTER);
     EXPECT_EQ(e.message(), "nope");
   }
 }
@@ -83,9 +83,9 @@ TEST(Result, VoidSide) {
   apf::Result<void> ok;
   EXPECT_TRUE(ok.ok());
   EXPECT_NO_THROW(ok.unwrap());
-  apf::Result<void> bad(apf::Error(7002, "void failure"));
+  apf::Result<void> bad(apf::Error(APF_ERR_INVALID_UTF8, "void failure"));
   EXPECT_FALSE(bad);
-  EXPECT_EQ(bad.error().status(), 7002u);
+  EXPECT_EQ(bad.error().status(), APF_ERR_INVALID_UTF8);
   EXPECT_THROW(bad.unwrap(), apf::Error);
 }
 
@@ -101,7 +101,7 @@ TEST(Result, MoveOnlyValues) {
 }
 
 TEST(Result, MisuseAborts) {
-  EXPECT_DEATH((void)apf::Result<int>(apf::Error(7001, "x")).value(), "misuse");
+  EXPECT_DEATH((void)apf::Result<int>(apf::Error(APF_ERR_NULL_POINTER, "x")).value(), "misuse");
   EXPECT_DEATH((void)apf::Result<int>(1).error(), "misuse");
   EXPECT_DEATH((void)apf::Result<void>().error(), "misuse");
 }
