@@ -662,11 +662,12 @@ public:
   using Raw = apf_dispatcher;
   /// Called with a queued request's handle once it is decided, on the thread
   /// that decided it; it must be quick and must not throw (an escaping
-  /// exception terminates the program).
+  /// exception terminates the program). It may use the dispatcher, except
+  /// to replace the callback or to destroy the dispatcher.
   using CompletionCallback = std::function<void(uint64_t request)>;
 
-  /// Takes ownership of `raw`.
-  explicit Dispatcher(Raw *raw) : callbacks_(new Callbacks), ptr_(raw) {}
+  /// Takes ownership of `raw` (freed even if this constructor throws).
+  explicit Dispatcher(Raw *raw) : Dispatcher(Owned(raw)) {}
 
   Dispatcher(Dispatcher &&) noexcept = default;
   Dispatcher &operator=(Dispatcher &&) noexcept = default;
@@ -707,7 +708,8 @@ public:
   }
 
   /// Classifies a request and decides on it. `deadline` (on the dispatcher's
-  /// clock) bounds its wait in a queue, on top of the wait limit.
+  /// clock) bounds its wait in a queue, on top of the wait limit; the C ABI
+  /// reads a deadline of 0 as none.
   Result<Decision> try_start(const RequestDigest &digest,
                              const WorkEstimate &estimate = WorkEstimate(),
                              std::optional<Nanos> deadline = std::nullopt) {
@@ -803,11 +805,18 @@ public:
   std::string stats_text() { return try_stats_text().unwrap(); }
 
   /// Installs `callback` for queued requests' decisions (an empty function
-  /// removes it). Not from inside a callback (an error).
+  /// removes it). Returns once no call of the previous callback is running,
+  /// so it fails with APF_ERR_IN_CALLBACK inside a completion callback.
   Result<void> try_set_completion_callback(CompletionCallback callback) {
     if (!ptr_) {
       return detail::check(
           apf_dispatcher_set_completion_callback(nullptr, nullptr, nullptr));
+    }
+    if (callback_depth() > 0) {
+      // Taking the mutex here could deadlock with a thread that holds it
+      // while the library waits for this very callback to return.
+      return Error(APF_ERR_IN_CALLBACK,
+                   "a completion callback cannot replace the callback");
     }
     std::lock_guard<std::mutex> lock(callbacks_->mutex);
     std::unique_ptr<CompletionCallback> owned;
@@ -866,19 +875,33 @@ private:
   struct Deleter {
     void operator()(Raw *raw) const noexcept { apf_dispatcher_free(raw); }
   };
+  using Owned = std::unique_ptr<Raw, Deleter>;
   struct Callbacks {
     std::mutex mutex;
     std::unique_ptr<CompletionCallback> current;
   };
 
+  explicit Dispatcher(Owned raw)
+      : callbacks_(std::make_unique<Callbacks>()), ptr_(std::move(raw)) {}
+
+  /// How many completion callbacks this thread is running.
+  static int &callback_depth() noexcept {
+    static thread_local int depth = 0;
+    return depth;
+  }
+
   static void trampoline(void *user, uint64_t request) noexcept {
+    struct Depth {
+      Depth() noexcept { callback_depth()++; }
+      ~Depth() { callback_depth()--; }
+    } in_callback;
     (*static_cast<CompletionCallback *>(user))(request);
   }
 
   // Declared before ptr_ so it is destroyed after the C dispatcher, which
   // may call a callback until freed.
   std::unique_ptr<Callbacks> callbacks_;
-  std::unique_ptr<Raw, Deleter> ptr_;
+  Owned ptr_;
 };
 
 } // namespace apf

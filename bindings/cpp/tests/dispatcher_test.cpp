@@ -216,6 +216,32 @@ TEST(Dispatcher, CompletionCallbackSeesQueuedRequestsDecided) {
   (void)queued.cancel();
 }
 
+TEST(Dispatcher, CompletionCallbackMayPollButNotReplaceItself) {
+  auto d = narrow_dispatcher();
+  apf::Dispatcher *self = &d;
+  std::atomic<uint32_t> replace_status{APF_OK};
+  std::atomic<bool> decided_executing{false};
+  d.set_completion_callback([&](uint64_t request) {
+    auto r = self->try_set_completion_callback([](uint64_t) {});
+    replace_status = r.ok() ? APF_OK : r.error().status();
+    uint32_t outcome = 99;
+    uint32_t reason = 99;
+    decided_executing = apf_request_poll(self->capi(), request, &outcome, &reason) == APF_OK &&
+                        outcome == APF_OUTCOME_EXECUTE;
+  });
+  std::vector<apf::RequestGuard> held;
+  for (uint32_t i = 0; i < narrow_limit; i++) {
+    held.push_back(d.start(alice()).take_guard());
+  }
+  auto ticket = d.start(alice()).take_ticket();
+  held.pop_back();
+  EXPECT_EQ(replace_status.load(), static_cast<uint32_t>(APF_ERR_IN_CALLBACK));
+  EXPECT_TRUE(decided_executing.load());
+  // The callback polled the dispatch; the ticket's own poll sees it too.
+  EXPECT_TRUE(ticket.poll().executing());
+  d.set_completion_callback(nullptr); // outside a callback: fine
+}
+
 TEST(Dispatcher, CompletionFdBecomesReadable) {
   auto d = narrow_dispatcher();
   int fd = d.completion_fd();

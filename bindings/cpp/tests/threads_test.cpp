@@ -14,6 +14,9 @@ namespace {
 
 constexpr int threads = 8;
 constexpr int rounds = 300;
+// Long enough never to pass in a correct run, short enough that a lost
+// finish fails the test instead of hanging it.
+constexpr auto patience = std::chrono::seconds(20);
 
 /// Counts requests executing at once and remembers the most seen.
 struct Inflight {
@@ -29,9 +32,10 @@ struct Inflight {
   void leave() { --now; }
 };
 
+enum class Ran { AtOnce, AfterWaiting, Failed };
+
 /// Executes one request to completion: at once, or after waiting in a queue.
-/// Returns whether it waited.
-bool run_one(apf::Dispatcher &d, Inflight &inflight) {
+Ran run_one(apf::Dispatcher &d, Inflight &inflight) {
   auto decision = d.start(alice());
   bool waited = decision.queued();
   apf::RequestGuard guard;
@@ -39,18 +43,21 @@ bool run_one(apf::Dispatcher &d, Inflight &inflight) {
     guard = decision.take_guard();
   } else if (waited) {
     auto ticket = decision.take_ticket();
-    auto decided = ticket.wait();
-    EXPECT_TRUE(decided.executing()) << apf::to_string(decided.outcome()) << " "
-                                     << apf::to_string(decided.reject_reason());
+    auto decided = ticket.wait_for(patience);
+    if (!decided.executing()) {
+      ADD_FAILURE() << apf::to_string(decided.outcome()) << " "
+                    << apf::to_string(decided.reject_reason());
+      return Ran::Failed;
+    }
     guard = decided.take_guard();
   } else {
     ADD_FAILURE() << "rejected: " << apf::to_string(decision.reject_reason());
-    return false;
+    return Ran::Failed;
   }
   inflight.enter();
   std::this_thread::yield();
   inflight.leave();
-  return waited;
+  return waited ? Ran::AfterWaiting : Ran::AtOnce;
 }
 
 } // namespace
@@ -75,8 +82,8 @@ TEST(Threads, QueuedRequestsAreDispatchedByFinishes) {
       EXPECT_TRUE(decision.queued());
       auto ticket = decision.take_ticket();
       first_started++;
-      auto decided = ticket.wait();
-      EXPECT_TRUE(decided.executing());
+      auto decided = ticket.wait_for(patience);
+      ASSERT_TRUE(decided.executing()) << apf::to_string(decided.outcome());
       {
         auto guard = decided.take_guard();
         inflight.enter();
@@ -85,9 +92,11 @@ TEST(Threads, QueuedRequestsAreDispatchedByFinishes) {
       executed++;
       waited++;
       for (int i = 0; i < rounds; i++) {
-        if (run_one(d, inflight)) {
-          waited++;
+        Ran ran = run_one(d, inflight);
+        if (ran == Ran::Failed) {
+          return;
         }
+        waited += ran == Ran::AfterWaiting;
         executed++;
       }
     });
@@ -120,8 +129,7 @@ TEST(Threads, DispatcherCallsRaceSafely) {
   std::vector<std::thread> workers;
   for (int t = 0; t < 4; t++) {
     workers.emplace_back([&] {
-      for (int i = 0; i < rounds; i++) {
-        (void)run_one(d, inflight);
+      for (int i = 0; i < rounds && run_one(d, inflight) != Ran::Failed; i++) {
       }
     });
   }
@@ -152,7 +160,7 @@ TEST(Threads, GuardsAndTicketsMoveBetweenThreads) {
   auto ticket = d.start(alice()).take_ticket();
   ASSERT_TRUE(ticket);
   std::thread waiter([t = std::move(ticket)]() mutable {
-    auto decided = t.wait();
+    auto decided = t.wait_for(patience);
     EXPECT_TRUE(decided.executing());
   });
   std::thread finisher([g = std::move(guard)]() mutable { g.finish(); });
