@@ -52,14 +52,16 @@ var oneSeat = fcrequest.WorkEstimate{InitialSeats: 1}
 // handle runs one request through the level as the apiserver's Handle
 // does: StartRequest, then Finish with the execute function (which blocks
 // while the request waits in its queue). It reports whether the request
-// was queued and whether it executed.
+// had to wait and whether it executed.
+//
+// The queueset puts every request in a queue, even one it dispatches at
+// once, and notes both moves before StartRequest returns; a request
+// still in its queue when StartRequest returns is one that waits.
 func (k *kubeLevel) handle(ctx context.Context, flowHash uint64, exec func()) (queued, executed bool) {
-	note := func(inQueue bool) {
-		if inQueue {
-			queued = true
-		}
-	}
+	inQueue := false
+	note := func(in bool) { inQueue = in }
 	req, _ := k.qs.StartRequest(ctx, &oneSeat, flowHash, "", "bench", nil, nil, note)
+	queued = inQueue
 	if req == nil {
 		return queued, false
 	}
