@@ -151,11 +151,14 @@ func TestQueuedRequestsAreDispatchedByFinishes(t *testing.T) {
 		}()
 	}
 	eventually(t, "all requests queued", func() bool { return inQueue.Load() == waiters })
+	// Errorf, not Fatalf: the dispatcher must outlive the goroutines.
 	if got := levelStat(t, d, "tight", "waiting"); got != waiters {
-		t.Fatalf("libapf counts %d waiting", got)
+		t.Errorf("libapf counts %d waiting", got)
 	}
+	// A blocking C call per waiter would make the runtime start a thread
+	// for each (checked: 200 threads for 200 waiters).
 	if grown := pprof.Lookup("threadcreate").Count() - threadsBefore; grown > 20 {
-		t.Fatalf("%d OS threads created for %d waiting requests", grown, waiters)
+		t.Errorf("%d OS threads created for %d waiting requests", grown, waiters)
 	}
 	h.stop(t)
 	wg.Wait()
