@@ -105,8 +105,8 @@ func (o Options) toC() (C.apf_options, error) {
 	return c, nil
 }
 
-// newC makes the C dispatcher from the built-in configuration (config nil)
-// or from configuration text.
+// newC makes the C dispatcher from the built-in configuration (builtin) or
+// from configuration text.
 func newC(config []byte, builtin bool, opts Options) (*C.apf_dispatcher, error) {
 	maybeGC()
 	copts, err := opts.toC()
