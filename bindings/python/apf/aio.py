@@ -74,11 +74,20 @@ class CompletionHub:
             raise
 
     def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._fd is None:
-            self._fd = self._d.completion_fd()
-        # Hold the dispatcher open while its fd is in a selector.
-        self._d._enter()
-        loop.add_reader(self._fd, self._drain, loop)
+        entered = False
+        try:
+            if self._fd is None:
+                self._fd = self._d.completion_fd()
+            # Hold the dispatcher open while its fd is in a selector.
+            self._d._enter()
+            entered = True
+            loop.add_reader(self._fd, self._drain, loop)
+        except BaseException:
+            with self._lock:
+                self._watching.discard(loop)
+            if entered:
+                self._d._exit()
+            raise
 
     def _unwatch(self, loop: asyncio.AbstractEventLoop) -> None:
         """On ``loop``'s thread: stop watching if it has no waiters left."""

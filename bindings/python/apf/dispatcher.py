@@ -7,7 +7,7 @@ import dataclasses
 from typing import Callable, Optional, Tuple, Union
 
 from . import _bindings as b
-from ._library import ApfError, call, lib
+from ._library import ApfError, ClosedError, call, last_error, lib
 from ._managed import Managed
 from .types import (
     Decision,
@@ -179,8 +179,6 @@ class Dispatcher(Managed):
         finally:
             self._exit()
         if status != b.APF_OK:
-            from ._library import last_error
-
             raise ApfError(status, last_error(), name)
 
     # --- configuration and clock ------------------------------------------
@@ -367,8 +365,6 @@ class Dispatcher(Managed):
             from .aio import CompletionHub
 
             if self.closed:
-                from ._library import ClosedError
-
                 raise ClosedError("Dispatcher has been closed")
             self._hub = CompletionHub(self)
         return self._hub
