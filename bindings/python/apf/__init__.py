@@ -16,7 +16,7 @@ The shared library is found through ``APF_LIBRARY`` (a file or a directory)
 or in the repository's ``target/release``.
 """
 
-from ._library import ApfError, ClosedError, LibraryNotFound, last_error
+from ._library import ApfError, ClosedError, LibraryNotFound, last_error, status_text
 from .dispatcher import Dispatcher, Request, RequestScope, default_options
 from .aio import AsyncRequestScope
 from .types import (
@@ -55,4 +55,5 @@ __all__ = [
     "abi_version",
     "default_options",
     "last_error",
+    "status_text",
 ]

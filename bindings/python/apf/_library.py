@@ -81,7 +81,7 @@ def lib() -> ctypes.CDLL:
 
 
 def header_version() -> int:
-    return (b.APF_VERSION_MAJOR << 16) | (b.APF_VERSION_MINOR << 8) | b.APF_VERSION_PATCH
+    return b.APF_VERSION_NUMBER
 
 
 def _check_version(found: int) -> None:
@@ -114,6 +114,15 @@ def last_error() -> str:
             size = needed.value + 1
             continue
         return ""
+
+
+def status_text(status: int) -> str:
+    """libapf's fixed description of a status code (``apf_status_text``)."""
+    text = ctypes.POINTER(ctypes.c_char)()
+    length = ctypes.c_size_t()
+    check(lib().apf_status_text(status, ctypes.byref(text), ctypes.byref(length)),
+          "apf_status_text")
+    return ctypes.string_at(text, length.value).decode()
 
 
 def check(status: int, function: str) -> None:

@@ -80,15 +80,11 @@ class _Marshalled:
         keep = []
         d = b.apf_request_digest()
 
-        def put(field: str, value: Text) -> None:
-            data = _encode(value)
+        for name, (ptr_field, len_field) in _DIGEST_FIELDS.items():
+            data = _encode(getattr(digest, name))
             keep.append(data)
-            setattr(d, field, _str_field(data))
-            setattr(d, field + "_len", len(data))
-
-        for name in ("user", "verb", "api_group", "resource", "subresource",
-                     "namespace", "name", "path"):
-            put(_DIGEST_FIELDS.get(name, name), getattr(digest, name))
+            setattr(d, ptr_field, _str_field(data))
+            setattr(d, len_field, len(data))
         groups = [_encode(g) for g in digest.groups]
         keep.extend(groups)
         array = (b.apf_str * max(len(groups), 1))()
@@ -108,8 +104,19 @@ class _Marshalled:
         self._keep = keep
 
 
-# Python names of digest fields whose C names differ (C keywords, etc.).
-_DIGEST_FIELDS = {"namespace": "namespace_"}
+# RequestDigest's strings and their (pointer, length) fields in C. ctypes
+# would accept a misspelt field silently (as a plain attribute), so a test
+# checks these against apf_request_digest._fields_.
+_DIGEST_FIELDS = {
+    "user": ("user", "user_len"),
+    "verb": ("verb", "verb_len"),
+    "api_group": ("api_group", "api_group_len"),
+    "resource": ("resource", "resource_len"),
+    "subresource": ("subresource", "subresource_len"),
+    "namespace": ("namespace_", "namespace_len"),
+    "name": ("name", "name_len"),
+    "path": ("path", "path_len"),
+}
 
 
 def _decision(raw: b.apf_decision) -> Decision:
@@ -250,7 +257,10 @@ class Dispatcher(Managed):
         return _outcome(outcome.value, reason.value)
 
     def cancel(self, request: int) -> bool:
-        """Withdraw a queued request; False if it was decided meanwhile."""
+        """Withdraw a queued request; the handle is retired either way.
+        False if it had just been decided (a dispatch nobody was told of is
+        finished at once). An executing request raises
+        ``APF_ERR_REQUEST_EXECUTING``: finish it instead."""
         out = ctypes.c_bool()
         self._call("apf_request_cancel", request, ctypes.byref(out))
         return out.value
@@ -278,14 +288,13 @@ class Dispatcher(Managed):
         """Call ``fn(handle)`` whenever a queued request is decided. It runs
         on a libapf thread and must be quick (hand the handle to your own
         loop); an exception in it is printed and ignored. None removes it."""
-        cb_type = dict(b.FUNCTIONS["apf_dispatcher_set_completion_callback"][1])["cb"]
         if fn is None:
-            callback = ctypes.cast(None, cb_type)
+            callback = ctypes.cast(None, b.apf_completion_callback)
         else:
             def trampoline(_user, handle):
                 fn(handle)
 
-            callback = cb_type(trampoline)
+            callback = b.apf_completion_callback(trampoline)
         self._call("apf_dispatcher_set_completion_callback", callback, None)
         # The C side keeps the pointer: keep the Python object alive with it.
         self._callback = callback if fn is not None else None
@@ -343,22 +352,18 @@ class Dispatcher(Managed):
             raise Rejected(reason, decision)
 
     def _abandon(self, request: int) -> None:
-        """Withdraw a request whose waiter went away; if it was admitted
-        meanwhile, finish it so its seats are not lost."""
+        """Withdraw a request whose waiter went away. libapf finishes at
+        once a dispatch nobody was told about; a dispatch that was reported
+        (the waiter died after learning it) is finished here."""
         if self.closed:
             return
         try:
-            if self.cancel(request):
-                return
+            self.cancel(request)
         except ApfError as exc:
             if exc.status == b.APF_ERR_REQUEST_EXECUTING:
                 self.finish(request)
             elif exc.status not in (b.APF_ERR_REQUEST_REJECTED, b.APF_ERR_INVALID_HANDLE):
                 raise
-            return
-        outcome, _ = self.poll(request)
-        if outcome == Outcome.EXECUTE:
-            self.finish(request)
 
     def _async_hub(self):
         if self._hub is None:

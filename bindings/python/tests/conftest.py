@@ -141,6 +141,21 @@ def seat_is_free(d: apf.Dispatcher, user: str = "alice") -> bool:
     return False
 
 
+def settle(d: apf.Dispatcher, decision: apf.Decision) -> None:
+    """Retire a request a test started: finish it if it executes (a queued
+    one is polled first, so its dispatch is reported), else cancel it."""
+    if decision.outcome == apf.Outcome.REJECTED:
+        return
+    if decision.outcome == apf.Outcome.QUEUED:
+        outcome, _ = d.poll(decision.request)
+        if outcome == apf.Outcome.QUEUED:
+            d.cancel(decision.request)
+            return
+        if outcome == apf.Outcome.REJECTED:
+            return
+    d.finish(decision.request)
+
+
 class QueuedWatch:
     """Records the decisions a dispatcher hands out, so a test knows when a
     request started on another thread is really in a queue."""

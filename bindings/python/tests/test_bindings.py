@@ -65,9 +65,18 @@ def test_struct_sizes_are_plausible_for_the_c_layout():
 
 
 def test_abi_version_matches_the_header():
-    assert apf.abi_version() == header_version()
-    assert header_version() == (b.APF_VERSION_MAJOR << 16 | b.APF_VERSION_MINOR << 8
-                                | b.APF_VERSION_PATCH)
+    assert apf.abi_version() == header_version() == b.APF_VERSION_NUMBER
+    assert b.APF_VERSION_NUMBER == (b.APF_VERSION_MAJOR << 16 | b.APF_VERSION_MINOR << 8
+                                    | b.APF_VERSION_PATCH)
+
+
+def test_status_text_for_every_code():
+    for code in b.apf_status_NAMES:
+        assert apf.status_text(code)
+    assert apf.status_text(b.APF_ERR_INVALID_HANDLE) == "unknown or stale request handle"
+    with pytest.raises(apf.ApfError) as info:
+        apf.status_text(6999)
+    assert info.value.status == b.APF_ERR_INVALID_PARAMETER
 
 
 def test_python_enums_cover_the_header_enums():
@@ -106,3 +115,14 @@ def test_env_var_may_name_a_directory(monkeypatch):
     real = _library._candidates()[0]
     monkeypatch.setenv(_library.ENV_VAR, str(real.parent))
     assert _library._candidates() == [real]
+
+
+def test_digest_marshalling_names_real_fields():
+    from apf.dispatcher import _DIGEST_FIELDS
+
+    fields = {name for name, _ in b.apf_request_digest._fields_}
+    used = {f for pair in _DIGEST_FIELDS.values() for f in pair}
+    used |= {"groups", "n_groups", "is_resource_request"}
+    assert used == fields
+    assert set(_DIGEST_FIELDS) | {"groups", "is_resource_request"} == set(
+        apf.RequestDigest.__dataclass_fields__)

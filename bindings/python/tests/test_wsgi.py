@@ -12,7 +12,7 @@ from wsgiref.validate import validator
 
 import pytest
 
-from conftest import digest, seat_is_free
+from conftest import digest, seat_is_free, settle
 
 import apf
 import apf.wsgi
@@ -26,7 +26,7 @@ def classify(environ):
 
 
 def environ_for(user=None, path="/api/v1/pods"):
-    env = {"PATH_INFO": path}
+    env = {"PATH_INFO": path, "SCRIPT_NAME": "", "QUERY_STRING": ""}
     if user is not None:
         env["HTTP_X_REMOTE_USER"] = user
     setup_testing_defaults(env)
@@ -93,9 +93,8 @@ def test_retry_after_may_depend_on_the_rejection(dispatcher):
         retry_after=lambda rej: 3 if rej.reason == apf.RejectReason.QUEUE_FULL else 1)
     r = Response(app, environ_for("carol"))
     assert (r.status[:3], r.headers["Retry-After"]) == ("429", "3")
-    dispatcher.finish(held[0].request)
-    for h in held[1:]:
-        dispatcher.finish(h.request)
+    for h in held:
+        settle(dispatcher, h)
 
 
 def test_unclassified_requests_pass_through(dispatcher):

@@ -88,57 +88,90 @@ def strip_comments(text: str) -> str:
     return COMMENT_OR_STRING.sub(blank, text)
 
 
-def strip_preprocessor(text: str) -> tuple[str, list[tuple[str, str]]]:
-    """C without preprocessor lines or C++-only blocks, and the #defines.
+# What a C17 compiler (not C++) predefines, as far as the header can ask.
+PREDEFINED = {"__STDC__": 1, "__STDC_VERSION__": 201710}
 
-    Only `#ifdef __cplusplus` is treated as false; every other condition
-    (include guards, feature tests) is taken as true, which is what a C
-    compiler including the header sees.
-    """
+
+def eval_condition(expr: str, defines: dict) -> bool:
+    """Evaluate an #if expression: defined(), integer macros, && || !,
+    comparisons and arithmetic; unknown identifiers are 0, as in C."""
+    expr = re.sub(r"defined\s*\(\s*(\w+)\s*\)|defined\s+(\w+)",
+                  lambda m: "1" if (m.group(1) or m.group(2)) in defines else "0", expr)
+    expr = INT_SUFFIX.sub(r"\1", expr)
+    expr = expr.replace("&&", " and ").replace("||", " or ")
+    expr = re.sub(r"!(?!=)", " not ", expr)
+
+    def value(m: re.Match) -> str:
+        v = defines.get(m.group(0))
+        return str(v) if isinstance(v, int) else "0"
+
+    expr = re.sub(r"\b[A-Za-z_]\w*\b",
+                  lambda m: m.group(0) if m.group(0) in ("and", "or", "not") else value(m), expr)
+    try:
+        return bool(eval(expr, {"__builtins__": {}}))  # noqa: S307 - digits and operators only
+    except Exception as exc:
+        raise HeaderError(f"cannot evaluate #if {expr!r}: {exc}") from exc
+
+
+def strip_preprocessor(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """C as a C17 compiler sees it (conditionals evaluated, no preprocessor
+    lines, so no C++-only parts), and the #defines in order."""
     lines = []
-    defines = []
-    # One entry per open conditional: is the current branch kept?
-    stack: list[bool] = []
+    defines: list[tuple[str, str]] = []
+    known: dict = dict(PREDEFINED)
+    # One entry per open conditional: [this branch kept, some branch taken].
+    stack: list[list[bool]] = []
+
+    def live() -> bool:
+        return all(kept for kept, _ in stack)
+
     for raw in text.splitlines():
         cond = CONDITIONAL.match(raw)
         if cond:
-            kind, arg = cond.group(1), cond.group(2).split("//")[0].strip()
+            kind, arg = cond.group(1), cond.group(2).strip()
             if kind in ("if", "ifdef", "ifndef"):
-                cplusplus = "__cplusplus" in arg
-                kept = not (cplusplus and kind in ("ifdef", "if"))
-                stack.append(kept)
-            elif kind == "else":
-                if not stack:
-                    raise HeaderError(f"#else without #if: {raw!r}")
-                stack[-1] = not stack[-1]
+                if kind == "if":
+                    kept = eval_condition(arg, known) if live() else False
+                else:
+                    kept = (arg.split()[0] in known) == (kind == "ifdef")
+                stack.append([kept, kept])
+            elif not stack:
+                raise HeaderError(f"#{kind} without #if: {raw!r}")
             elif kind == "elif":
-                if not stack:
-                    raise HeaderError(f"#elif without #if: {raw!r}")
-            elif kind == "endif":
-                if not stack:
-                    raise HeaderError(f"#endif without #if: {raw!r}")
+                taken = stack[-1][1]
+                kept = not taken and eval_condition(arg, known)
+                stack[-1] = [kept, taken or kept]
+            elif kind == "else":
+                stack[-1] = [not stack[-1][1], True]
+            else:
                 stack.pop()
             lines.append("")
             continue
-        if not all(stack):
+        if not live():
             lines.append("")
             continue
-        define = DEFINE.match(raw)
+        define = DEFINE.match(raw) or re.match(r"^\s*#\s*define\s+(\w+)\s*()$", raw)
         if define:
-            defines.append((define.group(1), define.group(2)))
+            name, body = define.group(1), define.group(2)
+            defines.append((name, body))
+            value = define_value(body, known)
+            known[name] = value if value is not None else 1
         lines.append("" if raw.lstrip().startswith("#") else raw)
     if stack:
         raise HeaderError("unterminated #if")
     return "\n".join(lines), defines
 
 
-def define_value(body: str):
-    """The Python value of a #define body, or None if it is not a constant."""
-    body = body.split("//")[0].strip()
-    body = re.sub(r"/\*.*?\*/", "", body).strip()
+def define_value(body: str, known: dict):
+    """The Python value of a #define body, or None if it is not a constant.
+    Earlier integer macros may appear in it."""
+    body = body.strip()
     if not body:
         return None
     body = INT_SUFFIX.sub(r"\1", body)
+    body = re.sub(r"\b[A-Za-z_]\w*\b",
+                  lambda m: str(known[m.group(0)]) if isinstance(known.get(m.group(0)), int)
+                  else m.group(0), body)
     # cbindgen writes typed constants as casts: (uint32_t)5.
     body = re.sub(r"\(\s*(?:const\s+)?[A-Za-z_]\w*\s*\)\s*(?=[\d(\-])", "", body)
     try:
@@ -311,9 +344,11 @@ class Generator:
             "",
         ]
         out.append("# Constants (#define)")
+        known: dict = {}
         for name, body in defines:
-            value = define_value(body)
-            if value is not None and not name.endswith("_H"):
+            value = define_value(body, known)
+            if value is not None:
+                known[name] = value
                 out.append(f"{name} = {value!r}")
         out.append("")
         for enum_name, values in self.enums.items():
