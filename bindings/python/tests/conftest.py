@@ -116,10 +116,33 @@ def make_dispatcher(**overrides) -> apf.Dispatcher:
     return apf.Dispatcher.from_config(TEST_CONFIG, **options)
 
 
+def stats(d: apf.Dispatcher) -> dict:
+    """stats_text() as {"": dispatcher figures, level: figures} (the text
+    format is for people; tests only read numbers from it)."""
+    out = {}
+    for line in d.stats_text().splitlines():
+        words = line.split()
+        if words and words[0] == "level":
+            name, words = words[1], words[2:]
+        else:
+            name = ""
+        out[name] = {k: _number(v) for k, v in zip(words[::2], words[1::2])}
+    return out
+
+
+def _number(v: str):
+    return int(v) if v.isdigit() else v
+
+
 @pytest.fixture
 def dispatcher():
     d = make_dispatcher()
     yield d
+    if not d.closed:
+        # Every test retires what it started: nothing may leak.
+        figures = stats(d)
+        assert figures[""]["requests_live"] == 0, figures
+        assert all(f.get("seats_in_use", 0) == 0 for f in figures.values()), figures
     d.close()
 
 

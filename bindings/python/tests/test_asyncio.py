@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from conftest import SECOND, WAIT_LIMIT, digest, make_dispatcher, seat_is_free
+from conftest import SECOND, TEST_CONFIG, WAIT_LIMIT, digest, make_dispatcher, seat_is_free, stats
 
 import apf
 
@@ -247,3 +247,78 @@ def test_timeout_ns_in_async(dispatcher):
         dispatcher.finish(held.request)
 
     run(main())
+
+
+def test_real_clock_time_out_wakes_the_loop_from_libapfs_timer_thread():
+    """On the real clock the wait limit fires on libapf's timer thread: the
+    completion fd wakes the loop, with nothing polling."""
+    with make_dispatcher(manual_clock=False, wait_limit_ns=50_000_000) as d:
+        async def main():
+            held = d.start_request(digest())
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            with pytest.raises(apf.Rejected) as info:
+                async with d.request_async(digest()):
+                    pytest.fail("must time out")
+            assert info.value.reason == apf.RejectReason.TIME_OUT
+            assert loop.time() - started >= 0.04
+            d.finish(held.request)
+
+        run(main())
+        assert stats(d)[""]["requests_live"] == 0
+
+
+def test_reconfiguration_keeps_async_waiters(dispatcher):
+    async def main():
+        held = dispatcher.start_request(digest())
+        tasks = [asyncio.create_task(dispatcher.request_async(digest()).__aenter__())
+                 for _ in range(10)]
+        await until(lambda: dispatcher._hub is not None and dispatcher._hub.pending == 10)
+        # Same level name and type: its queue and waiters stay.
+        dispatcher.reconfigure(TEST_CONFIG.replace("uid: uid-fs-tight", "uid: uid-fs-new"))
+        dispatcher.finish(held.request)
+        for task in tasks:
+            r = await task
+            assert r.priority_level == "tight"
+            r.finish()
+        fresh = dispatcher.start_request(digest())
+        assert fresh.flow_schema_uid == "uid-fs-new"
+        dispatcher.finish(fresh.request)
+
+    run(main())
+
+
+def test_mixed_threads_and_coroutines_under_contention():
+    """Ten seats, 300 coroutines on one loop and 4 threads of blocking
+    requests, all at once: everyone runs exactly once, nothing leaks."""
+    with make_dispatcher(manual_clock=False, server_concurrency_limit=40,
+                         wait_limit_ns=60 * SECOND) as d:
+        assert stats(d)["tight"]["concurrency_limit"] == 10
+        ran = []
+        lock = threading.Lock()
+
+        def worker(w):
+            for i in range(25):
+                with d.request(digest()):
+                    with lock:
+                        ran.append(("thread", w, i))
+
+        async def client(i):
+            async with d.request_async(digest()):
+                await asyncio.sleep(0)
+                ran.append(("task", i))
+
+        async def main():
+            threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+            for t in threads:
+                t.start()
+            await asyncio.gather(*(client(i) for i in range(300)))
+            for t in threads:
+                await asyncio.get_running_loop().run_in_executor(None, t.join, 30)
+
+        run(main())
+        assert len(ran) == 300 + 100 and len(set(ran)) == 400
+        figures = stats(d)
+        assert figures[""]["requests_live"] == 0
+        assert figures["tight"]["seats_in_use"] == 0
+        assert d._hub.pending == 0

@@ -110,7 +110,9 @@ def test_bad_config_text_is_refused(text, status):
 
 
 def test_reconfigure_switches_levels(dispatcher):
-    assert dispatcher.start_request(digest("alice")).priority_level == "tight"
+    before = dispatcher.start_request(digest("alice"))
+    assert before.priority_level == "tight"
+    dispatcher.finish(before.request)
     dispatcher.reconfigure(TEST_CONFIG.replace("name: alice", "name: zoe"))
     decision = dispatcher.start_request(digest("alice"))
     assert decision.priority_level == "catch-all"

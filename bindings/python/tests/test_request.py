@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import SECOND, WAIT_LIMIT, QueuedWatch, digest, seat_is_free
+from conftest import SECOND, WAIT_LIMIT, QueuedWatch, digest, seat_is_free, stats
 
 import apf
 
@@ -159,3 +159,30 @@ def test_many_threads_through_one_seat(dispatcher):
         t.join(30)
     assert sorted(ran) == list(range(20))
     assert seat_is_free(dispatcher)
+
+
+def test_interrupted_blocking_wait_withdraws_the_request(dispatcher):
+    """A signal handler raising in the waiting thread (Ctrl-C) ends the
+    wait within a slice, and the request leaves its queue."""
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupted
+
+    held = dispatcher.start_request(digest())
+    old = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.15)
+        started = time.monotonic()
+        with pytest.raises(Interrupted):
+            with dispatcher.request(digest()):
+                pytest.fail("must not run")
+        assert time.monotonic() - started < 2
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert stats(dispatcher)["tight"]["waiting"] == 0
+    dispatcher.finish(held.request)
