@@ -126,3 +126,62 @@ def test_digest_marshalling_names_real_fields():
     assert used == fields
     assert set(_DIGEST_FIELDS) | {"groups", "is_resource_request"} == set(
         apf.RequestDigest.__dataclass_fields__)
+
+
+def test_null_pointers_are_errors_not_crashes():
+    loaded = lib()
+    out = ctypes.c_uint64()
+    assert loaded.apf_dispatcher_now(None, ctypes.byref(out)) == b.APF_ERR_NULL_POINTER
+    assert "NULL" in apf.last_error() or "null" in apf.last_error()
+    assert loaded.apf_options_default(None) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_dispatcher_new_builtin(None, None) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_request_finish(None, 1, 0) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_last_error(None, 0, None) == b.APF_ERR_NULL_POINTER
+    loaded.apf_dispatcher_free(None)  # a no-op
+
+
+def test_null_options_mean_defaults():
+    loaded = lib()
+    out = ctypes.POINTER(b.apf_dispatcher)()
+    assert loaded.apf_dispatcher_new_builtin(None, ctypes.byref(out)) == b.APF_OK
+    assert out
+    loaded.apf_dispatcher_free(out)
+
+
+def test_stats_text_reports_the_size_it_needs(dispatcher):
+    loaded = lib()
+    needed = ctypes.c_size_t()
+    status = loaded.apf_dispatcher_stats_text(dispatcher._enter(), None, 0, ctypes.byref(needed))
+    dispatcher._exit()
+    assert status == b.APF_ERR_INSUFFICIENT_SIZE
+    assert needed.value == len(dispatcher.stats_text().encode())
+
+
+def test_long_last_error_is_read_whole():
+    objects = "\n---\n".join(
+        f"apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\n"
+        f"metadata: {{name: fs-{i}}}\nspec: {{priorityLevelConfiguration: {{name: missing-{i}}}}}"
+        for i in range(20))
+    with pytest.raises(apf.ApfError) as info:
+        apf.Dispatcher.from_config(objects)
+    message = info.value.message
+    assert len(message.encode()) > 256
+    for i in range(20):
+        assert f"missing-{i}" in message
+
+
+def test_invalid_utf8_in_a_digest_is_an_error(dispatcher):
+    with pytest.raises(apf.ApfError) as info:
+        dispatcher.start_request(apf.RequestDigest(user=b"\xff\xfe", verb="get"))
+    assert info.value.status == b.APF_ERR_INVALID_UTF8
+    with pytest.raises(apf.ApfError) as info:
+        dispatcher.start_request(apf.RequestDigest(user="a", verb="get", groups=(b"\xc3",)))
+    assert info.value.status == b.APF_ERR_INVALID_UTF8
+
+
+def test_strings_are_passed_with_their_length_not_nul_terminated(dispatcher):
+    # An embedded NUL is part of the name: "alice\0x" is not alice.
+    decision = dispatcher.start_request(apf.RequestDigest(user="alice\0x", verb="get",
+                                                          resource="pods", namespace="default"))
+    assert decision.priority_level == "catch-all"
+    dispatcher.finish(decision.request)
