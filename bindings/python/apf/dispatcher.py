@@ -388,7 +388,9 @@ class Request:
     def __init__(self, dispatcher: Dispatcher, decision: Decision):
         self.dispatcher = dispatcher
         self.decision = decision
-        self._finished = False
+        # One token: list.pop() is atomic, so two threads finishing the same
+        # request at once finish it once.
+        self._unfinished = [True]
 
     @property
     def handle(self) -> int:
@@ -412,16 +414,20 @@ class Request:
 
     @property
     def finished(self) -> bool:
-        return self._finished
+        return not self._unfinished
 
     def finish(self, end_ns: Optional[int] = None) -> None:
         """Finish now, or with the actual end time ``end_ns`` (dispatcher
-        clock) so that extra latency is accounted for."""
-        if self._finished:
+        clock) so that extra latency is accounted for. Idempotent; after
+        the dispatcher's ``close()`` there is nothing left to finish."""
+        try:
+            self._unfinished.pop()
+        except IndexError:
             return
-        self._finished = True
-        if not self.dispatcher.closed:
+        try:
             self.dispatcher.finish(self.handle, end_ns)
+        except ClosedError:
+            pass  # freeing the dispatcher finished every request
 
     def __enter__(self) -> "Request":
         return self
@@ -436,7 +442,7 @@ class Request:
             pass
 
     def __repr__(self) -> str:
-        state = "finished" if self._finished else "executing"
+        state = "finished" if self.finished else "executing"
         return (f"<apf.Request {self.handle:#x} {state} level={self.priority_level!r} "
                 f"schema={self.flow_schema!r}>")
 

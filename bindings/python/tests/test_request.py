@@ -186,3 +186,35 @@ def test_interrupted_blocking_wait_withdraws_the_request(dispatcher):
         signal.signal(signal.SIGALRM, old)
     assert stats(dispatcher)["tight"]["waiting"] == 0
     dispatcher.finish(held.request)
+
+
+def test_racing_finishes_of_one_request_finish_it_once(dispatcher):
+    for _ in range(50):
+        r = dispatcher.request(digest()).__enter__()
+        errors = []
+        barrier = threading.Barrier(4)
+
+        def finish():
+            barrier.wait()
+            try:
+                r.finish()
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        threads = [threading.Thread(target=finish) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and r.finished
+    assert seat_is_free(dispatcher)
+
+
+def test_request_outliving_its_dispatcher():
+    from conftest import make_dispatcher
+
+    d = make_dispatcher()
+    r = d.request(digest()).__enter__()
+    d.close()
+    r.finish()  # nothing left to finish: no error
+    assert r.finished
