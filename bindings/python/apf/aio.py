@@ -20,7 +20,7 @@ import threading
 from typing import Dict, Optional, Tuple
 
 from ._library import ApfError, ClosedError
-from .types import Decision, Outcome, RejectReason, Rejected
+from .types import Outcome, RejectReason, Rejected
 
 
 class _Waiter:
@@ -269,4 +269,4 @@ class AsyncRequestScope:
             self._request.finish()
 
 
-__all__ = ["AsyncRequestScope", "CompletionHub", "Decision"]
+__all__ = ["AsyncRequestScope", "CompletionHub"]

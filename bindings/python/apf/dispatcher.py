@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import Callable, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Optional, Tuple, Union
 
 from . import _bindings as b
 from ._library import ApfError, ClosedError, call, last_error, lib
@@ -102,6 +102,10 @@ class _Marshalled:
         self.digest = d
         self.estimate = e
         self._keep = keep
+
+
+if TYPE_CHECKING:
+    from .aio import AsyncRequestScope
 
 
 # RequestDigest's strings and their (pointer, length) fields in C. ctypes
