@@ -29,3 +29,18 @@ scripts/loom.sh
 
 step "fuzz targets (short differential runs)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"
+
+step "C ABI: header is what cbindgen generates"
+scripts/check-header.sh
+
+step "C binding (warnings as errors, then ASan + UBSan)"
+bindings/c/run-tests.sh
+
+step "C++ binding (GoogleTest, plain and sanitized)"
+bindings/cpp/run-tests.sh
+
+step "Go binding (go test -race)"
+bindings/go/run-tests.sh
+
+step "Python binding (pytest)"
+bindings/python/run-tests.sh
