@@ -298,7 +298,9 @@ apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const st
 // still waiting are cancelled (without notification); every handle and
 // every name string the dispatcher gave out becomes invalid. Waits for
 // completion callbacks running on other threads to return. NULL is a
-// no-op.
+// no-op. Called from inside one of this dispatcher's own completion
+// callbacks it does nothing (the dispatcher is in use below the callback)
+// and sets the last error; free it after the callback returned.
 //
 // # Safety
 // `dispatcher` must be NULL or a dispatcher not yet freed, with no other
@@ -339,8 +341,9 @@ apf_status apf_dispatcher_now(const struct apf_dispatcher *dispatcher, uint64_t 
 // The callback runs on whatever thread decided the request: one finishing
 // another request, one advancing the manual clock, or libapf's timer
 // thread. It runs with no libapf lock held and may call any libapf
-// function except this one and `apf_dispatcher_free` on the same
-// dispatcher (`APF_ERR_IN_CALLBACK`); it should be quick. `callback` and
+// function, except this one on the same dispatcher (`APF_ERR_IN_CALLBACK`)
+// and `apf_dispatcher_free` of the same dispatcher (ignored); it should be
+// quick. `callback` and
 // `user` must be usable from any thread. When this function returns, no
 // call of the previous callback is still running.
 //
@@ -423,6 +426,11 @@ apf_status apf_request_wait(struct apf_dispatcher *dispatcher, uint64_t request,
 // waits; `APF_OUTCOME_EXECUTE` once dispatched (run it, then finish it);
 // `APF_OUTCOME_REJECTED` with the reason if it was rejected while waiting
 // (the handle is then retired).
+//
+// Every call reports the state anew, to any thread: if two threads poll or
+// wait on one handle, both learn `APF_OUTCOME_EXECUTE`; let one of them
+// own running and finishing the request (a second finish fails with
+// `APF_ERR_INVALID_HANDLE`).
 //
 // # Safety
 // `dispatcher` NULL or live; `out_outcome`, `out_reason` NULL or writable.

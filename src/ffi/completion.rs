@@ -17,7 +17,7 @@
 
 use super::status::apf_status;
 use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::task::Wake;
@@ -64,12 +64,26 @@ pub(crate) struct Completion {
 }
 
 thread_local! {
-    /// Depth of completion callbacks running on this thread.
-    static IN_CALLBACK: Cell<u32> = const { Cell::new(0) };
+    /// The dispatchers (their `Completion`'s address) whose callbacks are
+    /// running on this thread, innermost last: a callback may finish a
+    /// request of another dispatcher, whose callback then runs nested.
+    static IN_CALLBACK: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-fn in_callback() -> bool {
-    IN_CALLBACK.try_with(|c| c.get() > 0).unwrap_or(false)
+/// Marks a callback of one dispatcher as running on this thread.
+struct CallbackScope;
+
+impl CallbackScope {
+    fn enter(completion: &Completion) -> CallbackScope {
+        let _ = IN_CALLBACK.try_with(|c| c.borrow_mut().push(completion.id()));
+        CallbackScope
+    }
+}
+
+impl Drop for CallbackScope {
+    fn drop(&mut self) {
+        let _ = IN_CALLBACK.try_with(|c| c.borrow_mut().pop());
+    }
 }
 
 impl Default for Completion {
@@ -156,12 +170,12 @@ impl Completion {
         let parity = (st.epoch & 1) as usize;
         st.in_flight[parity] += 1;
         drop(st);
-        let _ = IN_CALLBACK.try_with(|c| c.set(c.get() + 1));
+        let scope = CallbackScope::enter(self);
         // SAFETY: `apf_dispatcher_set_completion_callback`'s contract: the
         // callback may be called from any thread with `user`, until it is
         // replaced or the dispatcher freed (both wait for this call).
         unsafe { callback(user.0, handle) };
-        let _ = IN_CALLBACK.try_with(|c| c.set(c.get() - 1));
+        drop(scope);
         let mut st = lock(&self.callback);
         st.in_flight[parity] -= 1;
         if st.in_flight[parity] == 0 {
@@ -175,7 +189,7 @@ impl Completion {
         callback: apf_completion_callback,
         user: *mut c_void,
     ) -> Result<(), apf_status> {
-        if in_callback() {
+        if self.in_own_callback() {
             return Err(apf_status::APF_ERR_IN_CALLBACK);
         }
         let mut st = lock(&self.callback);
@@ -192,13 +206,23 @@ impl Completion {
         Ok(())
     }
 
-    /// Stop notifying, and wait for running callbacks to return (unless
-    /// called from inside one, which could not wait for itself).
+    /// This dispatcher's identity for [`CallbackScope`].
+    fn id(&self) -> usize {
+        self as *const Completion as usize
+    }
+
+    /// Whether one of this dispatcher's callbacks is running on this
+    /// thread (it would wait for itself).
+    pub(crate) fn in_own_callback(&self) -> bool {
+        IN_CALLBACK
+            .try_with(|c| c.borrow().contains(&self.id()))
+            .unwrap_or(false)
+    }
+
+    /// Stop notifying, and wait for running callbacks to return. Not to be
+    /// called from inside one of this dispatcher's callbacks.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        if in_callback() {
-            return;
-        }
         let mut st = lock(&self.callback);
         st.callback = None;
         while st.in_flight != [0, 0] {

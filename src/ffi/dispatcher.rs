@@ -275,7 +275,9 @@ pub unsafe extern "C" fn apf_dispatcher_new_from_config(
 /// still waiting are cancelled (without notification); every handle and
 /// every name string the dispatcher gave out becomes invalid. Waits for
 /// completion callbacks running on other threads to return. NULL is a
-/// no-op.
+/// no-op. Called from inside one of this dispatcher's own completion
+/// callbacks it does nothing (the dispatcher is in use below the callback)
+/// and sets the last error; free it after the callback returned.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or a dispatcher not yet freed, with no other
@@ -283,6 +285,16 @@ pub unsafe extern "C" fn apf_dispatcher_new_from_config(
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_free(dispatcher: *mut apf_dispatcher) {
     ffi_panic_boundary! {
+        // SAFETY: NULL or live (contract above).
+        if let Some(d) = unsafe { super::cast::try_from(dispatcher) } {
+            if d.completion.in_own_callback() {
+                fail(
+                    apf_status::APF_ERR_IN_CALLBACK,
+                    "apf_dispatcher_free called from the dispatcher's own completion callback: ignored",
+                );
+                return;
+            }
+        }
         // SAFETY: the caller hands over ownership (contract above).
         unsafe { free_box(dispatcher) }
     }
@@ -369,8 +381,9 @@ pub unsafe extern "C" fn apf_dispatcher_now(
 /// The callback runs on whatever thread decided the request: one finishing
 /// another request, one advancing the manual clock, or libapf's timer
 /// thread. It runs with no libapf lock held and may call any libapf
-/// function except this one and `apf_dispatcher_free` on the same
-/// dispatcher (`APF_ERR_IN_CALLBACK`); it should be quick. `callback` and
+/// function, except this one on the same dispatcher (`APF_ERR_IN_CALLBACK`)
+/// and `apf_dispatcher_free` of the same dispatcher (ignored); it should be
+/// quick. `callback` and
 /// `user` must be usable from any thread. When this function returns, no
 /// call of the previous callback is still running.
 ///

@@ -429,6 +429,11 @@ pub unsafe extern "C" fn apf_request_wait(
 /// `APF_OUTCOME_REJECTED` with the reason if it was rejected while waiting
 /// (the handle is then retired).
 ///
+/// Every call reports the state anew, to any thread: if two threads poll or
+/// wait on one handle, both learn `APF_OUTCOME_EXECUTE`; let one of them
+/// own running and finishing the request (a second finish fails with
+/// `APF_ERR_INVALID_HANDLE`).
+///
 /// # Safety
 /// `dispatcher` NULL or live; `out_outcome`, `out_reason` NULL or writable.
 #[no_mangle]
