@@ -1,0 +1,271 @@
+//! Per-tag tallies: what a level's requests did, counted by an opaque tag
+//! the caller gives each request (the dispatcher uses one tag per flow
+//! schema), for metrics.
+//!
+//! Everything here is updated under the level's mutex, while the event ring
+//! is replayed or on the slow path, never by the lock-free hot path: a
+//! request admitted there carries its tag in its ring records, and its
+//! counts, wait and execution time are tallied when the records are
+//! replayed, at their own timestamps. So counting costs the hot path no
+//! atomic operation and no shared cache line.
+
+/// Kubernetes' bucket bounds for request wait and execution durations, in
+/// seconds (`apiserver_flowcontrol_request_wait_duration_seconds`,
+/// `..._request_execution_seconds`).
+pub const DURATION_BUCKETS_SECONDS: [f64; 13] = [
+    0.0, 0.005, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0,
+];
+
+/// Kubernetes' bucket bounds for queue lengths
+/// (`apiserver_flowcontrol_request_queue_length_after_enqueue`).
+pub const QUEUE_LENGTH_BUCKETS: [f64; 8] = [0.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0];
+
+const DURATION_BOUNDS_NANOS: [u64; 13] = [
+    0,
+    5_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+    15_000_000_000,
+    30_000_000_000,
+];
+
+const QUEUE_LENGTH_BOUNDS: [u64; 8] = [0, 10, 25, 50, 100, 250, 500, 1000];
+
+/// A histogram with fixed integer bucket bounds (inclusive upper bounds, as
+/// Prometheus' `le`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Histogram<const N: usize> {
+    bounds: &'static [u64; N],
+    /// `per_bucket[i]`: observations in `(bounds[i-1], bounds[i]]`.
+    per_bucket: [u64; N],
+    /// Observations above the last bound.
+    overflow: u64,
+    /// Sum of all observations, in the observed unit.
+    sum: u128,
+}
+
+/// Durations in nanoseconds, with Kubernetes' buckets
+/// ([`DURATION_BUCKETS_SECONDS`]).
+pub type DurationHistogram = Histogram<13>;
+
+/// Queue lengths, with Kubernetes' buckets ([`QUEUE_LENGTH_BUCKETS`]).
+pub type LengthHistogram = Histogram<8>;
+
+impl Histogram<13> {
+    /// An empty histogram of durations in nanoseconds.
+    pub fn durations() -> Self {
+        Histogram::with_bounds(&DURATION_BOUNDS_NANOS)
+    }
+}
+
+impl Histogram<8> {
+    /// An empty histogram of queue lengths.
+    pub fn lengths() -> Self {
+        Histogram::with_bounds(&QUEUE_LENGTH_BOUNDS)
+    }
+}
+
+impl<const N: usize> Histogram<N> {
+    fn with_bounds(bounds: &'static [u64; N]) -> Self {
+        Histogram {
+            bounds,
+            per_bucket: [0; N],
+            overflow: 0,
+            sum: 0,
+        }
+    }
+
+    /// Record one observation. Typical values fall in the first buckets, so
+    /// a linear scan beats a binary search here.
+    #[inline]
+    pub fn observe(&mut self, value: u64) {
+        match self.bounds.iter().position(|&b| value <= b) {
+            Some(i) => self.per_bucket[i] += 1,
+            None => self.overflow += 1,
+        }
+        self.sum += u128::from(value);
+    }
+
+    /// The inclusive upper bounds, in the observed unit.
+    pub fn bounds(&self) -> &[u64; N] {
+        self.bounds
+    }
+
+    /// Observations per bucket (not cumulative); the `+Inf` bucket's own
+    /// observations are [`Histogram::overflow`].
+    pub fn per_bucket(&self) -> &[u64; N] {
+        &self.per_bucket
+    }
+
+    /// Observations above the last bound.
+    pub fn overflow(&self) -> u64 {
+        self.overflow
+    }
+
+    /// All observations.
+    pub fn count(&self) -> u64 {
+        self.per_bucket.iter().sum::<u64>() + self.overflow
+    }
+
+    /// Sum of the observations, in the observed unit.
+    pub fn sum(&self) -> u128 {
+        self.sum
+    }
+
+    /// Observations at most `bounds[i]` (Prometheus' cumulative bucket).
+    pub fn cumulative(&self, i: usize) -> u64 {
+        self.per_bucket[..=i.min(N - 1)].iter().sum()
+    }
+}
+
+/// What the requests of one tag did at one level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TagStats {
+    /// Requests waiting in queues now.
+    pub waiting: u32,
+    /// Seats (max of initial and final) of the waiting requests.
+    pub waiting_seats: u64,
+    /// Requests executing now.
+    pub executing: u32,
+    /// Seats held now, by executing requests and by finished ones during
+    /// their additional latency (Kubernetes' `current_executing_seats`).
+    pub seats_in_use: u64,
+    /// Requests that started executing.
+    pub dispatched: u64,
+    /// Rejections, indexed by `RejectReason as usize`.
+    pub rejected: [u64; 4],
+    /// Time from arrival to the start of execution (zero for requests that
+    /// did not wait), for requests that executed.
+    pub wait_dispatched: DurationHistogram,
+    /// Time from arrival to rejection (zero for queue-full and
+    /// concurrency-limit rejections).
+    pub wait_rejected: DurationHistogram,
+    /// Time from the start to the end of execution (additional latency not
+    /// included).
+    pub execution: DurationHistogram,
+    /// The length of the request's queue right after it was put there
+    /// (levels that queue only; a request admitted on the hot path found its
+    /// queue empty, so it observes 1).
+    pub queue_length: LengthHistogram,
+}
+
+impl Default for TagStats {
+    fn default() -> Self {
+        TagStats {
+            waiting: 0,
+            waiting_seats: 0,
+            executing: 0,
+            seats_in_use: 0,
+            dispatched: 0,
+            rejected: [0; 4],
+            wait_dispatched: Histogram::durations(),
+            wait_rejected: Histogram::durations(),
+            execution: Histogram::durations(),
+            queue_length: Histogram::lengths(),
+        }
+    }
+}
+
+impl TagStats {
+    /// Whether nothing was ever counted.
+    pub fn is_untouched(&self) -> bool {
+        *self == TagStats::default()
+    }
+}
+
+/// Tags above this share one tally (tags are meant to be small and dense).
+pub const MAX_TAG: u32 = (1 << 16) - 1;
+
+const NO_SLOT: u32 = u32::MAX;
+
+/// The tallies of one level, by tag: a dense index from tag to slot, so a
+/// replayed record finds its tally with two array reads.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tallies {
+    slot_of: Vec<u32>,
+    stats: Vec<(u32, TagStats)>,
+}
+
+impl Tallies {
+    /// The tally of `tag`, created on first use.
+    #[inline]
+    pub(crate) fn get(&mut self, tag: u32) -> &mut TagStats {
+        let tag = tag.min(MAX_TAG);
+        let i = tag as usize;
+        if i >= self.slot_of.len() {
+            self.slot_of.resize(i + 1, NO_SLOT);
+        }
+        if self.slot_of[i] == NO_SLOT {
+            self.slot_of[i] = self.stats.len() as u32;
+            self.stats.push((tag, TagStats::default()));
+        }
+        &mut self.stats[self.slot_of[i] as usize].1
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &TagStats> {
+        self.stats.iter().map(|(_, t)| t)
+    }
+
+    /// Every tag's tally, by tag.
+    pub(crate) fn snapshot(&self) -> Vec<(u32, TagStats)> {
+        let mut all = self.stats.clone();
+        all.sort_by_key(|(tag, _)| *tag);
+        all
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_inclusive_upper_bounds() {
+        let mut h = Histogram::durations();
+        h.observe(0);
+        h.observe(5_000_000);
+        h.observe(5_000_001);
+        h.observe(31_000_000_000);
+        assert_eq!(h.per_bucket()[0], 1);
+        assert_eq!(h.per_bucket()[1], 1);
+        assert_eq!(h.per_bucket()[2], 1);
+        assert_eq!(h.overflow(), 1);
+        assert_eq!(h.count(), 4);
+        assert_eq!(h.cumulative(1), 2);
+        assert_eq!(h.cumulative(12), 3);
+        assert_eq!(h.sum(), 31_010_000_001);
+    }
+
+    #[test]
+    fn bounds_match_the_exported_seconds() {
+        let h = Histogram::durations();
+        for (nanos, seconds) in h.bounds().iter().zip(DURATION_BUCKETS_SECONDS) {
+            assert_eq!(*nanos as f64 / 1e9, seconds);
+        }
+        let l = Histogram::lengths();
+        for (n, b) in l.bounds().iter().zip(QUEUE_LENGTH_BUCKETS) {
+            assert_eq!(*n as f64, b);
+        }
+    }
+
+    #[test]
+    fn tallies_are_per_tag_and_sorted() {
+        let mut t = Tallies::default();
+        t.get(7).dispatched += 1;
+        t.get(2).dispatched += 2;
+        t.get(7).dispatched += 1;
+        t.get(u32::MAX).executing += 1;
+        let s = t.snapshot();
+        let tags: Vec<u32> = s.iter().map(|(tag, _)| *tag).collect();
+        assert_eq!(tags, vec![2, 7, MAX_TAG]);
+        assert_eq!(s[1].1.dispatched, 2);
+        assert!(!s[0].1.is_untouched());
+        assert!(TagStats::default().is_untouched());
+    }
+}
