@@ -10,6 +10,8 @@ pub mod config;
 pub mod dealer;
 pub mod dispatcher;
 pub mod level;
+#[cfg(not(loom))]
+pub mod metrics;
 pub mod queueset;
 pub mod sync;
 pub mod work_estimate;

@@ -190,9 +190,13 @@ impl Core {
         at: Instant,
     ) {
         self.sync(at);
+        let tally = self.tallies.get(tag);
         if queue != NO_QUEUE {
             // Nothing waited in any queue: its queue held just itself.
-            self.tallies.get(tag).queue_length.observe(1);
+            tally.queue_length.observe(1);
+        }
+        tally.begin(estimate.max_seats(), 0);
+        if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             self.note_arrival_at(q);
             // It was the queue's only waiting request for an instant: the
@@ -207,7 +211,7 @@ impl Core {
                 );
             self.robin = Some(q);
         }
-        self.begin_executing(queue, tag, estimate.max_seats(), 0);
+        self.begin_executing(queue, estimate.max_seats());
     }
 
     /// A request without additional latency finished on the hot path; its
@@ -222,8 +226,11 @@ impl Core {
         at: Instant,
     ) {
         self.sync(at);
-        self.end_executing(queue, tag, initial_seats, start, at);
-        self.release(queue, tag, seats);
+        let tally = self.tallies.get(tag);
+        tally.end(start, at);
+        tally.release(seats);
+        self.end_executing(queue, initial_seats, start, at);
+        self.release(queue, seats);
     }
 
     /// A request rejected on arrival (queue full, or no room at a level
@@ -343,7 +350,10 @@ impl Core {
         self.queues[q].next_dispatch_r += w.work;
         word.take(estimate.max_seats());
         let waited = duration_nanos(now.saturating_since(w.arrival));
-        self.begin_executing(q as u32, w.slot.tag, estimate.max_seats(), waited);
+        self.tallies
+            .get(w.slot.tag)
+            .begin(estimate.max_seats(), waited);
+        self.begin_executing(q as u32, estimate.max_seats());
         self.bound_and_reindex(q);
         self.dispatched_total += 1;
         w.slot.decide(SlotState::Dispatched {
@@ -401,10 +411,12 @@ impl Core {
         start: Instant,
         now: Instant,
     ) -> u32 {
-        self.end_executing(queue, tag, estimate.initial_seats, start, now);
+        self.tallies.get(tag).end(start, now);
+        self.end_executing(queue, estimate.initial_seats, start, now);
         let seats = estimate.max_seats();
         if estimate.additional_latency.is_zero() {
-            self.release(queue, tag, seats);
+            self.tallies.get(tag).release(seats);
+            self.release(queue, seats);
             return seats;
         }
         let until = now.saturating_add(estimate.additional_latency);
@@ -480,7 +492,8 @@ impl Core {
             .is_some_and(|Reverse(l)| l.until <= at)
         {
             let Reverse(l) = self.lingering.pop().expect("peeked");
-            self.release(l.queue, l.tag, l.seats);
+            self.tallies.get(l.tag).release(l.seats);
+            self.release(l.queue, l.seats);
             freed += l.seats;
         }
         let mut expired = Vec::new();
@@ -531,15 +544,9 @@ impl Core {
         }
     }
 
-    /// A request of `tag` starts executing after waiting `waited` ns.
-    fn begin_executing(&mut self, queue: u32, tag: u32, seats: u32, waited: u64) {
+    fn begin_executing(&mut self, queue: u32, seats: u32) {
         self.requests_executing += 1;
         self.seats_in_use += seats as u64;
-        let tally = self.tallies.get(tag);
-        tally.executing += 1;
-        tally.seats_in_use += seats as u64;
-        tally.dispatched += 1;
-        tally.wait_dispatched.observe(waited);
         if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             let queue = &mut self.queues[q];
@@ -552,23 +559,13 @@ impl Core {
         }
     }
 
-    fn end_executing(
-        &mut self,
-        queue: u32,
-        tag: u32,
-        initial_seats: u32,
-        start: Instant,
-        now: Instant,
-    ) {
+    fn end_executing(&mut self, queue: u32, initial_seats: u32, start: Instant, now: Instant) {
         self.requests_executing -= 1;
-        let actual = now.saturating_since(start);
-        let tally = self.tallies.get(tag);
-        tally.executing -= 1;
-        tally.execution.observe(duration_nanos(actual));
         if queue == NO_QUEUE {
             return;
         }
         let q = queue as usize;
+        let actual = now.saturating_since(start);
         let g = self.cfg.service_time_guess;
         let queue = &mut self.queues[q];
         queue.executing -= 1;
@@ -579,9 +576,8 @@ impl Core {
         self.bound_and_reindex(q);
     }
 
-    fn release(&mut self, queue: u32, tag: u32, seats: u32) {
+    fn release(&mut self, queue: u32, seats: u32) {
         self.seats_in_use -= seats as u64;
-        self.tallies.get(tag).seats_in_use -= seats as u64;
         if queue == NO_QUEUE {
             return;
         }

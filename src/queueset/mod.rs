@@ -48,7 +48,7 @@ pub use tally::TagStats;
 use self::core::{Core, Seats, NO_QUEUE};
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
-use crate::clock::{Clock, Instant, Timer};
+use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
 use crate::sync::{lock, Arc, AtomicPtr, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
@@ -57,6 +57,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 /// Identifies a request in the reference model and in tests.
 pub type RequestId = u64;
@@ -182,14 +183,17 @@ impl Seats for WordSeats<'_> {
 // ----- the event ring --------------------------------------------------------
 
 /// A hot-path event, replayed into the core in ring order. The tag rides
-/// along so the replay can tally the request (see `tally`); it fills what
-/// would otherwise be padding.
+/// along so the replay can tally the request (see `tally`); to keep a
+/// record at 40 bytes, a start carries its estimate's additional latency as
+/// nanoseconds instead of a 16-byte `Duration`.
 #[derive(Debug, Clone, Copy)]
 enum Record {
     Start {
         queue: u32,
         tag: u32,
-        estimate: WorkEstimate,
+        initial_seats: u32,
+        final_seats: u32,
+        latency_nanos: u64,
         at: Instant,
     },
     Finish {
@@ -203,6 +207,9 @@ enum Record {
 }
 
 const RING_CAPACITY: usize = 256;
+
+// A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
+const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 
 // ----- the queueset ----------------------------------------------------------
 
@@ -586,7 +593,9 @@ impl Shared {
         self.record(Record::Start {
             queue,
             tag,
-            estimate,
+            initial_seats: estimate.initial_seats,
+            final_seats: estimate.final_seats,
+            latency_nanos: duration_nanos(estimate.additional_latency),
             at,
         });
         Some((queue, at))
@@ -642,9 +651,18 @@ impl Shared {
             Record::Start {
                 queue,
                 tag,
-                estimate,
+                initial_seats,
+                final_seats,
+                latency_nanos,
                 at,
-            } => core.replay_start(queue, tag, estimate, at),
+            } => {
+                let estimate = WorkEstimate {
+                    initial_seats,
+                    final_seats,
+                    additional_latency: Duration::from_nanos(latency_nanos),
+                };
+                core.replay_start(queue, tag, estimate, at)
+            }
             Record::Finish {
                 queue,
                 tag,

@@ -9,6 +9,8 @@
 //! replayed, at their own timestamps. So counting costs the hot path no
 //! atomic operation and no shared cache line.
 
+use crate::clock::Instant;
+
 /// Kubernetes' bucket bounds for request wait and execution durations, in
 /// seconds (`apiserver_flowcontrol_request_wait_duration_seconds`,
 /// `..._request_execution_seconds`).
@@ -174,6 +176,37 @@ impl Default for TagStats {
 }
 
 impl TagStats {
+    /// A request holding `seats` starts executing after waiting `waited`
+    /// nanoseconds.
+    #[inline]
+    pub(crate) fn begin(&mut self, seats: u32, waited: u64) {
+        self.begin_unobserved(seats);
+        self.wait_dispatched.observe(waited);
+    }
+
+    /// A request holding `seats` starts executing; its wait is not observed
+    /// (exempt levels, as in Kubernetes).
+    #[inline]
+    pub(crate) fn begin_unobserved(&mut self, seats: u32) {
+        self.executing += 1;
+        self.seats_in_use += seats as u64;
+        self.dispatched += 1;
+    }
+
+    /// A request that started at `start` ends its execution at `end`.
+    #[inline]
+    pub(crate) fn end(&mut self, start: Instant, end: Instant) {
+        self.executing -= 1;
+        self.execution
+            .observe(end.as_nanos().saturating_sub(start.as_nanos()));
+    }
+
+    /// A request gives its seats back.
+    #[inline]
+    pub(crate) fn release(&mut self, seats: u32) {
+        self.seats_in_use -= seats as u64;
+    }
+
     /// Whether nothing was ever counted.
     pub fn is_untouched(&self) -> bool {
         *self == TagStats::default()
@@ -197,6 +230,15 @@ impl Tallies {
     /// The tally of `tag`, created on first use.
     #[inline]
     pub(crate) fn get(&mut self, tag: u32) -> &mut TagStats {
+        let slot = self.slot_of.get(tag as usize).copied().unwrap_or(NO_SLOT) as usize;
+        if slot < self.stats.len() {
+            return &mut self.stats[slot].1;
+        }
+        self.insert(tag)
+    }
+
+    #[cold]
+    fn insert(&mut self, tag: u32) -> &mut TagStats {
         let tag = tag.min(MAX_TAG);
         let i = tag as usize;
         if i >= self.slot_of.len() {
