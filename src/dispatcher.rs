@@ -281,7 +281,8 @@ impl Dispatcher {
     }
 
     /// The levels in force and, for each schema in force that reaches one,
-    /// its (schema id, level index), from one snapshot.
+    /// its (schema id, level index), from one snapshot (for metrics).
+    #[cfg(not(loom))]
     pub(crate) fn routing(&self) -> (Vec<Arc<Level>>, Vec<(u32, usize)>) {
         self.snapshot.with(|s| {
             let routes = s

@@ -278,7 +278,8 @@ impl Level {
                         exec: Some(LevelExecution::Queued(exec)),
                     }),
                     RawAdmission::Queued(waiting) => {
-                        lock(&level.notes).insert(waiting.id(), note());
+                        let note = note();
+                        lock(&level.notes).insert(waiting.id(), note);
                         LevelOutcome::Queued(RequestTicket {
                             level: level.clone(),
                             waiting: Some(waiting),
