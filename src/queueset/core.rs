@@ -190,12 +190,11 @@ impl Core {
         at: Instant,
     ) {
         self.sync(at);
-        let tally = self.tallies.get(tag);
-        if queue != NO_QUEUE {
-            // Nothing waited in any queue: its queue held just itself.
-            tally.queue_length.observe(1);
-        }
-        tally.begin(estimate.max_seats(), 0);
+        // Nothing waited in any queue: if the level queues, the request's
+        // queue held just itself.
+        self.tallies
+            .get(tag)
+            .begin_at_once(estimate.max_seats(), queue != NO_QUEUE);
         if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             self.note_arrival_at(q);
@@ -237,7 +236,7 @@ impl Core {
     /// that does not queue): it waited for nothing.
     pub(crate) fn reject_at_once(&mut self, tag: u32, reason: RejectReason) {
         self.rejected_total[reason as usize] += 1;
-        let tally = self.tallies.get(tag);
+        let tally = &mut self.tallies.get(tag).stats;
         tally.rejected[reason as usize] += 1;
         tally.wait_rejected.observe(0);
     }
@@ -303,7 +302,7 @@ impl Core {
         let length = queue.waiting.len() as u64;
         queue.waiting_work += work;
         queue.waiting_seats += estimate.max_seats() as u64;
-        let tally = self.tallies.get(tag);
+        let tally = &mut self.tallies.get(tag).stats;
         tally.waiting += 1;
         tally.waiting_seats += estimate.max_seats() as u64;
         tally.queue_length.observe(length);
@@ -352,7 +351,7 @@ impl Core {
         let waited = duration_nanos(now.saturating_since(w.arrival));
         self.tallies
             .get(w.slot.tag)
-            .begin(estimate.max_seats(), waited);
+            .begin_after_wait(estimate.max_seats(), waited);
         self.begin_executing(q as u32, estimate.max_seats());
         self.bound_and_reindex(q);
         self.dispatched_total += 1;
@@ -396,7 +395,7 @@ impl Core {
     }
 
     fn untally_waiting(&mut self, w: &Waiter) {
-        let tally = self.tallies.get(w.slot.tag);
+        let tally = &mut self.tallies.get(w.slot.tag).stats;
         tally.waiting -= 1;
         tally.waiting_seats -= w.estimate.max_seats() as u64;
     }
@@ -464,7 +463,7 @@ impl Core {
         self.bound_and_reindex(q);
         self.rejected_total[reason as usize] += 1;
         self.untally_waiting(&w);
-        let tally = self.tallies.get(slot.tag);
+        let tally = &mut self.tallies.get(slot.tag).stats;
         tally.rejected[reason as usize] += 1;
         tally
             .wait_rejected

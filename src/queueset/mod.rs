@@ -48,7 +48,7 @@ pub use tally::TagStats;
 use self::core::{Core, Seats, NO_QUEUE};
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
-use crate::clock::{duration_nanos, Clock, Instant, Timer};
+use crate::clock::{Clock, Instant, Timer};
 use crate::dealer::Dealer;
 use crate::sync::{lock, Arc, AtomicPtr, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
@@ -184,8 +184,8 @@ impl Seats for WordSeats<'_> {
 
 /// A hot-path event, replayed into the core in ring order. The tag rides
 /// along so the replay can tally the request (see `tally`); to keep a
-/// record at 40 bytes, a start carries its estimate's additional latency as
-/// nanoseconds instead of a 16-byte `Duration`.
+/// record at 40 bytes, a start carries its estimate's fields loose (a
+/// `WorkEstimate` would pad them to 24 bytes).
 #[derive(Debug, Clone, Copy)]
 enum Record {
     Start {
@@ -193,7 +193,8 @@ enum Record {
         tag: u32,
         initial_seats: u32,
         final_seats: u32,
-        latency_nanos: u64,
+        latency_secs: u64,
+        latency_subsec_nanos: u32,
         at: Instant,
     },
     Finish {
@@ -595,7 +596,8 @@ impl Shared {
             tag,
             initial_seats: estimate.initial_seats,
             final_seats: estimate.final_seats,
-            latency_nanos: duration_nanos(estimate.additional_latency),
+            latency_secs: estimate.additional_latency.as_secs(),
+            latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
             at,
         });
         Some((queue, at))
@@ -653,13 +655,14 @@ impl Shared {
                 tag,
                 initial_seats,
                 final_seats,
-                latency_nanos,
+                latency_secs,
+                latency_subsec_nanos,
                 at,
             } => {
                 let estimate = WorkEstimate {
                     initial_seats,
                     final_seats,
-                    additional_latency: Duration::from_nanos(latency_nanos),
+                    additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
                 };
                 core.replay_start(queue, tag, estimate, at)
             }

@@ -88,11 +88,17 @@ impl<const N: usize> Histogram<N> {
     /// a linear scan beats a binary search here.
     #[inline]
     pub fn observe(&mut self, value: u64) {
+        self.observe_n(value, 1);
+    }
+
+    /// Record `n` observations of `value`.
+    #[inline]
+    pub fn observe_n(&mut self, value: u64, n: u64) {
         match self.bounds.iter().position(|&b| value <= b) {
-            Some(i) => self.per_bucket[i] += 1,
-            None => self.overflow += 1,
+            Some(i) => self.per_bucket[i] += n,
+            None => self.overflow += n,
         }
-        self.sum += u128::from(value);
+        self.sum += u128::from(value) * u128::from(n);
     }
 
     /// The inclusive upper bounds, in the observed unit.
@@ -176,40 +182,74 @@ impl Default for TagStats {
 }
 
 impl TagStats {
-    /// A request holding `seats` starts executing after waiting `waited`
-    /// nanoseconds.
+    /// Whether nothing was ever counted.
+    pub fn is_untouched(&self) -> bool {
+        *self == TagStats::default()
+    }
+}
+
+/// One tag's tally as kept: [`TagStats`], except that requests that did not
+/// wait (most of them, all those of the hot path) are only counted, and
+/// enter the wait and queue-length histograms when a snapshot is taken.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) stats: TagStats,
+    /// Requests that started at once: zero waits not yet observed.
+    at_once: u64,
+    /// Of those, the ones that joined an empty queue: lengths of 1 not yet
+    /// observed.
+    at_once_queued: u64,
+}
+
+impl Tally {
+    /// A request holding `seats` starts executing on arrival; `queued` if
+    /// the level queues (it joined its empty queue for an instant).
     #[inline]
-    pub(crate) fn begin(&mut self, seats: u32, waited: u64) {
+    pub(crate) fn begin_at_once(&mut self, seats: u32, queued: bool) {
         self.begin_unobserved(seats);
-        self.wait_dispatched.observe(waited);
+        self.at_once += 1;
+        self.at_once_queued += queued as u64;
+    }
+
+    /// A request holding `seats` starts executing after waiting `waited`
+    /// nanoseconds in a queue.
+    #[inline]
+    pub(crate) fn begin_after_wait(&mut self, seats: u32, waited: u64) {
+        self.begin_unobserved(seats);
+        self.stats.wait_dispatched.observe(waited);
     }
 
     /// A request holding `seats` starts executing; its wait is not observed
     /// (exempt levels, as in Kubernetes).
     #[inline]
     pub(crate) fn begin_unobserved(&mut self, seats: u32) {
-        self.executing += 1;
-        self.seats_in_use += seats as u64;
-        self.dispatched += 1;
+        let st = &mut self.stats;
+        st.executing += 1;
+        st.seats_in_use += seats as u64;
+        st.dispatched += 1;
     }
 
     /// A request that started at `start` ends its execution at `end`.
     #[inline]
     pub(crate) fn end(&mut self, start: Instant, end: Instant) {
-        self.executing -= 1;
-        self.execution
+        self.stats.executing -= 1;
+        self.stats
+            .execution
             .observe(end.as_nanos().saturating_sub(start.as_nanos()));
     }
 
     /// A request gives its seats back.
     #[inline]
     pub(crate) fn release(&mut self, seats: u32) {
-        self.seats_in_use -= seats as u64;
+        self.stats.seats_in_use -= seats as u64;
     }
 
-    /// Whether nothing was ever counted.
-    pub fn is_untouched(&self) -> bool {
-        *self == TagStats::default()
+    /// The published form, with the deferred observations folded in.
+    fn snapshot(&self) -> TagStats {
+        let mut st = self.stats.clone();
+        st.wait_dispatched.observe_n(0, self.at_once);
+        st.queue_length.observe_n(1, self.at_once_queued);
+        st
     }
 }
 
@@ -223,13 +263,13 @@ const NO_SLOT: u32 = u32::MAX;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Tallies {
     slot_of: Vec<u32>,
-    stats: Vec<(u32, TagStats)>,
+    stats: Vec<(u32, Tally)>,
 }
 
 impl Tallies {
     /// The tally of `tag`, created on first use.
     #[inline]
-    pub(crate) fn get(&mut self, tag: u32) -> &mut TagStats {
+    pub(crate) fn get(&mut self, tag: u32) -> &mut Tally {
         let slot = self.slot_of.get(tag as usize).copied().unwrap_or(NO_SLOT) as usize;
         if slot < self.stats.len() {
             return &mut self.stats[slot].1;
@@ -238,7 +278,7 @@ impl Tallies {
     }
 
     #[cold]
-    fn insert(&mut self, tag: u32) -> &mut TagStats {
+    fn insert(&mut self, tag: u32) -> &mut Tally {
         let tag = tag.min(MAX_TAG);
         let i = tag as usize;
         if i >= self.slot_of.len() {
@@ -246,18 +286,22 @@ impl Tallies {
         }
         if self.slot_of[i] == NO_SLOT {
             self.slot_of[i] = self.stats.len() as u32;
-            self.stats.push((tag, TagStats::default()));
+            self.stats.push((tag, Tally::default()));
         }
         &mut self.stats[self.slot_of[i] as usize].1
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &TagStats> {
-        self.stats.iter().map(|(_, t)| t)
+        self.stats.iter().map(|(_, t)| &t.stats)
     }
 
     /// Every tag's tally, by tag.
     pub(crate) fn snapshot(&self) -> Vec<(u32, TagStats)> {
-        let mut all = self.stats.clone();
+        let mut all: Vec<(u32, TagStats)> = self
+            .stats
+            .iter()
+            .map(|(tag, t)| (*tag, t.snapshot()))
+            .collect();
         all.sort_by_key(|(tag, _)| *tag);
         all
     }
@@ -299,14 +343,32 @@ mod tests {
     #[test]
     fn tallies_are_per_tag_and_sorted() {
         let mut t = Tallies::default();
-        t.get(7).dispatched += 1;
-        t.get(2).dispatched += 2;
-        t.get(7).dispatched += 1;
-        t.get(u32::MAX).executing += 1;
+        t.get(7).begin_at_once(1, true);
+        t.get(2).begin_at_once(1, false);
+        t.get(2).begin_after_wait(3, 10);
+        t.get(7).begin_unobserved(1);
+        t.get(u32::MAX).begin_unobserved(1);
         let s = t.snapshot();
         let tags: Vec<u32> = s.iter().map(|(tag, _)| *tag).collect();
         assert_eq!(tags, vec![2, 7, MAX_TAG]);
-        assert_eq!(s[1].1.dispatched, 2);
+        let (two, seven) = (&s[0].1, &s[1].1);
+        assert_eq!((two.dispatched, two.executing, two.seats_in_use), (2, 2, 4));
+        assert_eq!(
+            two.wait_dispatched.count(),
+            2,
+            "one deferred zero, one 10 ns"
+        );
+        assert_eq!(two.wait_dispatched.per_bucket()[0], 1);
+        assert_eq!(two.wait_dispatched.sum(), 10);
+        assert_eq!(two.queue_length.count(), 0, "a level that does not queue");
+        assert_eq!(seven.dispatched, 2);
+        assert_eq!(
+            seven.wait_dispatched.count(),
+            1,
+            "exempt starts are not observed"
+        );
+        assert_eq!(seven.queue_length.per_bucket()[1], 1, "a length of 1");
+        assert_eq!(seven.queue_length.sum(), 1);
         assert!(!s[0].1.is_untouched());
         assert!(TagStats::default().is_untouched());
     }
