@@ -30,6 +30,14 @@
 //! It is the only authority on seat availability; the slow path reserves
 //! seats in it with the same atomics, and the core mirrors them for
 //! accounting.
+//!
+//! # Counting for metrics
+//! A request may carry a caller's *tag* (the dispatcher's flow-schema id).
+//! The hot path only copies it into the request's ring records; the core
+//! tallies it ([`tally`]: counts, gauges, wait, execution and queue-length
+//! histograms) when the records are replayed and on the slow path, under
+//! the level lock it holds anyway. So metrics add no atomic operation, lock
+//! or shared cache line to the hot path, and no decision reads them.
 
 pub mod config;
 mod core;
