@@ -217,7 +217,7 @@ fn levels_report(dispatcher: &Dispatcher) -> String {
         let s = level.stats().queueset;
         let rejected: u64 = RejectReason::ALL
             .iter()
-            .map(|&r| level.counters.rejected(r))
+            .map(|&r| level.rejected(r))
             .sum();
         let limit = if level.is_exempt() {
             "-".to_owned()
@@ -232,7 +232,7 @@ fn levels_report(dispatcher: &Dispatcher) -> String {
             s.seats_in_use,
             s.requests_executing,
             s.requests_waiting,
-            level.counters.dispatched(),
+            level.dispatched(),
             rejected
         );
     }

@@ -15,7 +15,7 @@ use crate::clock::{Clock, Instant};
 use crate::config::{
     Config, ConfigErrors, LevelKind, LimitPolicy, ValidConfig, ValidPriorityLevel,
 };
-use crate::level::{Level, LevelOutcome, RequestGuard, RequestTicket, Schema};
+use crate::level::{Level, LevelOutcome, RequestGuard, RequestTicket, Schema, WaitingNote};
 use crate::queueset::{QueueSetConfig, RejectReason};
 use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::{level_max_seats, WorkEstimate};
@@ -114,6 +114,12 @@ pub struct Dispatcher {
     /// Levels in the adjuster's order, for its callback.
     table: Arc<Mutex<Vec<Arc<Level>>>>,
     reconfigurations: AtomicU64,
+    /// Flow-schema names by id: a schema's id (its requests' tag in the
+    /// levels' tallies) stays the same across reconfigurations.
+    schema_names: Mutex<Vec<String>>,
+    /// Levels removed by a reconfiguration while requests were still in
+    /// them (Kubernetes' quiescing levels), until they are idle.
+    retired: Mutex<Vec<Arc<Level>>>,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -147,7 +153,8 @@ impl Dispatcher {
         let levels = build_levels(&valid, &[], &adjuster.current_cls(), &options, &clock);
         attach_demand(&adjuster, &levels);
         *lock(&table) = levels.clone();
-        let snapshot = Snapshot::new(valid, levels);
+        let mut schema_names = Vec::new();
+        let snapshot = Snapshot::new(valid, levels, &mut schema_names);
         Ok(Dispatcher {
             clock,
             options,
@@ -156,6 +163,8 @@ impl Dispatcher {
             reconfiguring: Mutex::new(()),
             table,
             reconfigurations: AtomicU64::new(0),
+            schema_names: Mutex::new(schema_names),
+            retired: Mutex::new(Vec::new()),
         })
     }
 
@@ -178,26 +187,21 @@ impl Dispatcher {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
     ) -> Decision {
-        let (level, schema, flow_hash) = self.snapshot.with(|snap| {
+        let (level, schema, flow_hash, distinguisher) = self.snapshot.with(|snap| {
             let c = snap.classifier.classify(digest);
             (
                 snap.levels[c.level_index].clone(),
                 snap.schemas[c.schema_index].clone(),
                 c.flow_hash,
+                c.flow_distinguisher,
             )
         });
-        let outcome = match Level::admit(&level, &schema, flow_hash, estimate, deadline) {
-            LevelOutcome::Execute(guard) => {
-                level.counters.note_dispatched();
-                schema.counters.note_dispatched();
-                Outcome::Execute(guard)
-            }
+        // The levels tally the request by schema id (see `level`).
+        let note = || WaitingNote::new(distinguisher, digest);
+        let outcome = match Level::admit(&level, &schema, flow_hash, estimate, deadline, note) {
+            LevelOutcome::Execute(guard) => Outcome::Execute(guard),
             LevelOutcome::Queued(ticket) => Outcome::Queued(ticket),
-            LevelOutcome::Rejected(reason) => {
-                level.counters.note_rejected(reason);
-                schema.counters.note_rejected(reason);
-                Outcome::Rejected(reason)
-            }
+            LevelOutcome::Rejected(reason) => Outcome::Rejected(reason),
         };
         Decision {
             outcome,
@@ -224,7 +228,9 @@ impl Dispatcher {
             })?;
         let levels = built.expect("publish runs on success");
         attach_demand(&self.adjuster, &levels);
-        self.snapshot.store(Arc::new(Snapshot::new(valid, levels)));
+        self.retire(&old.levels, &levels);
+        let snapshot = Snapshot::new(valid, levels, &mut lock(&self.schema_names));
+        self.snapshot.store(Arc::new(snapshot));
         self.reconfigurations.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -273,19 +279,68 @@ impl Dispatcher {
     pub fn borrowing(&self) -> &BorrowingAdjuster {
         &self.adjuster
     }
+
+    /// The levels in force and, for each schema in force that reaches one,
+    /// its (schema id, level index), from one snapshot (for metrics).
+    #[cfg(not(loom))]
+    pub(crate) fn routing(&self) -> (Vec<Arc<Level>>, Vec<(u32, usize)>) {
+        self.snapshot.with(|s| {
+            let routes = s
+                .schemas
+                .iter()
+                .zip(s.config.flow_schemas())
+                .filter_map(|(schema, fs)| fs.priority_level.map(|i| (schema.id, i)))
+                .collect();
+            (s.levels.clone(), routes)
+        })
+    }
+
+    /// The name of the flow schema with this id (ids are the tags of
+    /// [`Level::tag_stats`]), also for schemas no longer configured.
+    pub fn schema_name(&self, id: u32) -> Option<String> {
+        lock(&self.schema_names).get(id as usize).cloned()
+    }
+
+    /// Levels removed from the configuration that still hold requests
+    /// (Kubernetes' quiescing levels).
+    pub fn quiescing_levels(&self) -> Vec<Arc<Level>> {
+        let mut retired = lock(&self.retired);
+        retired.retain(|l| !l.is_idle());
+        retired.clone()
+    }
+
+    /// Keep the levels of `old` that are not in `new` while they hold
+    /// requests.
+    fn retire(&self, old: &[Arc<Level>], new: &[Arc<Level>]) {
+        let mut retired = lock(&self.retired);
+        for level in old {
+            if !new.iter().any(|l| Arc::ptr_eq(l, level)) && !level.is_idle() {
+                retired.push(level.clone());
+            }
+        }
+        retired.retain(|l| !l.is_idle());
+    }
 }
 
 impl Snapshot {
-    fn new(config: ValidConfig, levels: Vec<Arc<Level>>) -> Snapshot {
+    /// `names` holds the schema names by id; new names get new ids.
+    fn new(config: ValidConfig, levels: Vec<Arc<Level>>, names: &mut Vec<String>) -> Snapshot {
         let classifier = Classifier::new(&config);
         let schemas = config
             .flow_schemas()
             .iter()
             .map(|fs| {
+                let id = match names.iter().position(|n| *n == fs.name) {
+                    Some(id) => id,
+                    None => {
+                        names.push(fs.name.clone());
+                        names.len() - 1
+                    }
+                };
                 Arc::new(Schema {
                     name: fs.name.clone(),
                     uid: fs.uid.clone(),
-                    counters: Default::default(),
+                    id: id as u32,
                 })
             })
             .collect();

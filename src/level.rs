@@ -1,50 +1,98 @@
 //! A priority level: exempt (never queues, never rejects) or limited (a
-//! [`QueueSet`]), with its counters, and the owned guard and ticket a
-//! request holds while it waits or executes.
+//! [`QueueSet`]), and the owned guard and ticket a request holds while it
+//! waits or executes.
+//!
+//! # Counting
+//! Every request is tallied by its flow schema's id (its *tag*) where the
+//! level already keeps its state: a limited level's queueset tallies under
+//! its lock when it replays its event ring or on its slow path (the
+//! lock-free hot path only carries the tag in its records), an exempt level
+//! under the short lock it already takes for borrowing's seat demand. So
+//! counting adds no atomic operation, no lock and no shared cache line to
+//! the admission hot path. [`Level::tag_stats`] reads the tallies.
 
 use crate::borrowing::SeatDemandHandle;
+use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant};
+use crate::queueset::tally::Tallies;
 use crate::queueset::{
-    Execution, QueueSet, QueueSetStats, RawAdmission, RejectReason, Request, Waiting,
+    Execution, QueueSet, QueueSetStats, RawAdmission, RejectReason, Request, TagStats, Waiting,
 };
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-/// Counters of dispatches and rejections, for one level or one flow schema.
-#[derive(Debug, Default)]
-pub struct Counters {
-    dispatched: CachePadded<AtomicU64>,
-    rejected: [AtomicU64; 4],
-}
-
-impl Counters {
-    pub(crate) fn note_dispatched(&self) {
-        self.dispatched.fetch_add(1, Ordering::Relaxed);
-    }
-    pub(crate) fn note_rejected(&self, reason: RejectReason) {
-        self.rejected[reason as usize].fetch_add(1, Ordering::Relaxed);
-    }
-    /// Requests that started executing.
-    pub fn dispatched(&self) -> u64 {
-        self.dispatched.load(Ordering::Relaxed)
-    }
-    /// Requests rejected for `reason`.
-    pub fn rejected(&self, reason: RejectReason) -> u64 {
-        self.rejected[reason as usize].load(Ordering::Relaxed)
-    }
-}
-
-/// A flow schema as requests see it: its identity and its counters.
+/// A flow schema as requests see it: its identity.
 #[derive(Debug)]
 pub struct Schema {
     pub name: String,
     pub uid: Option<String>,
-    pub counters: Counters,
+    /// The dispatcher's number for this schema name, stable across
+    /// reconfigurations: the tag its requests are tallied under.
+    pub id: u32,
+}
+
+/// What a dump shows of a waiting request beyond the queueset's view: the
+/// flow distinguisher and the request's attributes, kept in one string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingNote {
+    text: String,
+    /// End of each field in `text`, in [`WaitingNote::FIELDS`] order.
+    ends: [u32; 9],
+}
+
+impl WaitingNote {
+    /// The fields, in order.
+    pub const FIELDS: [&'static str; 9] = [
+        "flow_distinguisher",
+        "user",
+        "verb",
+        "path",
+        "namespace",
+        "name",
+        "api_group",
+        "resource",
+        "subresource",
+    ];
+
+    pub(crate) fn new(flow_distinguisher: &str, d: &RequestDigest<'_>) -> WaitingNote {
+        let fields = [
+            flow_distinguisher,
+            d.user,
+            d.verb,
+            d.path,
+            d.namespace,
+            d.name,
+            d.api_group,
+            d.resource,
+            d.subresource,
+        ];
+        let mut text = String::with_capacity(fields.iter().map(|f| f.len()).sum());
+        let mut ends = [0u32; 9];
+        for (end, field) in ends.iter_mut().zip(fields) {
+            text.push_str(field);
+            *end = text.len().min(u32::MAX as usize) as u32;
+        }
+        WaitingNote { text, ends }
+    }
+
+    /// Field `i` of [`WaitingNote::FIELDS`].
+    pub fn field(&self, i: usize) -> &str {
+        let Some(&end) = self.ends.get(i) else {
+            return "";
+        };
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.text.get(start as usize..end as usize).unwrap_or("")
+    }
+
+    pub fn flow_distinguisher(&self) -> &str {
+        self.field(0)
+    }
 }
 
 pub(crate) enum LevelKind {
@@ -57,7 +105,13 @@ pub(crate) enum LevelKind {
 pub(crate) struct ExemptSeats {
     seats: CachePadded<AtomicU64>,
     executing: AtomicU64,
-    demand: Mutex<Option<SeatDemandHandle>>,
+    locked: Mutex<ExemptLocked>,
+}
+
+#[derive(Default)]
+struct ExemptLocked {
+    demand: Option<SeatDemandHandle>,
+    tallies: Tallies,
 }
 
 /// One priority level.
@@ -65,10 +119,11 @@ pub struct Level {
     pub name: String,
     pub uid: Option<String>,
     pub(crate) kind: LevelKind,
-    pub counters: Counters,
     /// Largest seats one request may hold here (Kubernetes' per-level cap).
     pub(crate) max_seats: AtomicU64,
     pub(crate) clock: Clock,
+    /// Notes on the requests waiting here, by [`Waiting::id`], for dumps.
+    notes: Mutex<HashMap<u64, WaitingNote>>,
 }
 
 impl fmt::Debug for Level {
@@ -94,7 +149,7 @@ impl Level {
         let seats = ExemptSeats {
             seats: CachePadded::new(AtomicU64::new(0)),
             executing: AtomicU64::new(0),
-            demand: Mutex::new(None),
+            locked: Mutex::new(ExemptLocked::default()),
         };
         Level::with_kind(name, uid, LevelKind::Exempt(Box::new(seats)), clock)
     }
@@ -108,9 +163,9 @@ impl Level {
             name,
             uid,
             kind,
-            counters: Counters::default(),
             max_seats: AtomicU64::new(u64::MAX),
             clock,
+            notes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -143,6 +198,40 @@ impl Level {
         }
     }
 
+    /// Whether no request executes, waits or holds seats here.
+    pub fn is_idle(&self) -> bool {
+        let st = self.stats().queueset;
+        st.requests_executing == 0 && st.requests_waiting == 0 && st.seats_in_use == 0
+    }
+
+    /// What each flow schema's requests did here, by schema id (see
+    /// [`TagStats`]). Exempt levels never queue nor reject, and their waits
+    /// are not observed (as in Kubernetes).
+    pub fn tag_stats(&self) -> Vec<(u32, TagStats)> {
+        match &self.kind {
+            LevelKind::Limited(qs) => qs.tag_stats(),
+            LevelKind::Exempt(e) => lock(&e.locked).tallies.snapshot(),
+        }
+    }
+
+    /// Requests dispatched at this level, over all flow schemas.
+    pub fn dispatched(&self) -> u64 {
+        self.tag_stats().iter().map(|(_, t)| t.dispatched).sum()
+    }
+
+    /// Requests rejected at this level for `reason`, over all flow schemas.
+    pub fn rejected(&self, reason: crate::queueset::RejectReason) -> u64 {
+        self.tag_stats()
+            .iter()
+            .map(|(_, t)| t.rejected[reason as usize])
+            .sum()
+    }
+
+    /// The note taken when the request `id` was queued, if it still waits.
+    pub fn waiting_note(&self, id: u64) -> Option<WaitingNote> {
+        lock(&self.notes).get(&id).cloned()
+    }
+
     pub(crate) fn set_demand_observer(&self, observer: Option<SeatDemandHandle>) {
         match &self.kind {
             LevelKind::Limited(qs) => qs.set_demand_observer(observer),
@@ -150,7 +239,7 @@ impl Level {
                 if let Some(h) = &observer {
                     h.set(e.seats.load(Ordering::Relaxed) as u32, self.clock.now());
                 }
-                *lock(&e.demand) = observer;
+                lock(&e.locked).demand = observer;
             }
         }
     }
@@ -164,12 +253,14 @@ impl Level {
     }
 
     /// Admit a request at this level (`self` is kept alive by the outcome).
+    /// `note` is taken only if the request has to wait.
     pub(crate) fn admit(
         level: &Arc<Level>,
-        schema: &Arc<Schema>,
+        schema: &Schema,
         flow_hash: u64,
         estimate: WorkEstimate,
         deadline: Option<Instant>,
+        note: impl FnOnce() -> WaitingNote,
     ) -> LevelOutcome {
         let estimate = level.cap(estimate);
         match &level.kind {
@@ -177,40 +268,48 @@ impl Level {
                 let seats = estimate.max_seats().max(1) as u64;
                 e.seats.fetch_add(seats, Ordering::Relaxed);
                 e.executing.fetch_add(1, Ordering::Relaxed);
-                e.observe(level.clock.now(), seats as i64);
+                let start = level.clock.now();
+                e.started(schema.id, start, seats);
                 LevelOutcome::Execute(RequestGuard {
                     level: level.clone(),
                     exec: Some(LevelExecution::Exempt {
                         seats,
-                        start: level.clock.now(),
+                        start,
+                        tag: schema.id,
                     }),
                 })
             }
-            LevelKind::Limited(qs) => match qs.admit(&Request {
-                flow_hash,
-                estimate,
-                deadline,
-            }) {
-                RawAdmission::Execute(exec) => LevelOutcome::Execute(RequestGuard {
-                    level: level.clone(),
-                    exec: Some(LevelExecution::Queued(exec)),
-                }),
-                RawAdmission::Queued(waiting) => LevelOutcome::Queued(RequestTicket {
-                    level: level.clone(),
-                    schema: schema.clone(),
-                    waiting: Some(waiting),
-                }),
-                RawAdmission::Rejected(reason) => LevelOutcome::Rejected(reason),
-            },
+            LevelKind::Limited(qs) => {
+                let request = Request {
+                    flow_hash,
+                    estimate,
+                    deadline,
+                };
+                match qs.admit_tagged(&request, schema.id) {
+                    RawAdmission::Execute(exec) => LevelOutcome::Execute(RequestGuard {
+                        level: level.clone(),
+                        exec: Some(LevelExecution::Queued(exec)),
+                    }),
+                    RawAdmission::Queued(waiting) => {
+                        let note = note();
+                        lock(&level.notes).insert(waiting.id(), note);
+                        LevelOutcome::Queued(RequestTicket {
+                            level: level.clone(),
+                            waiting: Some(waiting),
+                        })
+                    }
+                    RawAdmission::Rejected(reason) => LevelOutcome::Rejected(reason),
+                }
+            }
         }
     }
 
     fn finish(&self, exec: LevelExecution, end: Instant) {
         match (exec, &self.kind) {
-            (LevelExecution::Exempt { seats, .. }, LevelKind::Exempt(e)) => {
+            (LevelExecution::Exempt { seats, start, tag }, LevelKind::Exempt(e)) => {
                 e.seats.fetch_sub(seats, Ordering::Relaxed);
                 e.executing.fetch_sub(1, Ordering::Relaxed);
-                e.observe(end, -(seats as i64));
+                e.finished(tag, start, end, seats);
             }
             (LevelExecution::Queued(exec), LevelKind::Limited(qs)) => {
                 qs.finish_execution(exec, end)
@@ -221,12 +320,26 @@ impl Level {
 }
 
 impl ExemptSeats {
-    /// Exempt seats enter borrowing's demand statistics; that takes the
-    /// integrator's short lock (exempt levels carry little traffic).
-    fn observe(&self, now: Instant, delta: i64) {
-        if let Some(h) = lock(&self.demand).as_ref() {
-            h.add(delta, now);
+    /// Exempt seats enter borrowing's demand statistics, and the request is
+    /// tallied, under one short lock (exempt levels carry little traffic).
+    fn started(&self, tag: u32, now: Instant, seats: u64) {
+        let mut st = lock(&self.locked);
+        if let Some(h) = st.demand.as_ref() {
+            h.add(seats as i64, now);
         }
+        st.tallies
+            .get(tag)
+            .begin_unobserved(seats.min(u32::MAX as u64) as u32);
+    }
+
+    fn finished(&self, tag: u32, start: Instant, end: Instant, seats: u64) {
+        let mut st = lock(&self.locked);
+        if let Some(h) = st.demand.as_ref() {
+            h.add(-(seats as i64), end);
+        }
+        let tally = st.tallies.get(tag);
+        tally.end(start, end);
+        tally.release(seats.min(u32::MAX as u64) as u32);
     }
 }
 
@@ -237,7 +350,11 @@ pub(crate) enum LevelOutcome {
 }
 
 enum LevelExecution {
-    Exempt { seats: u64, start: Instant },
+    Exempt {
+        seats: u64,
+        start: Instant,
+        tag: u32,
+    },
     Queued(Execution),
 }
 
@@ -292,7 +409,6 @@ impl fmt::Debug for RequestGuard {
 #[must_use = "dropping the ticket cancels the request"]
 pub struct RequestTicket {
     level: Arc<Level>,
-    schema: Arc<Schema>,
     waiting: Option<Waiting>,
 }
 
@@ -311,9 +427,12 @@ impl RequestTicket {
     /// Block until the request is dispatched or rejected.
     pub fn wait(mut self) -> Result<RequestGuard, RejectReason> {
         let waiting = self.waiting.take().expect("a live ticket is waiting");
-        let result = self.qs().wait_for(waiting).map(|exec| self.guard(exec));
-        self.count(&result);
-        result
+        self.forget_note(&waiting);
+        self.qs().wait_for(waiting).map(|exec| self.guard(exec))
+    }
+
+    fn forget_note(&self, waiting: &Waiting) {
+        lock(&self.level.notes).remove(&waiting.id());
     }
 
     /// Without blocking: the decision, if there is one.
@@ -326,10 +445,10 @@ impl RequestTicket {
         waker: Option<&std::task::Waker>,
     ) -> Option<Result<RequestGuard, RejectReason>> {
         let decision = self.qs().poll_waiting(self.waiting.as_ref()?, waker)?;
-        self.waiting = None;
-        let result = decision.map(|exec| self.guard(exec));
-        self.count(&result);
-        Some(result)
+        if let Some(waiting) = self.waiting.take() {
+            self.forget_note(&waiting);
+        }
+        Some(decision.map(|exec| self.guard(exec)))
     }
 
     /// Give up waiting; false if it had already been decided (a dispatched
@@ -338,21 +457,8 @@ impl RequestTicket {
         let Some(waiting) = self.waiting.take() else {
             return false;
         };
-        let cancelled = self.qs().cancel_waiting(waiting);
-        if cancelled {
-            self.level.counters.note_rejected(RejectReason::Cancelled);
-            self.schema.counters.note_rejected(RejectReason::Cancelled);
-        }
-        cancelled
-    }
-
-    fn count(&self, result: &Result<RequestGuard, RejectReason>) {
-        for counters in [&self.level.counters, &self.schema.counters] {
-            match result {
-                Ok(_) => counters.note_dispatched(),
-                Err(reason) => counters.note_rejected(*reason),
-            }
-        }
+        self.forget_note(&waiting);
+        self.qs().cancel_waiting(waiting)
     }
 }
 
@@ -373,10 +479,8 @@ impl Future for RequestTicket {
 impl Drop for RequestTicket {
     fn drop(&mut self) {
         if let Some(waiting) = self.waiting.take() {
-            if self.qs().cancel_waiting(waiting) {
-                self.level.counters.note_rejected(RejectReason::Cancelled);
-                self.schema.counters.note_rejected(RejectReason::Cancelled);
-            }
+            self.forget_note(&waiting);
+            self.qs().cancel_waiting(waiting);
         }
     }
 }

@@ -11,6 +11,8 @@ pub mod dealer;
 pub mod dispatcher;
 pub mod ffi;
 pub mod level;
+#[cfg(not(loom))]
+pub mod metrics;
 pub mod queueset;
 pub mod retry_after;
 pub mod sync;

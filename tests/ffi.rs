@@ -207,16 +207,25 @@ fn take(d: &D) -> Option<u64> {
 }
 
 fn stats(d: &D) -> String {
-    let mut len = 0usize;
-    // SAFETY: a size query: NULL buffer with length 0.
-    let st = unsafe { apf_dispatcher_stats_text(d.0, null_mut(), 0, &mut len) };
-    assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-    let mut buf = vec![0 as c_char; len + 1];
-    let mut written = 0usize;
-    // SAFETY: buffer writable for its length.
-    let st = unsafe { apf_dispatcher_stats_text(d.0, buf.as_mut_ptr(), buf.len(), &mut written) };
-    assert_eq!(st, apf_status::APF_OK);
-    assert_eq!(written, len);
+    // The text can change between the size query and the copy (the real
+    // clock's borrowing timer may adjust limits meanwhile): retry then.
+    let (buf, written) = loop {
+        let mut len = 0usize;
+        // SAFETY: a size query: NULL buffer with length 0.
+        let st = unsafe { apf_dispatcher_stats_text(d.0, null_mut(), 0, &mut len) };
+        assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
+        let mut buf = vec![0 as c_char; len + 1];
+        let mut written = 0usize;
+        // SAFETY: buffer writable for its length.
+        let st =
+            unsafe { apf_dispatcher_stats_text(d.0, buf.as_mut_ptr(), buf.len(), &mut written) };
+        if st == apf_status::APF_ERR_INSUFFICIENT_SIZE {
+            continue;
+        }
+        assert_eq!(st, apf_status::APF_OK);
+        break (buf, written);
+    };
+    let _ = written;
     // SAFETY: NUL-terminated by the call.
     unsafe { CStr::from_ptr(buf.as_ptr()) }
         .to_str()

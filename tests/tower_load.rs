@@ -381,17 +381,17 @@ async fn a_flood_gets_429s_while_polite_clients_are_served_and_nothing_leaks() {
             "nothing left at {}",
             level.name
         );
-        dispatched += level.counters.dispatched();
+        dispatched += level.dispatched();
         rejected += RejectReason::ALL
             .iter()
-            .map(|&r| level.counters.rejected(r))
+            .map(|&r| level.rejected(r))
             .sum::<u64>();
     }
     assert_eq!(dispatched, a_ok + p_ok, "every 200 was dispatched once");
     assert_eq!(rejected, a_429 + p_429, "every 429 was counted once");
     assert_eq!(dispatched + rejected, a_sent + p_sent, "no request lost");
     let level = dispatcher.level(LEVEL).expect("built in");
-    assert_eq!(level.counters.rejected(RejectReason::Cancelled), 0);
+    assert_eq!(level.rejected(RejectReason::Cancelled), 0);
 }
 
 /// A client that hangs up while its request waits in a queue: the server
@@ -433,7 +433,7 @@ async fn a_client_hanging_up_while_queued_cancels_its_request() {
             .await
             .expect("the leaver's connection ends");
         let s = level.stats().queueset;
-        assert_eq!(level.counters.rejected(RejectReason::Cancelled), 1);
+        assert_eq!(level.rejected(RejectReason::Cancelled), 1);
         assert_eq!((s.requests_waiting, s.seats_in_use), (0, seats));
         // Let the holders finish.
         server.release.send(true).expect("holders listen");
@@ -447,5 +447,5 @@ async fn a_client_hanging_up_while_queued_cancels_its_request() {
         .expect("the test finishes");
     let s = level.stats().queueset;
     assert_eq!((s.seats_in_use, s.requests_waiting), (0, 0));
-    assert_eq!(level.counters.dispatched(), u64::from(seats));
+    assert_eq!(level.dispatched(), u64::from(seats));
 }

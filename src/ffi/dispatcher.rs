@@ -153,6 +153,14 @@ impl FfiDispatcher {
         for level in self.inner.levels() {
             let s = level.stats();
             let q = &s.queueset;
+            let tallies = level.tag_stats();
+            let dispatched: u64 = tallies.iter().map(|(_, t)| t.dispatched).sum();
+            let rejected = |reason: RejectReason| -> u64 {
+                tallies
+                    .iter()
+                    .map(|(_, t)| t.rejected[reason as usize])
+                    .sum()
+            };
             let _ = write!(
                 out,
                 "level {} exempt {} concurrency_limit {} seats_in_use {} executing {} waiting {} dispatched {}",
@@ -162,15 +170,10 @@ impl FfiDispatcher {
                 q.seats_in_use,
                 q.requests_executing,
                 q.requests_waiting,
-                level.counters.dispatched(),
+                dispatched,
             );
             for reason in RejectReason::ALL {
-                let _ = write!(
-                    out,
-                    " rejected_{} {}",
-                    reason.as_str(),
-                    level.counters.rejected(reason)
-                );
+                let _ = write!(out, " rejected_{} {}", reason.as_str(), rejected(reason));
             }
             out.push('\n');
         }

@@ -11,6 +11,7 @@
 
 use super::config::QueueSetConfig;
 use super::reference::cap_final_seats;
+use super::tally::Tallies;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
 use super::RejectReason;
@@ -33,6 +34,8 @@ pub(crate) struct Waiter {
     pub(crate) estimate: WorkEstimate,
     pub(crate) work: VTime,
     pub(crate) arrival_r: VTime,
+    /// When it arrived (for its wait time and for dumps).
+    pub(crate) arrival: Instant,
     pub(crate) deadline: Instant,
 }
 
@@ -64,6 +67,7 @@ struct Lingering {
     until: Instant,
     seq: u64,
     queue: u32,
+    tag: u32,
     seats: u32,
 }
 
@@ -108,6 +112,8 @@ pub(crate) struct Core {
     pub(crate) clamped_estimates: u64,
     pub(crate) dispatched_total: u64,
     pub(crate) rejected_total: [u64; 4],
+    /// What each tag's requests did (metrics only: no decision reads it).
+    pub(crate) tallies: Tallies,
 }
 
 impl Core {
@@ -136,6 +142,7 @@ impl Core {
             clamped_estimates: 0,
             dispatched_total: 0,
             rejected_total: [0; 4],
+            tallies: Tallies::default(),
         }
     }
 
@@ -198,8 +205,19 @@ impl Core {
     // ----- hot-path events replayed in order -------------------------------
 
     /// A request admitted on the hot path into `queue` at `at`.
-    pub(crate) fn replay_start(&mut self, queue: u32, estimate: WorkEstimate, at: Instant) {
+    pub(crate) fn replay_start(
+        &mut self,
+        queue: u32,
+        tag: u32,
+        estimate: WorkEstimate,
+        at: Instant,
+    ) {
         self.sync(at);
+        // Nothing waited in any queue: if the level queues, the request's
+        // queue held just itself.
+        self.tallies
+            .get(tag)
+            .begin_at_once(estimate.max_seats(), queue != NO_QUEUE);
         if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             self.note_arrival_at(q);
@@ -223,14 +241,27 @@ impl Core {
     pub(crate) fn replay_finish(
         &mut self,
         queue: u32,
+        tag: u32,
         initial_seats: u32,
         seats: u32,
         start: Instant,
         at: Instant,
     ) {
         self.sync(at);
+        let tally = self.tallies.get(tag);
+        tally.end(start, at);
+        tally.release(seats);
         self.end_executing(queue, initial_seats, start, at);
         self.release(queue, seats);
+    }
+
+    /// A request rejected on arrival (queue full, or no room at a level
+    /// that does not queue): it waited for nothing.
+    pub(crate) fn reject_at_once(&mut self, tag: u32, reason: RejectReason) {
+        self.rejected_total[reason as usize] += 1;
+        let tally = &mut self.tallies.get(tag).stats;
+        tally.rejected[reason as usize] += 1;
+        tally.wait_rejected.observe(0);
     }
 
     // ----- slow-path operations --------------------------------------------
@@ -260,12 +291,13 @@ impl Core {
                 >= self.cfg.queue_length_limit as usize
     }
 
-    /// Put a request in queue `q`.
+    /// Put a request that arrived at `arrival` in queue `q`.
     pub(crate) fn enqueue(
         &mut self,
         q: usize,
         slot: Arc<WaitSlot>,
         estimate: WorkEstimate,
+        arrival: Instant,
         deadline: Instant,
     ) {
         let q = self.ensure_queue(q);
@@ -277,6 +309,7 @@ impl Core {
             self.cfg.service_time_guess,
         );
         let seq = slot.seq;
+        let tag = slot.tag;
         if !self.queues[q].is_active() {
             self.active_queues += 1;
         }
@@ -286,10 +319,16 @@ impl Core {
             estimate,
             work,
             arrival_r: self.r,
+            arrival,
             deadline,
         });
+        let length = queue.waiting.len() as u64;
         queue.waiting_work += work;
         queue.waiting_seats += estimate.max_seats() as u64;
+        let tally = &mut self.tallies.get(tag).stats;
+        tally.waiting += 1;
+        tally.waiting_seats += estimate.max_seats() as u64;
+        tally.queue_length.observe(length);
         self.waiting_seats += estimate.max_seats() as u64;
         self.requests_waiting += 1;
         self.deadlines.push(Reverse((deadline, seq, q)));
@@ -332,11 +371,16 @@ impl Core {
         }
         self.queues[q].next_dispatch_r += w.work;
         word.take(estimate.max_seats());
+        let waited = duration_nanos(now.saturating_since(w.arrival));
+        self.tallies
+            .get(w.slot.tag)
+            .begin_after_wait(estimate.max_seats(), waited);
         self.begin_executing(q as u32, estimate.max_seats());
         self.bound_and_reindex(q);
         self.dispatched_total += 1;
         let waker = w.slot.decide(SlotState::Dispatched {
             queue: q as u32,
+            tag: w.slot.tag,
             estimate,
             start: now,
         });
@@ -376,7 +420,14 @@ impl Core {
         if queue.waiting.is_empty() && queue.executing == 0 {
             self.active_queues -= 1;
         }
+        self.untally_waiting(&w);
         w
+    }
+
+    fn untally_waiting(&mut self, w: &Waiter) {
+        let tally = &mut self.tallies.get(w.slot.tag).stats;
+        tally.waiting -= 1;
+        tally.waiting_seats -= w.estimate.max_seats() as u64;
     }
 
     /// A request admitted from a queue (or without one) finishes at `now`.
@@ -384,13 +435,16 @@ impl Core {
     pub(crate) fn finish(
         &mut self,
         queue: u32,
+        tag: u32,
         estimate: WorkEstimate,
         start: Instant,
         now: Instant,
     ) -> u32 {
+        self.tallies.get(tag).end(start, now);
         self.end_executing(queue, estimate.initial_seats, start, now);
         let seats = estimate.max_seats();
         if estimate.additional_latency.is_zero() {
+            self.tallies.get(tag).release(seats);
             self.release(queue, seats);
             return seats;
         }
@@ -400,14 +454,20 @@ impl Core {
             until,
             seq: self.linger_seq,
             queue,
+            tag,
             seats,
         }));
         0
     }
 
-    /// Remove a waiting request (cancelled or timed out). Returns whether it
-    /// was still waiting.
-    pub(crate) fn remove_waiting(&mut self, slot: &Arc<WaitSlot>, reason: RejectReason) -> bool {
+    /// Remove a waiting request (cancelled or timed out at `at`). Returns
+    /// whether it was still waiting.
+    pub(crate) fn remove_waiting(
+        &mut self,
+        slot: &Arc<WaitSlot>,
+        reason: RejectReason,
+        at: Instant,
+    ) -> bool {
         let q = slot.queue as usize;
         let Some(pos) = self.queues.get(q).and_then(|queue| {
             queue
@@ -432,6 +492,12 @@ impl Core {
         }
         self.bound_and_reindex(q);
         self.rejected_total[reason as usize] += 1;
+        self.untally_waiting(&w);
+        let tally = &mut self.tallies.get(slot.tag).stats;
+        tally.rejected[reason as usize] += 1;
+        tally
+            .wait_rejected
+            .observe(duration_nanos(at.saturating_since(w.arrival)));
         let waker = w.slot.decide(SlotState::Rejected(reason));
         self.wakers.extend(waker);
         self.drop_undesired_empty_queues();
@@ -456,6 +522,7 @@ impl Core {
             .is_some_and(|Reverse(l)| l.until <= at)
         {
             let Reverse(l) = self.lingering.pop().expect("peeked");
+            self.tallies.get(l.tag).release(l.seats);
             self.release(l.queue, l.seats);
             freed += l.seats;
         }
@@ -475,7 +542,7 @@ impl Core {
         }
         expired.sort_by_key(|s| s.seq);
         for slot in &expired {
-            self.remove_waiting(slot, RejectReason::TimeOut);
+            self.remove_waiting(slot, RejectReason::TimeOut, at);
         }
         (freed, expired)
     }
@@ -628,5 +695,23 @@ impl Core {
         debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
         let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
         debug_assert_eq!(wseats, self.waiting_seats, "waiting seats");
+        let sum =
+            |f: fn(&super::tally::TagStats) -> u64| -> u64 { self.tallies.iter().map(f).sum() };
+        debug_assert_eq!(
+            sum(|t| t.waiting as u64),
+            self.requests_waiting as u64,
+            "tallied waiting"
+        );
+        debug_assert_eq!(
+            sum(|t| t.waiting_seats),
+            self.waiting_seats,
+            "tallied waiting seats"
+        );
+        debug_assert_eq!(
+            sum(|t| t.executing as u64),
+            self.requests_executing as u64,
+            "tallied executing"
+        );
+        debug_assert_eq!(sum(|t| t.seats_in_use), self.seats_in_use, "tallied seats");
     }
 }

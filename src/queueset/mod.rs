@@ -30,16 +30,28 @@
 //! It is the only authority on seat availability; the slow path reserves
 //! seats in it with the same atomics, and the core mirrors them for
 //! accounting.
+//!
+//! # Counting for metrics
+//! A request may carry a caller's *tag* (the dispatcher's flow-schema id).
+//! The hot path only copies it into the request's ring records; the core
+//! tallies it ([`tally`]: counts, gauges, wait, execution and queue-length
+//! histograms) when the records are replayed and on the slow path, under
+//! the level lock it holds anyway. So metrics add no atomic operation, lock
+//! or shared cache line to the hot path, and no decision reads them.
 
 pub mod config;
 mod core;
 #[doc(hidden)]
 pub mod differential;
+pub mod dump;
 pub mod reference;
+pub mod tally;
 pub mod vtime;
 mod wait;
 
 pub use config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
+pub use dump::{QueueDump, QueueSetDump, WaitingDump};
+pub use tally::TagStats;
 
 use self::core::{Core, Seats, NO_QUEUE};
 use self::wait::{SlotState, WaitSlot};
@@ -53,6 +65,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 /// Identifies a request in the reference model and in tests.
 pub type RequestId = u64;
@@ -177,16 +190,24 @@ impl Seats for WordSeats<'_> {
 
 // ----- the event ring --------------------------------------------------------
 
-/// A hot-path event, replayed into the core in ring order.
+/// A hot-path event, replayed into the core in ring order. The tag rides
+/// along so the replay can tally the request (see `tally`); to keep a
+/// record at 40 bytes, a start carries its estimate's fields loose (a
+/// `WorkEstimate` would pad them to 24 bytes).
 #[derive(Debug, Clone, Copy)]
 enum Record {
     Start {
         queue: u32,
-        estimate: WorkEstimate,
+        tag: u32,
+        initial_seats: u32,
+        final_seats: u32,
+        latency_secs: u64,
+        latency_subsec_nanos: u32,
         at: Instant,
     },
     Finish {
         queue: u32,
+        tag: u32,
         initial_seats: u32,
         seats: u32,
         start: Instant,
@@ -195,6 +216,9 @@ enum Record {
 }
 
 const RING_CAPACITY: usize = 256;
+
+// A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
+const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 
 // ----- the queueset ----------------------------------------------------------
 
@@ -294,21 +318,36 @@ impl QueueSet {
     /// alive themselves (the dispatcher, the C ABI).
     #[inline]
     pub fn admit(&self, request: &Request) -> RawAdmission {
-        match self.shared.try_fast_start(request) {
+        self.admit_tagged(request, 0)
+    }
+
+    /// [`QueueSet::admit`] for a request counted under `tag` in
+    /// [`QueueSet::tag_stats`] (the dispatcher tags requests by flow
+    /// schema). Tags should be small and dense: the tallies are indexed by
+    /// them.
+    #[inline]
+    pub(crate) fn admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
+        match self.shared.try_fast_start(request, tag) {
             Some((queue, start)) => RawAdmission::Execute(Execution {
                 queue,
+                tag,
                 estimate: request.estimate,
                 start,
             }),
-            None => self.shared.slow_start(request),
+            None => self.shared.slow_start(request, tag),
         }
     }
 
     /// Finish an execution at `end` (not before its start); seats held for
     /// additional latency are counted from it.
     pub fn finish_execution(&self, exec: Execution, end: Instant) {
-        self.shared
-            .finish(exec.queue, exec.estimate, exec.start, end.max(exec.start));
+        self.shared.finish(
+            exec.queue,
+            exec.tag,
+            exec.estimate,
+            exec.start,
+            end.max(exec.start),
+        );
     }
 
     /// Without blocking: the decision on a waiting request, if there is one
@@ -335,12 +374,14 @@ impl QueueSet {
             Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
             Some(SlotState::Dispatched {
                 queue,
+                tag,
                 estimate,
                 start,
             }) => {
                 self.finish_execution(
                     Execution {
                         queue,
+                        tag,
                         estimate,
                         start,
                     },
@@ -422,6 +463,17 @@ impl QueueSet {
     pub fn current_r(&self) -> vtime::VTime {
         self.shared.lock_and_drain().core.r
     }
+
+    /// Every tag's tallies (counts, gauges and histograms), by tag, with
+    /// the event ring replayed first.
+    pub fn tag_stats(&self) -> Vec<(u32, TagStats)> {
+        self.shared.lock_and_drain().core.tallies.snapshot()
+    }
+
+    /// The queues and waiting requests, with the event ring replayed first.
+    pub fn dump(&self) -> QueueSetDump {
+        self.shared.lock_and_drain().core.dump()
+    }
 }
 
 impl Drop for QueueSet {
@@ -448,6 +500,7 @@ pub enum RawAdmission {
 #[must_use = "an execution holds seats until it is finished"]
 pub struct Execution {
     queue: u32,
+    tag: u32,
     estimate: WorkEstimate,
     start: Instant,
 }
@@ -474,14 +527,24 @@ pub struct Waiting {
     slot: Arc<WaitSlot>,
 }
 
+impl Waiting {
+    /// Its arrival number in the level, unique while the queueset lives
+    /// ([`WaitingDump::id`] in dumps).
+    pub fn id(&self) -> u64 {
+        self.slot.seq
+    }
+}
+
 fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
     match decision {
         SlotState::Dispatched {
             queue,
+            tag,
             estimate,
             start,
         } => Ok(Execution {
             queue,
+            tag,
             estimate,
             start,
         }),
@@ -513,7 +576,7 @@ impl Shared {
     /// The hot path: take seats with one CAS if nothing waits and they fit.
     /// Returns the request's queue and start time.
     #[inline]
-    fn try_fast_start(&self, request: &Request) -> Option<(u32, Instant)> {
+    fn try_fast_start(&self, request: &Request, tag: u32) -> Option<(u32, Instant)> {
         let estimate = request.estimate;
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
@@ -538,7 +601,11 @@ impl Shared {
         let at = self.clock.now();
         self.record(Record::Start {
             queue,
-            estimate,
+            tag,
+            initial_seats: estimate.initial_seats,
+            final_seats: estimate.final_seats,
+            latency_secs: estimate.additional_latency.as_secs(),
+            latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
             at,
         });
         Some((queue, at))
@@ -608,20 +675,32 @@ impl Shared {
         match record {
             Record::Start {
                 queue,
-                estimate,
+                tag,
+                initial_seats,
+                final_seats,
+                latency_secs,
+                latency_subsec_nanos,
                 at,
-            } => core.replay_start(queue, estimate, at),
+            } => {
+                let estimate = WorkEstimate {
+                    initial_seats,
+                    final_seats,
+                    additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
+                };
+                core.replay_start(queue, tag, estimate, at)
+            }
             Record::Finish {
                 queue,
+                tag,
                 initial_seats,
                 seats,
                 start,
                 at,
-            } => core.replay_finish(queue, initial_seats, seats, start, at),
+            } => core.replay_finish(queue, tag, initial_seats, seats, start, at),
         }
     }
 
-    fn slow_start(&self, request: &Request) -> RawAdmission {
+    fn slow_start(&self, request: &Request, tag: u32) -> RawAdmission {
         let mut st = self.lock_and_drain();
         let now = self.clock.now();
         let word = WordSeats(&self.word);
@@ -630,13 +709,14 @@ impl Shared {
         let seats = estimate.max_seats();
         let Some(dealer) = st.core.dealer.clone() else {
             if !st.core.can_accommodate(seats, &word) {
-                st.core.rejected_total[RejectReason::ConcurrencyLimit as usize] += 1;
+                st.core.reject_at_once(tag, RejectReason::ConcurrencyLimit);
                 return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
             }
             word.take(seats);
-            st.core.replay_start(NO_QUEUE, estimate, now);
+            st.core.replay_start(NO_QUEUE, tag, estimate, now);
             return RawAdmission::Execute(Execution {
                 queue: NO_QUEUE,
+                tag,
                 estimate,
                 start: now,
             });
@@ -644,7 +724,7 @@ impl Shared {
         let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
         let q = st.core.choose_queue(&dealer, request.flow_hash, n);
         if st.core.must_reject(q, &word) {
-            st.core.rejected_total[RejectReason::QueueFull as usize] += 1;
+            st.core.reject_at_once(tag, RejectReason::QueueFull);
             return RawAdmission::Rejected(RejectReason::QueueFull);
         }
         let wait_deadline = now.saturating_add(st.core.cfg.wait_limit);
@@ -652,8 +732,8 @@ impl Shared {
             .deadline
             .map_or(wait_deadline, |d| d.min(wait_deadline));
         st.next_seq += 1;
-        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32));
-        st.core.enqueue(q, slot.clone(), estimate, deadline);
+        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, tag));
+        st.core.enqueue(q, slot.clone(), estimate, now, deadline);
         self.word.fetch_or(SLOW, Ordering::AcqRel);
         st.core.dispatch_as_much_as_possible(now, &word);
         self.settle_and_unlock(st);
@@ -695,13 +775,14 @@ impl Shared {
         st.core.check_invariants();
     }
 
-    fn finish(&self, queue: u32, estimate: WorkEstimate, start: Instant, end: Instant) {
+    fn finish(&self, queue: u32, tag: u32, estimate: WorkEstimate, start: Instant, end: Instant) {
         let fast =
             estimate.additional_latency.is_zero() && self.word.load(Ordering::Relaxed) & SLOW == 0;
         if fast {
             let seats = estimate.max_seats();
             let record = Record::Finish {
                 queue,
+                tag,
                 initial_seats: estimate.initial_seats,
                 seats,
                 start,
@@ -718,14 +799,21 @@ impl Shared {
                 return;
             }
         }
-        self.slow_finish(queue, estimate, start, end);
+        self.slow_finish(queue, tag, estimate, start, end);
     }
 
-    fn slow_finish(&self, queue: u32, estimate: WorkEstimate, start: Instant, end: Instant) {
+    fn slow_finish(
+        &self,
+        queue: u32,
+        tag: u32,
+        estimate: WorkEstimate,
+        start: Instant,
+        end: Instant,
+    ) {
         let mut st = self.lock_and_drain();
         st.core.sync(end);
         let word = WordSeats(&self.word);
-        let freed = st.core.finish(queue, estimate, start, end);
+        let freed = st.core.finish(queue, tag, estimate, start, end);
         word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &word);
         self.settle_and_unlock(st);
@@ -745,7 +833,7 @@ impl Shared {
         let mut st = self.lock_and_drain();
         let now = self.clock.now();
         st.core.sync(now);
-        if st.core.remove_waiting(slot, RejectReason::Cancelled) {
+        if st.core.remove_waiting(slot, RejectReason::Cancelled, now) {
             st.core
                 .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
             self.settle_and_unlock(st);

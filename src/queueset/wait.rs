@@ -14,6 +14,7 @@ pub(crate) enum SlotState {
     /// Dispatched: the request holds its seats from `start`.
     Dispatched {
         queue: u32,
+        tag: u32,
         estimate: WorkEstimate,
         start: Instant,
     },
@@ -27,15 +28,18 @@ pub(crate) struct WaitSlot {
     /// Arrival order within the level.
     pub(crate) seq: u64,
     pub(crate) queue: u32,
+    /// The caller's tag for the request (see `tally`).
+    pub(crate) tag: u32,
     state: Mutex<SlotState>,
     decided: Condvar,
 }
 
 impl WaitSlot {
-    pub(crate) fn new(seq: u64, queue: u32) -> WaitSlot {
+    pub(crate) fn new(seq: u64, queue: u32, tag: u32) -> WaitSlot {
         WaitSlot {
             seq,
             queue,
+            tag,
             state: Mutex::new(SlotState::Waiting(None)),
             decided: Condvar::new(),
         }

@@ -201,7 +201,7 @@ fn an_admitted_request_holds_its_seat_until_its_response_is_ready() {
         "pl-uid-tenants"
     );
     assert_eq!(f.tenants().stats().queueset.seats_in_use, 0);
-    assert_eq!(f.tenants().counters.dispatched(), 1);
+    assert_eq!(f.tenants().dispatched(), 1);
 }
 
 #[test]
@@ -269,7 +269,7 @@ fn a_client_going_away_cancels_its_queued_request() {
     assert_eq!(f.tenants().stats().queueset.requests_waiting, 1);
     drop(queued);
     assert_eq!(f.tenants().stats().queueset.requests_waiting, 0);
-    assert_eq!(f.tenants().counters.rejected(RejectReason::Cancelled), 1);
+    assert_eq!(f.tenants().rejected(RejectReason::Cancelled), 1);
     assert_eq!(
         f.calls.load(Ordering::Relaxed),
         calls_before,
@@ -305,7 +305,7 @@ fn a_full_queue_answers_429_with_retry_after_and_the_pf_headers() {
         "pl-uid-tenants"
     );
     assert_eq!(response.body(), TOO_MANY_REQUESTS_BODY);
-    assert_eq!(f.tenants().counters.rejected(RejectReason::QueueFull), 1);
+    assert_eq!(f.tenants().rejected(RejectReason::QueueFull), 1);
     drop((held, queued));
 }
 
@@ -320,7 +320,7 @@ fn a_request_that_waits_past_the_limit_answers_429() {
         panic!("timed out")
     };
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(f.tenants().counters.rejected(RejectReason::TimeOut), 1);
+    assert_eq!(f.tenants().rejected(RejectReason::TimeOut), 1);
     assert_eq!(f.tenants().stats().queueset.requests_waiting, 0);
     drop(held);
 }

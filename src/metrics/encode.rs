@@ -1,0 +1,414 @@
+//! The exposition: owned figures in, OpenMetrics text out, through the
+//! `prometheus-client` crate's encoder.
+
+use super::{possible_reasons, FlowcontrolMetrics, LevelMetrics, SchemaMetrics};
+use super::{DURATION_BUCKETS_SECONDS, QUEUE_LENGTH_BUCKETS};
+use crate::queueset::tally::Histogram;
+use crate::queueset::RejectReason;
+use crate::workqueue::{
+    Histogram as QueueHistogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS as QUEUE_BUCKETS,
+};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::fmt;
+
+/// The exposition of `flow` (if any) and `queues`.
+pub(super) fn text(flow: Option<&FlowcontrolMetrics>, queues: &[WorkqueueMetrics]) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Scrape {
+        flow: flow.cloned(),
+        queues: queues.to_vec(),
+    }));
+    let mut out = String::new();
+    // Writing to a String cannot fail, and every value here is encodable.
+    prometheus_client::encoding::text::encode(&mut out, &registry)
+        .expect("encoding into a String does not fail");
+    out
+}
+
+/// One scrape's figures, owned, as the registry's collectors must be.
+#[derive(Debug)]
+struct Scrape {
+    flow: Option<FlowcontrolMetrics>,
+    queues: Vec<WorkqueueMetrics>,
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        if let Some(flow) = &self.flow {
+            encode_flowcontrol(flow, &mut encoder)?;
+        }
+        encode_workqueues(&self.queues, &mut encoder)
+    }
+}
+
+type Labels<'a> = Vec<(&'static str, &'a str)>;
+
+/// A histogram ready for the encoder: per-bucket counts, `+Inf` last.
+struct HistogramValue {
+    sum: f64,
+    count: u64,
+    buckets: Vec<(f64, u64)>,
+}
+
+fn duration_value(h: &Histogram<13>) -> HistogramValue {
+    apf_histogram(h, &DURATION_BUCKETS_SECONDS, 1e-9)
+}
+
+fn length_value(h: &Histogram<8>) -> HistogramValue {
+    apf_histogram(h, &QUEUE_LENGTH_BUCKETS, 1.0)
+}
+
+fn apf_histogram<const N: usize>(h: &Histogram<N>, bounds: &[f64; N], unit: f64) -> HistogramValue {
+    let mut buckets: Vec<(f64, u64)> = bounds
+        .iter()
+        .copied()
+        .zip(h.per_bucket().iter().copied())
+        .collect();
+    buckets.push((f64::INFINITY, h.overflow()));
+    HistogramValue {
+        sum: h.sum() as f64 * unit,
+        count: h.count(),
+        buckets,
+    }
+}
+
+fn queue_value(h: &QueueHistogram) -> HistogramValue {
+    let mut previous = 0;
+    let mut buckets: Vec<(f64, u64)> = QUEUE_BUCKETS
+        .iter()
+        .zip(h.cumulative)
+        .map(|(&bound, cumulative)| {
+            let own = cumulative.saturating_sub(previous);
+            previous = cumulative;
+            (bound, own)
+        })
+        .collect();
+    buckets.push((f64::INFINITY, h.count.saturating_sub(previous)));
+    HistogramValue {
+        sum: h.sum_seconds,
+        count: h.count,
+        buckets,
+    }
+}
+
+fn counters(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: Vec<(Labels<'_>, u64)>,
+) -> fmt::Result {
+    if series.is_empty() {
+        return Ok(());
+    }
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in &series {
+        family
+            .encode_family(labels)?
+            .encode_counter::<NoLabelSet, u64, u64>(value, None)?;
+    }
+    Ok(())
+}
+
+fn gauges(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: Vec<(Labels<'_>, f64)>,
+) -> fmt::Result {
+    if series.is_empty() {
+        return Ok(());
+    }
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in &series {
+        if labels.is_empty() {
+            family.encode_gauge(value)?;
+        } else {
+            family.encode_family(labels)?.encode_gauge(value)?;
+        }
+    }
+    Ok(())
+}
+
+/// Histogram series appear once they have an observation, as in
+/// Kubernetes: at 16 series each, eager ones would make most of an idle
+/// server's exposition.
+fn histograms(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    mut series: Vec<(Labels<'_>, HistogramValue)>,
+) -> fmt::Result {
+    series.retain(|(_, h)| h.count > 0);
+    if series.is_empty() {
+        return Ok(());
+    }
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (labels, h) in &series {
+        family
+            .encode_family(labels)?
+            .encode_histogram::<NoLabelSet>(h.sum, h.count, &h.buckets, None)?;
+    }
+    Ok(())
+}
+
+const PREFIX: &str = "apiserver_flowcontrol_";
+
+/// Every (level, schema) pair with its labels, filtered by level.
+fn pairs<'a>(
+    flow: &'a FlowcontrolMetrics,
+    keep: impl Fn(&LevelMetrics) -> bool + 'a,
+) -> impl Iterator<Item = (&'a LevelMetrics, &'a SchemaMetrics, Labels<'a>)> + 'a {
+    flow.levels
+        .iter()
+        .filter(move |l| keep(l))
+        .flat_map(|level| {
+            level.schemas.iter().map(move |schema| {
+                let labels = vec![
+                    ("priority_level", level.name.as_str()),
+                    ("flow_schema", schema.name.as_str()),
+                ];
+                (level, schema, labels)
+            })
+        })
+}
+
+fn per_level<'a>(
+    flow: &'a FlowcontrolMetrics,
+    value: impl Fn(&LevelMetrics) -> Option<f64>,
+) -> Vec<(Labels<'a>, f64)> {
+    flow.levels
+        .iter()
+        .filter_map(|l| Some((vec![("priority_level", l.name.as_str())], value(l)?)))
+        .collect()
+}
+
+fn encode_flowcontrol(flow: &FlowcontrolMetrics, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let name = |n: &str| format!("{PREFIX}{n}");
+    let limited = |l: &LevelMetrics| !l.exempt;
+    let queuing = |l: &LevelMetrics| l.queuing;
+    let any = |_: &LevelMetrics| true;
+
+    let mut rejected = Vec::new();
+    for (level, schema, labels) in pairs(flow, any) {
+        for reason in RejectReason::ALL {
+            let count = schema.stats.rejected[reason as usize];
+            if count > 0 || possible_reasons(level).contains(&reason) {
+                let mut l = labels.clone();
+                l.push(("reason", reason.as_str()));
+                rejected.push((l, count));
+            }
+        }
+    }
+    counters(
+        enc,
+        &name("rejected_requests"),
+        "Requests rejected, by priority level, flow schema and reason.",
+        rejected,
+    )?;
+    counters(
+        enc,
+        &name("dispatched_requests"),
+        "Requests that started executing, by priority level and flow schema.",
+        pairs(flow, any)
+            .map(|(_, s, l)| (l, s.stats.dispatched))
+            .collect(),
+    )?;
+    gauges(
+        enc,
+        &name("current_inqueue_requests"),
+        "Requests waiting in queues now.",
+        pairs(flow, queuing)
+            .map(|(_, s, l)| (l, s.stats.waiting as f64))
+            .collect(),
+    )?;
+    gauges(
+        enc,
+        &name("current_inqueue_seats"),
+        "Seats (max of initial and final) of the requests waiting in queues now.",
+        pairs(flow, queuing)
+            .map(|(_, s, l)| (l, s.stats.waiting_seats as f64))
+            .collect(),
+    )?;
+    gauges(
+        enc,
+        &name("current_executing_requests"),
+        "Requests executing now.",
+        pairs(flow, any)
+            .map(|(_, s, l)| (l, s.stats.executing as f64))
+            .collect(),
+    )?;
+    gauges(
+        enc,
+        &name("current_executing_seats"),
+        "Seats held now by executing requests and by finished ones during their additional latency.",
+        pairs(flow, any).map(|(_, s, l)| (l, s.stats.seats_in_use as f64)).collect(),
+    )?;
+    let mut waits = Vec::new();
+    for (_, schema, labels) in pairs(flow, limited) {
+        for (execute, h) in [
+            ("true", &schema.stats.wait_dispatched),
+            ("false", &schema.stats.wait_rejected),
+        ] {
+            let mut l = labels.clone();
+            l.push(("execute", execute));
+            waits.push((l, duration_value(h)));
+        }
+    }
+    histograms(
+        enc,
+        &name("request_wait_duration_seconds"),
+        "Seconds from arrival to the start of execution (execute=true) or to rejection (execute=false).",
+        waits,
+    )?;
+    histograms(
+        enc,
+        &name("request_execution_seconds"),
+        "Seconds from the start to the end of execution (additional latency not included).",
+        pairs(flow, any)
+            .map(|(_, s, mut l)| {
+                l.push(("type", "regular"));
+                (l, duration_value(&s.stats.execution))
+            })
+            .collect(),
+    )?;
+    histograms(
+        enc,
+        &name("request_queue_length_after_enqueue"),
+        "Length of a request's queue right after the request joined it.",
+        pairs(flow, queuing)
+            .map(|(_, s, l)| (l, length_value(&s.stats.queue_length)))
+            .collect(),
+    )?;
+    gauges(
+        enc,
+        &name("nominal_limit_seats"),
+        "NominalCL: the level's share of the server's seats.",
+        per_level(flow, |l| Some(l.nominal_limit_seats as f64)),
+    )?;
+    gauges(
+        enc,
+        &name("lower_limit_seats"),
+        "MinCL: the seats the level keeps however much others want to borrow.",
+        per_level(flow, |l| Some(l.lower_limit_seats as f64)),
+    )?;
+    gauges(
+        enc,
+        &name("upper_limit_seats"),
+        "MaxCL: the most seats the level may hold with what it borrows.",
+        per_level(flow, |l| Some(l.upper_limit_seats as f64)),
+    )?;
+    gauges(
+        enc,
+        &name("current_limit_seats"),
+        "CurrentCL: the seats the level may use now, after borrowing.",
+        per_level(flow, |l| Some(l.current_limit_seats as f64)),
+    )?;
+    gauges(
+        enc,
+        &name("demand_seats_high_watermark"),
+        "Highest seat demand of the last borrowing period.",
+        per_level(flow, |l| Some(l.demand.high_watermark as f64)),
+    )?;
+    gauges(
+        enc,
+        &name("demand_seats_average"),
+        "Time-weighted mean seat demand of the last borrowing period.",
+        per_level(flow, |l| Some(l.demand.avg)),
+    )?;
+    gauges(
+        enc,
+        &name("demand_seats_stdev"),
+        "Time-weighted standard deviation of seat demand over the last borrowing period.",
+        per_level(flow, |l| Some(l.demand.std_dev)),
+    )?;
+    gauges(
+        enc,
+        &name("demand_seats_smoothed"),
+        "Smoothed envelope of seat demand.",
+        per_level(flow, |l| Some(l.demand.smoothed)),
+    )?;
+    gauges(
+        enc,
+        &name("target_seats"),
+        "Borrowing's target seats for the level.",
+        per_level(flow, |l| Some(l.target_seats)),
+    )?;
+    gauges(
+        enc,
+        &name("seat_fair_frac"),
+        "Borrowing's fair fraction of the seats a level may claim.",
+        vec![(Vec::new(), flow.seat_fair_frac)],
+    )?;
+    gauges(
+        enc,
+        &name("current_r"),
+        "The level's virtual time R, in seat-seconds.",
+        per_level(flow, |l| l.current_r),
+    )?;
+    Ok(())
+}
+
+fn label(q: &WorkqueueMetrics) -> Labels<'_> {
+    vec![("name", q.name.as_str())]
+}
+
+fn encode_workqueues(queues: &[WorkqueueMetrics], enc: &mut DescriptorEncoder) -> fmt::Result {
+    gauges(
+        enc,
+        "workqueue_depth",
+        "Items waiting to be processed.",
+        queues.iter().map(|q| (label(q), q.depth as f64)).collect(),
+    )?;
+    counters(
+        enc,
+        "workqueue_adds",
+        "Adds that made an item dirty.",
+        queues.iter().map(|q| (label(q), q.adds)).collect(),
+    )?;
+    histograms(
+        enc,
+        "workqueue_queue_duration_seconds",
+        "Seconds an item waited before a worker took it.",
+        queues
+            .iter()
+            .map(|q| (label(q), queue_value(&q.queue_duration)))
+            .collect(),
+    )?;
+    histograms(
+        enc,
+        "workqueue_work_duration_seconds",
+        "Seconds a worker spent on an item.",
+        queues
+            .iter()
+            .map(|q| (label(q), queue_value(&q.work_duration)))
+            .collect(),
+    )?;
+    gauges(
+        enc,
+        "workqueue_unfinished_work_seconds",
+        "Seconds of work in progress not yet observed by work_duration.",
+        queues
+            .iter()
+            .map(|q| (label(q), q.unfinished_work_seconds))
+            .collect(),
+    )?;
+    gauges(
+        enc,
+        "workqueue_longest_running_processor_seconds",
+        "Seconds the longest-running worker has been at its item.",
+        queues
+            .iter()
+            .map(|q| (label(q), q.longest_running_processor_seconds))
+            .collect(),
+    )?;
+    counters(
+        enc,
+        "workqueue_retries",
+        "Rate-limited (delayed) adds.",
+        queues.iter().map(|q| (label(q), q.retries)).collect(),
+    )?;
+    Ok(())
+}

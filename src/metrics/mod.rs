@@ -1,0 +1,346 @@
+//! Metrics and debug dumps: Kubernetes' API Priority and Fairness metrics
+//! and client-go's workqueue metrics in the Prometheus/OpenMetrics text
+//! format, and the text tables of Kubernetes'
+//! `/debug/api_priority_and_fairness/dump_*` endpoints.
+//!
+//! # Where the numbers come from
+//! Nothing here counts on the admission hot path. Each level tallies its
+//! requests by flow schema where it already keeps its state (see
+//! [`crate::level`] and [`crate::queueset::tally`]); a scrape reads those
+//! tallies (replaying each level's event ring first), the borrowing
+//! adjuster's last report, and the registered workqueues' snapshots, and
+//! only then formats them. So a scrape costs one short lock per level and
+//! per workqueue, and the exposition always shows each level at one moment
+//! (a level's counters, gauges and histograms agree with each other).
+//!
+//! # Cardinality
+//! Labels are only the priority level, the flow schema and the rejection
+//! reason (plus `execute`, `type` and `le`, which take a fixed few values),
+//! and only the (level, schema) pairs the configuration routes requests
+//! through appear (Kubernetes issue 108272), plus, until the level goes
+//! away, pairs a reconfiguration left with counts. A series that cannot be
+//! nonzero for a level is left out: exempt levels have no queues, waits or
+//! rejections, a level that does not queue has no queue lengths. Histogram
+//! series (16 each) appear once they have an observation, as in Kubernetes.
+//! Kubernetes' built-in configuration (8 levels, 11 flow schemas, so 11
+//! pairs) makes [`BUILTIN_CONFIG_SERIES`] (153) series on an idle server and
+//! at most 705 once every pair has seen every kind of request;
+//! `tests/metrics.rs` counts them.
+//!
+//! # Format
+//! [`Dispatcher::metrics_text`] and [`Exporter::text`] write the
+//! OpenMetrics 1.0 text format with the `prometheus-client` crate; serve it
+//! with [`CONTENT_TYPE`]. Metric names and bucket bounds are Kubernetes';
+//! counters are written as `<name>_total`, as Kubernetes names them.
+//!
+//! # Left out
+//! Kubernetes' timing-ratio histograms (`priority_level_seat_utilization`,
+//! `priority_level_request_utilization`, `read_vs_write_current_requests`,
+//! `demand_seats`), the virtual-time gauges other than `current_r`
+//! (`dispatch_r`, `latest_s`, `next_s_bounds`, `next_discounted_s_bounds`)
+//! and the metrics of request kinds libapf does not know (`watch_count_samples`,
+//! `epoch_advance_total`). `request_execution_seconds` has `type="regular"`
+//! only (libapf does not tell watches apart).
+
+mod dump;
+mod encode;
+
+pub use dump::{format_seat_seconds, format_table};
+
+use crate::borrowing::SeatDemandStats;
+use crate::dispatcher::Dispatcher;
+use crate::level::Level;
+use crate::queueset::vtime::to_seat_seconds;
+use crate::queueset::{tally, RejectReason, TagStats};
+use crate::sync::{lock, Arc, Mutex};
+use crate::workqueue::DelayingQueue;
+use crate::workqueue::{
+    Item, PriorityQueue, QueueStrategy, RateLimitingQueue, Workqueue, WorkqueueMetrics,
+};
+use std::fmt;
+use std::sync::Weak;
+
+/// The HTTP `Content-Type` of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Series the exposition of an idle dispatcher on Kubernetes' built-in
+/// configuration has (counted by `tests/metrics.rs`; at most 705 when every
+/// histogram has observations).
+pub const BUILTIN_CONFIG_SERIES: usize = 153;
+
+/// One priority level's figures at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelMetrics {
+    pub name: String,
+    pub exempt: bool,
+    /// Whether the level queues (limited, with queues).
+    pub queuing: bool,
+    /// NominalCL, MinCL, MaxCL and CurrentCL as borrowing computed them.
+    pub nominal_limit_seats: u32,
+    pub lower_limit_seats: u32,
+    pub upper_limit_seats: u32,
+    pub current_limit_seats: u32,
+    /// The seat-demand statistics of the last adjustment period.
+    pub demand: SeatDemandStats,
+    /// Borrowing's target for the level.
+    pub target_seats: f64,
+    /// The level's virtual time, in seat-seconds (levels that queue).
+    pub current_r: Option<f64>,
+    /// Per flow schema routed here (or that left counts here).
+    pub schemas: Vec<SchemaMetrics>,
+}
+
+/// One (level, flow schema) pair's tallies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaMetrics {
+    pub name: String,
+    pub stats: TagStats,
+}
+
+/// The API Priority and Fairness figures of one dispatcher at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowcontrolMetrics {
+    /// Borrowing's fair share of seats (Kubernetes' `seat_fair_frac`).
+    pub seat_fair_frac: f64,
+    /// Levels in configuration order.
+    pub levels: Vec<LevelMetrics>,
+}
+
+impl Dispatcher {
+    /// The figures every APF metric is made of, read now.
+    pub fn metrics(&self) -> FlowcontrolMetrics {
+        let report = self.borrowing().report();
+        let (levels, routes) = self.routing();
+        let levels = levels
+            .iter()
+            .enumerate()
+            .map(|(i, level)| {
+                let borrowing = report.levels.iter().find(|l| l.name == level.name);
+                let routed: Vec<u32> = routes
+                    .iter()
+                    .filter(|(_, l)| *l == i)
+                    .map(|(id, _)| *id)
+                    .collect();
+                let queuing = level.queueset().filter(|qs| qs.config().queues > 0);
+                LevelMetrics {
+                    name: level.name.clone(),
+                    exempt: level.is_exempt(),
+                    queuing: queuing.is_some(),
+                    nominal_limit_seats: borrowing.map_or(0, |b| b.limits.nominal_cl),
+                    lower_limit_seats: borrowing.map_or(0, |b| b.limits.min_cl()),
+                    upper_limit_seats: borrowing.map_or(0, |b| b.limits.max_cl()),
+                    current_limit_seats: borrowing.map_or(0, |b| b.current_cl),
+                    demand: borrowing.map(|b| b.stats).unwrap_or_default(),
+                    target_seats: borrowing.map_or(0.0, |b| b.target),
+                    current_r: queuing.map(|qs| to_seat_seconds(qs.current_r())),
+                    schemas: self.schema_metrics(level, &routed),
+                }
+            })
+            .collect();
+        FlowcontrolMetrics {
+            seat_fair_frac: report.fair_prop,
+            levels,
+        }
+    }
+
+    /// The exposition of this dispatcher's metrics (OpenMetrics text; see
+    /// the [module documentation](crate::metrics)).
+    pub fn metrics_text(&self) -> String {
+        encode::text(Some(&self.metrics()), &[])
+    }
+
+    /// The pairs of `level`: the schemas routed to it, and any other schema
+    /// that left counts there.
+    fn schema_metrics(&self, level: &Level, routed: &[u32]) -> Vec<SchemaMetrics> {
+        let mut tallies = level.tag_stats();
+        for &id in routed {
+            if !tallies.iter().any(|(tag, _)| *tag == id) {
+                tallies.push((id, TagStats::default()));
+            }
+        }
+        tallies.retain(|(tag, stats)| routed.contains(tag) || !stats.is_untouched());
+        tallies.sort_by_key(|(tag, _)| *tag);
+        tallies
+            .into_iter()
+            .map(|(tag, stats)| SchemaMetrics {
+                name: self
+                    .schema_name(tag)
+                    .unwrap_or_else(|| format!("unknown-{tag}")),
+                stats,
+            })
+            .collect()
+    }
+}
+
+/// Anything that reports client-go's workqueue metrics.
+pub trait WorkqueueSource: Send + Sync {
+    fn workqueue_metrics(&self) -> WorkqueueMetrics;
+}
+
+impl<T: Item, S: QueueStrategy<T>> WorkqueueSource for Workqueue<T, S>
+where
+    Self: Send + Sync,
+{
+    fn workqueue_metrics(&self) -> WorkqueueMetrics {
+        self.metrics()
+    }
+}
+
+impl<T: Item, S: QueueStrategy<T>> WorkqueueSource for DelayingQueue<T, S>
+where
+    Self: Send + Sync,
+{
+    fn workqueue_metrics(&self) -> WorkqueueMetrics {
+        self.metrics()
+    }
+}
+
+impl<T: Item, S: QueueStrategy<T>> WorkqueueSource for RateLimitingQueue<T, S>
+where
+    Self: Send + Sync,
+{
+    fn workqueue_metrics(&self) -> WorkqueueMetrics {
+        self.metrics()
+    }
+}
+
+impl<T: Item> WorkqueueSource for PriorityQueue<T>
+where
+    Self: Send + Sync,
+{
+    fn workqueue_metrics(&self) -> WorkqueueMetrics {
+        self.metrics()
+    }
+}
+
+/// Why a workqueue could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegisterError {
+    /// The queue has no name (client-go exports no metrics for unnamed
+    /// queues: the name is their only label).
+    Unnamed,
+    /// A live queue of this name is already registered.
+    Duplicate(String),
+}
+
+impl fmt::Display for RegisterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RegisterError::Unnamed => f.write_str("a workqueue needs a name to export metrics"),
+            RegisterError::Duplicate(name) => {
+                write!(f, "a workqueue named {name:?} is already registered")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RegisterError {}
+
+struct Registered {
+    name: String,
+    queue: Weak<dyn WorkqueueSource>,
+}
+
+/// Exports a dispatcher's metrics and the metrics of named workqueues in
+/// one exposition. Workqueues are held weakly: a dropped queue leaves the
+/// exposition at the next scrape.
+#[derive(Default)]
+pub struct Exporter {
+    dispatcher: Option<Arc<Dispatcher>>,
+    queues: Mutex<Vec<Registered>>,
+}
+
+impl fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<String> = lock(&self.queues).iter().map(|r| r.name.clone()).collect();
+        f.debug_struct("Exporter")
+            .field("dispatcher", &self.dispatcher.is_some())
+            .field("workqueues", &names)
+            .finish()
+    }
+}
+
+impl Exporter {
+    /// An exporter of workqueues only.
+    pub fn new() -> Exporter {
+        Exporter::default()
+    }
+
+    /// An exporter of `dispatcher`'s metrics (and of the workqueues
+    /// registered later).
+    pub fn with_dispatcher(dispatcher: Arc<Dispatcher>) -> Exporter {
+        Exporter {
+            dispatcher: Some(dispatcher),
+            queues: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Export `queue`'s metrics under the name it was built with.
+    pub fn register_workqueue<Q: WorkqueueSource + 'static>(
+        &self,
+        queue: &Arc<Q>,
+    ) -> Result<(), RegisterError> {
+        let name = queue.workqueue_metrics().name;
+        if name.is_empty() {
+            return Err(RegisterError::Unnamed);
+        }
+        let mut queues = lock(&self.queues);
+        queues.retain(|r| r.queue.strong_count() > 0);
+        if queues.iter().any(|r| r.name == name) {
+            return Err(RegisterError::Duplicate(name));
+        }
+        let weak: Weak<Q> = Arc::downgrade(queue);
+        queues.push(Registered { name, queue: weak });
+        Ok(())
+    }
+
+    /// Stop exporting the queue called `name`; false if none was.
+    pub fn unregister_workqueue(&self, name: &str) -> bool {
+        let mut queues = lock(&self.queues);
+        let before = queues.len();
+        queues.retain(|r| r.name != name);
+        queues.len() != before
+    }
+
+    /// The names of the live registered workqueues.
+    pub fn workqueue_names(&self) -> Vec<String> {
+        let mut queues = lock(&self.queues);
+        queues.retain(|r| r.queue.strong_count() > 0);
+        queues.iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// The exposition (OpenMetrics text; see the
+    /// [module documentation](crate::metrics)).
+    pub fn text(&self) -> String {
+        let flow = self.dispatcher.as_ref().map(|d| d.metrics());
+        // Take the snapshots outside the registry's lock: each takes its
+        // queue's lock.
+        let sources: Vec<Arc<dyn WorkqueueSource>> = {
+            let mut queues = lock(&self.queues);
+            queues.retain(|r| r.queue.strong_count() > 0);
+            queues.iter().filter_map(|r| r.queue.upgrade()).collect()
+        };
+        let queues: Vec<WorkqueueMetrics> = sources.iter().map(|q| q.workqueue_metrics()).collect();
+        encode::text(flow.as_ref(), &queues)
+    }
+}
+
+/// The rejection reasons whose series a level shows even at zero: those it
+/// can produce.
+fn possible_reasons(level: &LevelMetrics) -> &'static [RejectReason] {
+    match (level.exempt, level.queuing) {
+        (true, _) => &[],
+        (false, true) => &[
+            RejectReason::QueueFull,
+            RejectReason::TimeOut,
+            RejectReason::Cancelled,
+        ],
+        (false, false) => &[RejectReason::ConcurrencyLimit],
+    }
+}
+
+/// The bucket bounds of the APF duration histograms, in seconds.
+pub const DURATION_BUCKETS_SECONDS: [f64; 13] = tally::DURATION_BUCKETS_SECONDS;
+
+/// The bucket bounds of the queue-length histogram.
+pub const QUEUE_LENGTH_BUCKETS: [f64; 8] = tally::QUEUE_LENGTH_BUCKETS;
