@@ -11,6 +11,8 @@ pub mod dealer;
 pub mod dispatcher;
 pub mod level;
 pub mod queueset;
+#[cfg(all(feature = "simulator", not(loom)))]
+pub mod simulator;
 pub mod sync;
 pub mod work_estimate;
 pub mod workqueue;
