@@ -20,13 +20,17 @@ const EXIT_VERDICT_FAILED: u8 = 3;
     name = "apf",
     version,
     about = "API Priority and Fairness (KEP-1040): simulate, check and inspect configurations",
-    after_help = "With no command, `apf` runs `apf simulate`: Kubernetes' built-in configuration \
-                  against a built-in noisy-neighbour scenario.\n\nExit status: 0 on success, 1 \
+    after_help = "With no command, `apf [OPTIONS]` runs `apf simulate [OPTIONS]`: by default \
+                  Kubernetes' built-in configuration against a built-in noisy-neighbour scenario.\n\nExit status: 0 on success, 1 \
                   for invalid input, 2 for usage errors, 3 when a simulation's verdict fails."
 )]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// With no command, `apf [OPTIONS]` is `apf simulate [OPTIONS]`.
+    #[command(flatten)]
+    simulate: SimulateArgs,
 }
 
 #[derive(Subcommand)]
@@ -42,7 +46,7 @@ enum Command {
     Defaults,
 }
 
-#[derive(Args, Default)]
+#[derive(Args)]
 struct SimulateArgs {
     /// FlowSchemas and PriorityLevelConfigurations (YAML or JSON, as
     /// `kubectl get flowschemas,prioritylevelconfigurations -o yaml` prints
@@ -112,7 +116,7 @@ struct ClassifyArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => simulate(SimulateArgs::default()),
+        None => simulate(cli.simulate),
         Some(Command::Simulate(args)) => simulate(args),
         Some(Command::Check(args)) => check(&args),
         Some(Command::Classify(args)) => classify(&args),
@@ -161,27 +165,25 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
     let (mut workload, source) = match &args.workload {
         None => (simulator::noisy_neighbour(), "built in".to_string()),
         Some(p) => {
-            let w = Workload::from_slice(&read(p)?).map_err(|e| {
+            let mut w = Workload::from_slice(&read(p)?).map_err(|e| {
                 format!(
                     "{}:\n  {}",
                     p.display(),
                     e.to_string().replace('\n', "\n  ")
                 )
             })?;
+            if w.name.is_empty() {
+                w.name = p
+                    .file_stem()
+                    .map_or("workload".into(), |s| s.to_string_lossy().into_owned());
+            }
             (w, p.display().to_string())
         }
     };
     if let Some(d) = args.duration {
-        if d.is_zero() || d > simulator::limits::MAX_DURATION {
-            return Err(format!(
-                "--duration must be positive and at most {:?}",
-                simulator::limits::MAX_DURATION
-            ));
-        }
-        workload.duration = d;
-        if args.workload.is_none() || d.as_nanos() / workload.sample_interval.as_nanos() > 1_000 {
-            workload.sample_interval = Duration::from_millis((d.as_millis() / 120).max(1) as u64);
-        }
+        workload = workload
+            .with_duration(d)
+            .map_err(|e| format!("--duration: {e}"))?;
     }
     let seed = args.seed.unwrap_or(workload.seed);
     println!(
@@ -215,11 +217,16 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
 }
 
 fn speed(stats: &RunStats) -> String {
+    let rate = stats.requests_per_second();
+    let rate = if rate >= 1e6 {
+        format!("{:.2} million", rate / 1e6)
+    } else {
+        simulator::format_count(rate.round() as u64)
+    };
     format!(
-        "simulated {} requests in {:.2} s: {:.2} million requests/s on one core",
+        "simulated {} requests in {:.2} s: {rate} requests/s on one core",
         simulator::format_count(stats.requests),
         stats.wall.as_secs_f64(),
-        stats.requests_per_second() / 1e6
     )
 }
 

@@ -208,7 +208,10 @@ struct Replica {
     flow: u32,
     level: u32,
     rng: Pcg64Mcg,
+    /// What the flow asks for.
     estimate: WorkEstimate,
+    /// What its requests hold at its level, for the seat-time accounting.
+    held: WorkEstimate,
     /// Current phase scale.
     scale: f64,
     /// Bumped when the arrival rate changes, to drop the pending arrival.
@@ -341,6 +344,21 @@ fn sample_service(s: &ServiceTime, rng: &mut Pcg64Mcg) -> u64 {
     }
 }
 
+/// The seats a request of `estimate` holds at `level`: capped at the
+/// level's per-request maximum (Kubernetes' max seats), and at an exempt
+/// level its widest phase, only while it executes.
+fn held_seats(level: &Level, estimate: WorkEstimate) -> WorkEstimate {
+    let max = level.max_seats.load(Ordering::Relaxed).min(u32::MAX as u64) as u32;
+    if level.is_exempt() {
+        return WorkEstimate::new(estimate.max_seats().min(max).max(1), 0, Duration::ZERO);
+    }
+    WorkEstimate::new(
+        estimate.initial_seats.min(max),
+        estimate.final_seats.min(max),
+        estimate.additional_latency,
+    )
+}
+
 /// A closed-loop client's cycle: mean service time plus think time.
 fn cycle_nanos(flow: &Flow) -> f64 {
     let think = match flow.arrival {
@@ -377,15 +395,17 @@ impl<'a> Sim<'a> {
                         busy: false,
                     });
                 }
+                let estimate = WorkEstimate::new(
+                    flow.initial_seats,
+                    flow.final_seats,
+                    flow.additional_latency,
+                );
                 replicas.push(Replica {
                     flow: f as u32,
                     level,
                     rng: Pcg64Mcg::seed_from_u64(stream),
-                    estimate: WorkEstimate::new(
-                        flow.initial_seats,
-                        flow.final_seats,
-                        flow.additional_latency,
-                    ),
+                    estimate,
+                    held: held_seats(&levels[level as usize], estimate),
                     scale: 1.0,
                     generation: 0,
                     first_client,
@@ -742,7 +762,7 @@ impl<'a> Sim<'a> {
         self.free.push(slot);
         let replica = &mut self.replicas[r as usize];
         replica.tally.completed += 1;
-        let e = replica.estimate;
+        let e = replica.held;
         let flow = replica.flow as usize;
         let latency = duration_nanos(e.additional_latency);
         let seat_ns =
@@ -825,7 +845,7 @@ impl<'a> Sim<'a> {
             };
             let start = guard.start_time().as_nanos();
             let r = self.slots[i].replica as usize;
-            let e = self.replicas[r].estimate;
+            let e = self.replicas[r].held;
             let flow = self.replicas[r].flow as usize;
             self.replicas[r].tally.seat_ns +=
                 e.initial_seats as f64 * end.saturating_sub(start) as f64;

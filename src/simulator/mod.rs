@@ -114,7 +114,7 @@ fn seat_share_chart(report: &Report) -> svg::Chart {
         })
         .collect();
     svg::Chart {
-        title: format!("Share of seat time per flow — {}", report.workload),
+        title: title("Share of seat time per flow", report),
         x_label: "simulated time (s)".into(),
         y_label: "share of seats in use (%)".into(),
         stacked: true,
@@ -138,7 +138,7 @@ fn queue_length_chart(report: &Report) -> svg::Chart {
         })
         .collect();
     svg::Chart {
-        title: format!("Requests waiting per priority level — {}", report.workload),
+        title: title("Requests waiting per priority level", report),
         x_label: "simulated time (s)".into(),
         y_label: "requests in queues".into(),
         series,
@@ -171,7 +171,7 @@ fn level_seats_chart(report: &Report) -> svg::Chart {
         });
     }
     svg::Chart {
-        title: format!("Seats per priority level — {}", report.workload),
+        title: title("Seats per priority level", report),
         x_label: "simulated time (s)".into(),
         y_label: "seats (limit moves with borrowing)".into(),
         series,
@@ -186,6 +186,14 @@ fn queued_levels(report: &Report) -> impl Iterator<Item = (usize, &LevelReport)>
         .iter()
         .enumerate()
         .filter(|(_, l)| l.arrived > 0 && !l.exempt)
+}
+
+fn title(what: &str, report: &Report) -> String {
+    if report.workload.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what} — {}", report.workload)
+    }
 }
 
 /// The smallest wait the log axis shows, ms; shorter waits (including
@@ -219,7 +227,7 @@ fn wait_time_chart(report: &Report) -> svg::Chart {
         })
         .collect();
     svg::Chart {
-        title: format!("Queue wait distribution per flow — {}", report.workload),
+        title: title("Queue wait distribution per flow", report),
         x_label: "wait (ms, log scale; 1 µs or less drawn at the left edge)".into(),
         y_label: "requests that waited at most this long (%)".into(),
         log_x: true,

@@ -41,6 +41,7 @@ pub mod limits {
 /// A checked workload, ready to simulate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
+    /// Empty when the file gives none.
     pub name: String,
     pub description: String,
     /// Simulated time.
@@ -258,6 +259,20 @@ impl Workload {
         Workload::from_yaml_str(text)
     }
 
+    /// The same workload over another simulated time, with the sample
+    /// interval derived afresh (phases and bursts past the end never come).
+    pub fn with_duration(mut self, duration: Duration) -> Result<Workload, WorkloadError> {
+        if duration.is_zero() || duration > limits::MAX_DURATION {
+            return Err(WorkloadError {
+                path: "duration".into(),
+                message: format!("must be positive and at most {:?}", limits::MAX_DURATION),
+            });
+        }
+        self.duration = duration;
+        self.sample_interval = default_sample_interval(duration);
+        Ok(self)
+    }
+
     fn from_raw(raw: raw::Workload) -> Result<Workload, WorkloadErrors> {
         let mut c = Checker::default();
         let duration = raw.duration.0;
@@ -348,7 +363,7 @@ impl Workload {
             ),
         );
         c.finish(Workload {
-            name: raw.name.unwrap_or_else(|| "workload".into()),
+            name: raw.name.unwrap_or_default(),
             description: raw.description.unwrap_or_default(),
             duration,
             seed: raw.seed.unwrap_or(1),
@@ -1086,6 +1101,16 @@ flows:
             e.iter().any(|m| m.starts_with("sampleInterval: gives")),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn a_new_duration_resamples() {
+        let w = Workload::from_yaml_str(MINIMAL).unwrap();
+        let w = w.with_duration(Duration::from_secs(120)).unwrap();
+        assert_eq!(w.duration, Duration::from_secs(120));
+        assert_eq!(w.sample_interval, Duration::from_secs(1));
+        assert!(w.clone().with_duration(Duration::ZERO).is_err());
+        assert!(w.with_duration(Duration::from_secs(8 * 24 * 3600)).is_err());
     }
 
     #[test]
