@@ -261,6 +261,7 @@ impl Report {
             );
         }
         let name_w = width(self.flows.iter().map(|f| f.label()), "");
+        let level_w = width(self.flows.iter().map(|f| f.level.clone()), "");
         for f in &self.flows {
             let mark = match (f.expect, f.served >= self.served_fraction) {
                 (Some(Expectation::Served), true) => "ok  ",
@@ -268,8 +269,9 @@ impl Report {
                 (None, _) => "    ",
             };
             let mut line = format!(
-                "  {mark}  {:<name_w$}  {:>6} of demand",
+                "  {mark}  {:<name_w$}  {:<level_w$}  {:>6} of demand",
                 f.label(),
+                f.level,
                 percent(f.served)
             );
             if let Some(worst) = f.worst_replica_served {
@@ -283,9 +285,8 @@ impl Report {
                 if let Some(level) = self.level(&f.level) {
                     let _ = write!(
                         line,
-                        "; held to {} of {}'s seat time",
+                        "; {} of its level's seat time",
                         percent(ratio(f.seat_seconds, level.seat_seconds)),
-                        f.level
                     );
                 }
             }

@@ -1,7 +1,4 @@
-//! `apf`: try an API Priority and Fairness configuration before it goes
-//! live. `apf simulate` runs a workload against it on a simulated clock,
-//! `apf check` validates it, `apf classify` shows where a request lands,
-//! `apf defaults` prints Kubernetes' built-in configuration.
+//! The tool proper (see main.rs).
 
 use apf::classification::{Classifier, RequestDigest};
 use apf::config::{Config, ConfigErrors, DistinguisherMethod};
@@ -113,7 +110,7 @@ struct ClassifyArgs {
     non_resource: bool,
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         None => simulate(cli.simulate),
