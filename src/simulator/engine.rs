@@ -41,6 +41,9 @@ pub struct RunStats {
     pub events: u64,
     /// Wall-clock time of the event loop.
     pub wall: Duration,
+    /// CPU time of the event loop's thread, where the system tells it
+    /// (Linux): on a shared machine it is what one core took.
+    pub cpu: Option<Duration>,
 }
 
 impl RunStats {
@@ -48,6 +51,20 @@ impl RunStats {
     pub fn requests_per_second(&self) -> f64 {
         self.requests as f64 / self.wall.as_secs_f64().max(1e-9)
     }
+
+    /// Simulated requests per second of CPU time, if known.
+    pub fn requests_per_cpu_second(&self) -> Option<f64> {
+        self.cpu
+            .map(|cpu| self.requests as f64 / cpu.as_secs_f64().max(1e-9))
+    }
+}
+
+/// The calling thread's CPU time so far, from Linux's scheduler statistics
+/// (nanoseconds on the CPU, the first field of `/proc/thread-self/schedstat`).
+fn thread_cpu_time() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
 }
 
 /// Why a simulation could not run.
@@ -124,13 +141,19 @@ pub fn run(
         .collect();
 
     let mut sim = Sim::new(&dispatcher, manual, &classifier, workload, &digests, seed);
+    let cpu_before = thread_cpu_time();
     let started = std::time::Instant::now();
     sim.run(progress);
     let wall = started.elapsed();
+    let cpu = match (cpu_before, thread_cpu_time()) {
+        (Some(before), Some(after)) if after > before => Some(after - before),
+        _ => None,
+    };
     let stats = RunStats {
         requests: sim.requests,
         events: sim.events,
         wall,
+        cpu,
     };
     let report = sim.report(&classifier);
     Ok((report, stats))
@@ -289,6 +312,8 @@ struct Sim<'a> {
     /// Min-heap of `time << 64 | packed event`.
     heap: BinaryHeap<Reverse<u128>>,
     replicas: Vec<Replica>,
+    /// Index of each flow entry's first replica.
+    flow_first_replica: Vec<u32>,
     clients: Vec<Client>,
     slots: Vec<Slot>,
     wakers: Vec<Waker>,
@@ -437,6 +462,15 @@ impl<'a> Sim<'a> {
             levels,
             end,
             heap: BinaryHeap::new(),
+            flow_first_replica: workload
+                .flows
+                .iter()
+                .scan(0u32, |next, f| {
+                    let first = *next;
+                    *next += f.replicas;
+                    Some(first)
+                })
+                .collect(),
             replicas,
             clients,
             slots: Vec::new(),
@@ -500,13 +534,9 @@ impl<'a> Sim<'a> {
             }
             r += flow.replicas;
         }
+        let interval = duration_nanos(self.workload.sample_interval).max(1);
         for index in 0..self.series.times.len() {
-            let at = to_nanos(self.series.times[index] * 1e9).min(self.end);
-            let at = if index + 1 == self.series.times.len() {
-                self.end
-            } else {
-                at
-            };
+            let at = (index as u64 + 1).saturating_mul(interval).min(self.end);
             self.push(
                 at,
                 Ev::Sample {
@@ -610,10 +640,8 @@ impl<'a> Sim<'a> {
     fn enter_phase(&mut self, flow: u32, phase: u32, now: u64) {
         let spec = &self.workload.flows[flow as usize];
         let scale = spec.phases[phase as usize].scale;
-        let replicas: Vec<u32> = (0..self.replicas.len() as u32)
-            .filter(|&r| self.replicas[r as usize].flow == flow)
-            .collect();
-        for r in replicas {
+        let first = self.flow_first_replica[flow as usize];
+        for r in first..first + spec.replicas {
             let replica = &mut self.replicas[r as usize];
             replica.scale = scale;
             match spec.arrival {
@@ -765,8 +793,8 @@ impl<'a> Sim<'a> {
         let e = replica.held;
         let flow = replica.flow as usize;
         let latency = duration_nanos(e.additional_latency);
-        let seat_ns =
-            e.initial_seats as f64 * (now - start) as f64 + e.final_seats as f64 * latency as f64;
+        let seat_ns = e.initial_seats as f64 * now.saturating_sub(start) as f64
+            + e.final_seats as f64 * latency as f64;
         replica.tally.seat_ns += seat_ns;
         self.add_seat_time(flow, e.initial_seats, start, now);
         if e.final_seats > 0 {

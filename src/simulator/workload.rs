@@ -26,6 +26,8 @@ pub mod limits {
     pub const MAX_CLIENTS: u64 = 10_000_000;
     /// Requests of all bursts, over all replicas.
     pub const MAX_BURST_REQUESTS: u64 = 100_000_000;
+    /// Bursts over all replicas (each replica keeps its own state per burst).
+    pub const MAX_BURSTS: u64 = 1_000_000;
     /// Points of each time series (duration / sample interval).
     pub const MAX_SAMPLES: u64 = 100_000;
     /// Phases or bursts of one flow.
@@ -354,6 +356,18 @@ impl Workload {
                 per_replica.saturating_mul(f.replicas as u64)
             })
             .sum();
+        let bursts: u64 = flows
+            .iter()
+            .map(|f| f.bursts.len() as u64 * f.replicas as u64)
+            .sum();
+        c.check(
+            bursts <= limits::MAX_BURSTS,
+            "flows",
+            format!(
+                "{bursts} bursts over all replicas; at most {}",
+                limits::MAX_BURSTS
+            ),
+        );
         c.check(
             burst_requests <= limits::MAX_BURST_REQUESTS,
             "flows",
@@ -545,6 +559,11 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
             b.at < duration,
             format!("{at}.bursts[{j}].at"),
             "must fall within the workload's duration",
+        );
+        c.check(
+            b.requests >= 1,
+            format!("{at}.bursts[{j}].requests"),
+            "must be at least 1",
         );
     }
     let expect = match f.expect.as_deref() {
@@ -1094,6 +1113,19 @@ flows:
         let e = errors(&MINIMAL.replace("10s", "1000h"));
         assert!(
             e.iter().any(|m| m.starts_with("duration: at most")),
+            "{e:?}"
+        );
+        let e = errors(&MINIMAL.replace(
+            "rate: 100",
+            "rate: 100\n    replicas: 500000\n    bursts: [{at: 1s, requests: 1}, {at: 2s, requests: 1}, {at: 3s, requests: 0}]",
+        ));
+        assert!(
+            e.iter().any(|m| m.contains("bursts over all replicas")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|m| m.starts_with("flows[0].bursts[2].requests: must be at least 1")),
             "{e:?}"
         );
         let e = errors(&format!("sampleInterval: 1ns\n{MINIMAL}"));

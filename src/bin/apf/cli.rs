@@ -214,17 +214,29 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
 }
 
 fn speed(stats: &RunStats) -> String {
-    let rate = stats.requests_per_second();
-    let rate = if rate >= 1e6 {
-        format!("{:.2} million", rate / 1e6)
-    } else {
-        simulator::format_count(rate.round() as u64)
-    };
-    format!(
-        "simulated {} requests in {:.2} s: {rate} requests/s on one core",
+    let mut line = format!(
+        "simulated {} requests in {:.2} s: {} requests/s",
         simulator::format_count(stats.requests),
         stats.wall.as_secs_f64(),
-    )
+        rate(stats.requests_per_second()),
+    );
+    match stats.requests_per_cpu_second() {
+        Some(per_cpu) => line.push_str(&format!(
+            " ({} per second of CPU time, one core)",
+            rate(per_cpu)
+        )),
+        None => line.push_str(" on one core"),
+    }
+    line
+}
+
+/// `1.43 million` or `859,464`.
+fn rate(r: f64) -> String {
+    if r >= 1e6 {
+        format!("{:.2} million", r / 1e6)
+    } else {
+        simulator::format_count(r.round() as u64)
+    }
 }
 
 fn charts(report: &Report, out: Option<&Path>) -> Result<(), String> {
