@@ -341,8 +341,8 @@ fn unit(rng: &mut Pcg64Mcg) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// Seconds (or nanoseconds) as a whole number of nanoseconds, saturating
-/// far below the end of time.
+/// A count of nanoseconds as an integer: 0 for NaN or negative values,
+/// saturating at 10^18 (some thirty years), far below the end of time.
 fn to_nanos(ns: f64) -> u64 {
     if ns.is_nan() || ns <= 0.0 {
         0
