@@ -23,7 +23,7 @@ fn seat_demand_updates(c: &mut Criterion) {
         let mut t = 0u64;
         b.iter(|| {
             t += 100;
-            let delta = if t % 200 == 0 { -1 } else { 1 };
+            let delta = if t.is_multiple_of(200) { -1 } else { 1 };
             h.add(black_box(delta), Instant::from_nanos(t));
         });
     });

@@ -167,7 +167,13 @@ fn two_lane(c: &mut Criterion) {
     let mut g = c.benchmark_group("two_lane");
     const BATCH: u64 = 1024;
     g.throughput(Throughput::Elements(BATCH));
-    let lane = |i: u64| if i % 4 == 0 { Lane::Fast } else { Lane::Slow };
+    let lane = |i: u64| {
+        if i.is_multiple_of(4) {
+            Lane::Fast
+        } else {
+            Lane::Slow
+        }
+    };
     g.bench_function("two_lane_queue", |b| {
         let q: Workqueue<u64, TwoLane> =
             Workqueue::with_strategy(Default::default(), TwoLane::default());

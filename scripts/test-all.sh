@@ -11,6 +11,7 @@ step() { printf '\n==> %s\n' "$*"; }
 step "rust: format and lints"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --features tower -- -D warnings
 
 step "rust: unit, integration and property tests"
 # Benchmarks are compiled by clippy --all-targets above; running them in
@@ -18,8 +19,28 @@ step "rust: unit, integration and property tests"
 cargo test --lib --bins --tests --examples
 cargo test --doc
 
+step "tower layer: unit tests and the loopback load test"
+cargo test --features tower --lib tower::
+cargo test --features tower --test tower_load
+cargo test --doc --features tower tower
+
 step "loom models"
 scripts/loom.sh
 
 step "fuzz targets (short differential runs)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"
+
+step "C ABI: header is what cbindgen generates"
+scripts/check-header.sh
+
+step "C binding (warnings as errors, then ASan + UBSan)"
+bindings/c/run-tests.sh
+
+step "C++ binding (GoogleTest, plain and sanitized)"
+bindings/cpp/run-tests.sh
+
+step "Go binding (go test -race)"
+bindings/go/run-tests.sh
+
+step "Python binding (pytest)"
+bindings/python/run-tests.sh

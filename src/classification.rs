@@ -4,9 +4,11 @@
 //!
 //! A [`Classifier`] is compiled once from a [`ValidConfig`]: `*` lists become
 //! flags, service-account subjects become exact user names or user-name
-//! prefixes, `/*` URLs become prefixes, and large lists become hash sets.
-//! [`Classifier::classify`] then borrows the request's strings and allocates
-//! nothing.
+//! prefixes, every subject name gets a bit (so a request's user and groups
+//! are looked up once, not once per schema), a per-schema prefilter skips
+//! schemas that cannot match, `/*` URLs become prefixes, and long lists
+//! become hash sets. [`Classifier::classify`] then borrows the request's
+//! strings and allocates nothing.
 //!
 //! ```
 //! use apf::classification::{Classifier, RequestDigest};
@@ -31,6 +33,7 @@
 //! assert_eq!(c.flow_distinguisher, "system:node:n1");
 //! ```
 
+mod flow_hash_memo;
 mod matchers;
 pub mod reference;
 

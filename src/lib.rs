@@ -9,10 +9,14 @@ pub mod clock;
 pub mod config;
 pub mod dealer;
 pub mod dispatcher;
+pub mod ffi;
 pub mod level;
 pub mod queueset;
+pub mod retry_after;
 #[cfg(all(feature = "simulator", not(loom)))]
 pub mod simulator;
 pub mod sync;
+#[cfg(all(feature = "tower", not(loom)))]
+pub mod tower;
 pub mod work_estimate;
 pub mod workqueue;

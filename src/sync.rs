@@ -164,3 +164,11 @@ impl<T> ArcCell<T> {
         *lock(&self.0) = value;
     }
 }
+
+/// A process-wide unique number (never 0). A plain counter, outside any
+/// concurrent protocol, so it uses std's atomic directly even under loom
+/// (loom's atomics cannot live in a `static`).
+pub fn unique_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}

@@ -165,7 +165,7 @@ fn builtin_prints_what_kubectl_apply_accepts() {
         8
     );
     assert_eq!(
-        yaml.matches("apf.kubernetes.io/autoupdate-spec: 'true'")
+        yaml.matches("apf.kubernetes.io/autoupdate-spec: \"true\"")
             .count(),
         19,
         "{yaml}"

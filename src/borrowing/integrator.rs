@@ -188,6 +188,12 @@ impl SeatDemandHandle {
         lock(&self.inner).value()
     }
 
+    /// Run `f` on the integrator under one lock (for a batch of updates).
+    #[inline]
+    pub fn with<R>(&self, f: impl FnOnce(&mut SeatDemandIntegrator) -> R) -> R {
+        f(&mut lock(&self.inner))
+    }
+
     /// See [`SeatDemandIntegrator::results`].
     pub fn results(&self, now: Instant) -> IntegratorResults {
         lock(&self.inner).results(now)

@@ -139,6 +139,8 @@ pub(super) struct CompiledSchema {
     /// `None` when the level has fewer than two queues and no flow is
     /// computed.
     flow_hasher: Option<Sha256>,
+    /// Unique id of `flow_hasher`, the key of the per-thread hash memo.
+    hasher_id: u64,
 }
 
 impl CompiledSchema {
@@ -171,6 +173,7 @@ impl CompiledSchema {
             rules,
             distinguisher: fs.distinguisher,
             flow_hasher: (level.queues > 1).then(|| flow_hash_prefix(&fs.name)),
+            hasher_id: crate::sync::unique_id(),
         }
     }
 
@@ -192,7 +195,9 @@ impl CompiledSchema {
 
     pub(super) fn flow_hash(&self, distinguisher: &str) -> u64 {
         match &self.flow_hasher {
-            Some(hasher) => finish_flow_hash(hasher.clone(), distinguisher),
+            Some(hasher) => super::flow_hash_memo::memoized(self.hasher_id, distinguisher, || {
+                finish_flow_hash(hasher.clone(), distinguisher)
+            }),
             None => 0,
         }
     }

@@ -1412,3 +1412,47 @@ fn deferred_hash_is_the_same_hash() {
     let exempt = c.classify_deferred(&non_resource("a", ADMIN_GROUPS, "get", "/"));
     assert_eq!(c.flow_hash(&exempt), 0);
 }
+
+/// More distinct names than the 64 bits of a subject table: the rest are
+/// compared as strings and still match exactly as the rules say.
+#[test]
+fn configurations_beyond_the_subject_tables() {
+    let groups: Vec<String> = (0..70)
+        .map(|i| format!(r#"{{"kind": "Group", "group": {{"name": "g{i}"}}}}"#))
+        .collect();
+    let users: Vec<String> = (0..70)
+        .map(|i| format!(r#"{{"kind": "User", "user": {{"name": "u{i}"}}}}"#))
+        .collect();
+    let sas: Vec<String> = (0..70)
+        .map(|i| format!(r#"{{"kind": "ServiceAccount", "serviceAccount": {{"namespace": "ns{i}", "name": "*"}}}}"#))
+        .collect();
+    let rules = format!(
+        r#"[{{"subjects": [{}], "nonResourceRules": [{{"verbs": ["*"], "nonResourceURLs": ["*"]}}]}}]"#,
+        [groups, users, sas].concat().join(", ")
+    );
+    let mut config = Config::builtin();
+    config
+        .flow_schemas
+        .push(schema("many", "workload-low", 5, &rules));
+    let valid = config.validate().unwrap();
+    let c = Classifier::new(&valid);
+    let cases: [(&str, &[&str], bool); 8] = [
+        ("nobody", &["g0"], true),
+        ("nobody", &["x", "g69"], true),
+        ("nobody", &["g70"], false),
+        ("u63", &[], true),
+        ("u69", &[], true),
+        ("u70", &[], false),
+        ("system:serviceaccount:ns69:any", &[], true),
+        ("system:serviceaccount:ns70:any", &[], false),
+    ];
+    for (user, groups, many) in cases {
+        let d = non_resource(user, groups, "get", "/x");
+        let got = c.classify(&d);
+        assert_eq!(got.schema.name == "many", many, "{user} {groups:?}");
+        assert_eq!(
+            got.schema_index,
+            reference::classify(&valid, &d).unwrap().schema_index
+        );
+    }
+}

@@ -6,7 +6,6 @@
 //! fails to decode can still be named in the error, and so that one bad
 //! object does not hide the errors of the next.
 
-use serde::de::Deserialize;
 use serde_json::{Map, Value};
 
 use super::defaults::{default_flow_schema, default_priority_level, SourceVersion};
@@ -15,19 +14,42 @@ use super::types::*;
 use super::Config;
 
 /// Text in YAML (one or more documents; JSON is YAML too).
+///
+/// The parser enforces a budget (nesting depth, node count, alias
+/// expansion), so hostile input fails fast instead of exhausting time or
+/// memory; a syntax error anywhere rejects the whole text, with its line
+/// and column.
 pub(crate) fn from_yaml(text: &str) -> Result<Config, ConfigErrors> {
-    let mut loader = Loader::default();
-    for (i, document) in serde_norway::Deserializer::from_str(strip_bom(text)).enumerate() {
-        let location = format!("document {}", i + 1);
-        match Value::deserialize(document) {
-            Ok(value) => loader.document(value, &location),
+    let mut options = serde_saphyr::Options::default();
+    options.with_snippet = false;
+    // Read plain scalars as YAML 1.2 does: `n`, `no`, `on` and `0755` stay
+    // strings (a service account named `n` is not `false`).
+    options.strict_booleans = true;
+    options.leading_zero_numbers_as_strings = true;
+    options.underscored_numbers_as_strings = true;
+    // A flow-control configuration has hundreds of nodes, a cluster's worth
+    // with managed fields tens of thousands; aliases are rare. Lower caps than
+    // the parser's defaults make hostile input (alias bombs) fail sooner.
+    options.alias_limits.max_total_replayed_events = 100_000;
+    if let Some(budget) = options.budget.as_mut() {
+        budget.max_nodes = 200_000;
+    }
+    let documents =
+        match serde_saphyr::from_multiple_with_options::<Value>(strip_bom(text), options) {
+            Ok(documents) => documents,
             Err(e) => {
-                // After a syntax error the document stream repeats the
-                // error forever; nothing after it can be read.
-                loader.parse_error(ObjectRef::document(location), "", e.to_string());
-                break;
+                return Err(ConfigErrors(vec![ConfigError {
+                    object: ObjectRef::document("YAML input"),
+                    field: String::new(),
+                    error_type: ErrorType::Parse,
+                    value: None,
+                    detail: e.to_string(),
+                }]))
             }
-        }
+        };
+    let mut loader = Loader::default();
+    for (i, value) in documents.into_iter().enumerate() {
+        loader.document(value, &format!("document {}", i + 1));
     }
     loader.finish()
 }

@@ -58,7 +58,7 @@ fn list(config: &Config) -> List<'_> {
 /// serializer can refuse; should one ever fail, the output carries the
 /// error where a reader (or a reload) will see it rather than panicking.
 pub(crate) fn to_yaml(config: &Config) -> String {
-    serde_norway::to_string(&list(config)).unwrap_or_else(|e| format!("# print error: {e}\n"))
+    serde_saphyr::to_string(&list(config)).unwrap_or_else(|e| format!("# print error: {e}\n"))
 }
 
 pub(crate) fn to_json(config: &Config) -> String {

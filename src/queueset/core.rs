@@ -21,6 +21,7 @@ use crate::sync::Arc;
 use crate::work_estimate::WorkEstimate;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::task::Waker;
 
 /// Marks a request that belongs to no queue (the level does not queue).
 pub(crate) const NO_QUEUE: u32 = u32::MAX;
@@ -93,6 +94,8 @@ pub(crate) struct Core {
     /// Fed with seats in use + seats waiting after every change, at the
     /// change's time, for borrowing.
     demand_observer: Option<SeatDemandHandle>,
+    /// Async waiters to wake after the lock is released.
+    wakers: Vec<Waker>,
     waiting_seats: u64,
     active_queues: u32,
     pub(crate) requests_executing: u32,
@@ -122,6 +125,7 @@ impl Core {
             queued_seats_in_use: 0,
             seats_in_use: 0,
             demand_observer: None,
+            wakers: Vec::new(),
             waiting_seats: 0,
             active_queues: 0,
             requests_executing: 0,
@@ -139,9 +143,28 @@ impl Core {
     /// sync to the observer, if any.
     pub(crate) fn observe_demand(&self) {
         if let Some(observer) = &self.demand_observer {
-            let demand = (self.seats_in_use + self.waiting_seats).min(u32::MAX as u64) as u32;
-            observer.set(demand, self.last_sync);
+            observer.set(self.demand(), self.last_sync);
         }
+    }
+
+    /// Seats in use plus seats waiting.
+    pub(crate) fn demand(&self) -> u32 {
+        (self.seats_in_use + self.waiting_seats).min(u32::MAX as u64) as u32
+    }
+
+    /// The instant of the last sync.
+    pub(crate) fn last_sync(&self) -> Instant {
+        self.last_sync
+    }
+
+    /// Take the observer out (to hold its lock across a batch of replays).
+    pub(crate) fn take_demand_observer(&mut self) -> Option<SeatDemandHandle> {
+        self.demand_observer.take()
+    }
+
+    /// Put back an observer taken with `take_demand_observer`.
+    pub(crate) fn set_demand_observer_quietly(&mut self, observer: SeatDemandHandle) {
+        self.demand_observer = Some(observer);
     }
 
     pub(crate) fn set_demand_observer(&mut self, observer: Option<SeatDemandHandle>) {
@@ -312,12 +335,19 @@ impl Core {
         self.begin_executing(q as u32, estimate.max_seats());
         self.bound_and_reindex(q);
         self.dispatched_total += 1;
-        w.slot.decide(SlotState::Dispatched {
+        let waker = w.slot.decide(SlotState::Dispatched {
             queue: q as u32,
             estimate,
             start: now,
         });
+        self.wakers.extend(waker);
         true
+    }
+
+    /// Wakers of async waiters decided since the last call, to be woken
+    /// once the level lock is released.
+    pub(crate) fn take_wakers(&mut self) -> Vec<Waker> {
+        std::mem::take(&mut self.wakers)
     }
 
     /// The queue to dispatch from: least virtual finish, ties broken
@@ -402,7 +432,8 @@ impl Core {
         }
         self.bound_and_reindex(q);
         self.rejected_total[reason as usize] += 1;
-        w.slot.decide(SlotState::Rejected(reason));
+        let waker = w.slot.decide(SlotState::Rejected(reason));
+        self.wakers.extend(waker);
         self.drop_undesired_empty_queues();
         true
     }

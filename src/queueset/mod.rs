@@ -579,9 +579,24 @@ impl Shared {
     }
 
     fn drain(&self, core: &mut Core) {
-        while let Some(record) = self.ring.pop() {
-            Self::replay(core, record);
-        }
+        let Some(first) = self.ring.pop() else { return };
+        // Feed the demand observer under one lock for the whole batch.
+        let Some(observer) = core.take_demand_observer() else {
+            Self::apply(core, first);
+            while let Some(record) = self.ring.pop() {
+                Self::apply(core, record);
+            }
+            return;
+        };
+        observer.with(|demand| {
+            let mut record = Some(first);
+            while let Some(r) = record {
+                Self::apply(core, r);
+                demand.set(core.demand(), core.last_sync());
+                record = self.ring.pop();
+            }
+        });
+        core.set_demand_observer_quietly(observer);
     }
 
     fn replay(core: &mut Core, record: Record) {
@@ -641,8 +656,7 @@ impl Shared {
         st.core.enqueue(q, slot.clone(), estimate, deadline);
         self.word.fetch_or(SLOW, Ordering::AcqRel);
         st.core.dispatch_as_much_as_possible(now, &word);
-        self.settle(&mut st);
-        drop(st);
+        self.settle_and_unlock(st);
         match slot.try_take(None) {
             Some(decision) => match decision_result(decision) {
                 Ok(exec) => RawAdmission::Execute(exec),
@@ -654,6 +668,18 @@ impl Shared {
 
     /// After a slow-path operation: clear `SLOW` if nothing waits any more,
     /// and arm the timer for the next deadline or lingering release.
+    /// Finish a slow-path operation: settle the level, release the lock,
+    /// then wake the async waiters it decided (wakers never run under the
+    /// level lock).
+    fn settle_and_unlock(&self, mut st: MutexGuard<'_, Locked>) {
+        self.settle(&mut st);
+        let wakers = st.core.take_wakers();
+        drop(st);
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
     fn settle(&self, st: &mut Locked) {
         st.core.observe_demand();
         if st.core.requests_waiting == 0 {
@@ -702,7 +728,7 @@ impl Shared {
         let freed = st.core.finish(queue, estimate, start, end);
         word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &word);
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
     }
 
     /// Seats were freed while requests wait: dispatch them.
@@ -712,7 +738,7 @@ impl Shared {
         st.core.sync(now);
         st.core
             .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
     }
 
     fn cancel(&self, slot: &Arc<WaitSlot>) {
@@ -722,7 +748,7 @@ impl Shared {
         if st.core.remove_waiting(slot, RejectReason::Cancelled) {
             st.core
                 .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-            self.settle(&mut st);
+            self.settle_and_unlock(st);
         }
     }
 
@@ -735,7 +761,7 @@ impl Shared {
             word.give_back(freed);
             st.core.dispatch_as_much_as_possible(due, &word);
         }
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
     }
 
     fn reconfigure(&self, cfg: QueueSetConfig) -> Result<(), QueueSetConfigError> {
@@ -760,7 +786,7 @@ impl Shared {
         }
         st.core
             .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-        self.settle(&mut st);
+        self.settle_and_unlock(st);
         Ok(())
     }
 }

@@ -41,8 +41,12 @@ impl WaitSlot {
         }
     }
 
-    /// Record the dispatcher's decision and wake the waiter.
-    pub(crate) fn decide(&self, decision: SlotState) {
+    /// Record the dispatcher's decision and wake a blocked waiter. An async
+    /// waiter's waker is returned, for the caller to wake once it holds no
+    /// lock of the level (a waker may run arbitrary code, even call back
+    /// into the level).
+    #[must_use = "the waker must be woken"]
+    pub(crate) fn decide(&self, decision: SlotState) -> Option<Waker> {
         let mut state = lock(&self.state);
         debug_assert!(
             matches!(*state, SlotState::Waiting(_)),
@@ -51,8 +55,9 @@ impl WaitSlot {
         let previous = std::mem::replace(&mut *state, decision);
         drop(state);
         self.decided.notify_all();
-        if let SlotState::Waiting(Some(waker)) = previous {
-            waker.wake();
+        match previous {
+            SlotState::Waiting(waker) => waker,
+            _ => None,
         }
     }
 

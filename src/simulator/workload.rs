@@ -2,8 +2,9 @@
 //! The format is documented in `docs/workload-format.md`; this module reads
 //! it into a checked [`Workload`], or says which field is wrong and why.
 //!
-//! Reading happens in two steps: serde decodes the text into the `raw`
-//! types (unknown fields are errors, so a typo never passes silently), then
+//! Reading happens in two steps: the YAML is read into a tree and serde
+//! decodes that into the `raw` types (unknown fields are errors, so a typo
+//! never passes silently; the error names the field's path), then
 //! [`Workload::from_raw`] checks values and ranges, collecting every error
 //! with its field path.
 
@@ -238,13 +239,17 @@ impl Workload {
     /// Reads a workload from YAML text (JSON is YAML too).
     pub fn from_yaml_str(text: &str) -> Result<Workload, WorkloadErrors> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let de = serde_norway::Deserializer::from_str(text);
-        let raw: raw::Workload = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let message = e.into_inner().to_string();
+        let tree: serde_json::Value = serde_saphyr::from_str_with_options(text, yaml_options())
+            .map_err(|e| {
+                WorkloadErrors(vec![WorkloadError {
+                    path: String::new(),
+                    message: e.to_string(),
+                }])
+            })?;
+        let raw: raw::Workload = serde_path_to_error::deserialize(tree).map_err(|e| {
             WorkloadErrors(vec![WorkloadError {
-                message: without_path_prefix(&message, &path).to_string(),
-                path,
+                path: e.path().to_string(),
+                message: e.into_inner().to_string(),
             }])
         })?;
         Workload::from_raw(raw)
@@ -389,13 +394,20 @@ impl Workload {
     }
 }
 
-/// The YAML parser starts some messages with its own (shorter) path; the
-/// error already has the full one.
-fn without_path_prefix<'m>(message: &'m str, path: &str) -> &'m str {
-    match message.split_once(": ") {
-        Some((prefix, rest)) if !prefix.contains(' ') && path.starts_with(prefix) => rest,
-        _ => message,
+/// YAML 1.2 scalars (`n`, `no` and `0755` stay strings) and low caps on
+/// nodes and alias expansion, as for configurations: a workload is small,
+/// and hostile input (alias bombs) fails fast.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.with_snippet = false;
+    options.strict_booleans = true;
+    options.leading_zero_numbers_as_strings = true;
+    options.underscored_numbers_as_strings = true;
+    options.alias_limits.max_total_replayed_events = 100_000;
+    if let Some(budget) = options.budget.as_mut() {
+        budget.max_nodes = 200_000;
     }
+    options
 }
 
 /// About 120 points per chart, on a round number of milliseconds.

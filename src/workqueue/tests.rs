@@ -1192,7 +1192,7 @@ mod model {
     impl Order for RankedModel<true> {
         type Hint = Lane;
         fn hint(h: u8) -> Lane {
-            if h % 2 == 0 {
+            if h.is_multiple_of(2) {
                 Lane::Fast
             } else {
                 Lane::Slow

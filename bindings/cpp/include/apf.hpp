@@ -1,0 +1,909 @@
+// apf.hpp: a header-only C++17 wrapper over libapf's C ABI (include/apf.h).
+//
+// Ownership is expressed with move-only RAII types:
+//   apf::Dispatcher    owns an apf_dispatcher (unique_ptr + deleter);
+//   apf::RequestGuard  an executing request: finishes it when destroyed,
+//                      including while an exception unwinds the stack;
+//   apf::Ticket        a queued request: wait / poll / cancel, and cancels
+//                      it when destroyed.
+// A guard or ticket refers to its dispatcher without owning it: destroy (or
+// release) guards and tickets before the dispatcher that made them.
+//
+// Every fallible operation comes twice: `try_x(...)` returns a
+// [[nodiscard]] apf::Result<T> and never throws an apf::Error (for code
+// built without exceptions), and `x(...)` returns T or throws apf::Error,
+// which carries the apf_status code and the library's message
+// (apf_last_error). Built with -fno-exceptions, `x(...)` prints the error and
+// aborts instead of throwing.
+//
+// Threading: one Dispatcher may be used from many threads at once (the C
+// dispatcher is thread-safe); moving or destroying it must not race with its
+// use. A RequestGuard, Ticket or Decision is used by one thread at a time,
+// but may move between threads.
+//
+// Times are std::chrono::nanoseconds on the dispatcher's clock (its epoch is
+// the dispatcher's creation; with `manual_clock` it moves only by
+// advance_clock).
+
+#ifndef APF_HPP
+#define APF_HPP
+
+#include <apf.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || defined(_CPPUNWIND)
+#define APF_HPP_EXCEPTIONS 1
+#else
+#define APF_HPP_EXCEPTIONS 0
+#endif
+
+namespace apf {
+
+using Nanos = std::chrono::nanoseconds;
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/// A failed library call: its status code and the message the library
+/// recorded for the calling thread.
+class Error : public std::exception {
+public:
+  Error(apf_status status, std::string message)
+      : status_(status), message_(std::move(message)) {}
+
+  /// The error of the call that just returned `status` on this thread (its
+  /// message is read with apf_last_error, so call this before any other
+  /// library call on the thread).
+  static Error last(apf_status status) {
+    std::string message = last_message();
+    if (message.empty()) {
+      message = fallback_message(status);
+    }
+    return Error(status, std::move(message));
+  }
+
+  apf_status status() const noexcept { return status_; }
+  const std::string &message() const noexcept { return message_; }
+  const char *what() const noexcept override { return message_.c_str(); }
+
+private:
+  static std::string last_message() {
+    char small[256];
+    size_t len = 0;
+    apf_status status = apf_last_error(small, sizeof small, &len);
+    if (status == APF_OK) {
+      return std::string(small, len);
+    }
+    if (status != APF_ERR_INSUFFICIENT_SIZE) {
+      return std::string();
+    }
+    // `len` is the full length; the library adds a NUL.
+    std::string big(len + 1, '\0');
+    if (apf_last_error(big.data(), big.size(), &len) != APF_OK) {
+      return std::string();
+    }
+    big.resize(len);
+    return big;
+  }
+
+  static std::string fallback_message(apf_status status) {
+    const char *text = nullptr;
+    size_t len = 0;
+    if (apf_status_text(status, &text, &len) == APF_OK) {
+      return std::string(text, len);
+    }
+    return "libapf status " + std::to_string(static_cast<uint32_t>(status));
+  }
+
+  apf_status status_;
+  std::string message_;
+};
+
+namespace detail {
+
+/// Reports `error`: throws it, or without exceptions prints it and aborts.
+[[noreturn]] inline void raise(const Error &error) {
+#if APF_HPP_EXCEPTIONS
+  throw error;
+#else
+  std::fprintf(stderr, "apf: unhandled error %u: %s\n",
+               static_cast<unsigned>(error.status()), error.what());
+  std::abort();
+#endif
+}
+
+/// A precondition of the wrapper itself was broken (reading the value of a
+/// failed Result, the error of a successful one).
+[[noreturn]] inline void misuse(const char *what) {
+  std::fprintf(stderr, "apf: misuse: %s\n", what);
+  std::abort();
+}
+
+/// A duration as the C ABI's unsigned nanoseconds (negative means zero).
+inline uint64_t to_u64(Nanos d) noexcept {
+  return d.count() < 0 ? 0 : static_cast<uint64_t>(d.count());
+}
+
+inline std::string_view view(apf_str s) noexcept {
+  return s.ptr == nullptr ? std::string_view() : std::string_view(s.ptr, s.len);
+}
+
+inline apf_str str(std::string_view s) noexcept {
+  apf_str out{};
+  out.ptr = s.data();
+  out.len = s.size();
+  return out;
+}
+
+} // namespace detail
+
+/// An expected-style result: a T or an apf::Error. Check it (`ok()` or
+/// `if (result)`) before taking the value; `unwrap()` throws the error.
+template <typename T> class [[nodiscard]] Result {
+public:
+  Result(T value) : data_(std::in_place_index<0>, std::move(value)) {}
+  Result(Error error) : data_(std::in_place_index<1>, std::move(error)) {}
+
+  bool ok() const noexcept { return data_.index() == 0; }
+  explicit operator bool() const noexcept { return ok(); }
+
+  /// The value; a failed result aborts (check first, or use unwrap()).
+  T &value() & {
+    if (!ok()) {
+      detail::misuse("value() of a failed apf::Result");
+    }
+    return *std::get_if<0>(&data_);
+  }
+  const T &value() const & {
+    if (!ok()) {
+      detail::misuse("value() of a failed apf::Result");
+    }
+    return *std::get_if<0>(&data_);
+  }
+  T &&value() && { return std::move(value()); }
+
+  /// The error; a successful result aborts.
+  const Error &error() const & {
+    if (ok()) {
+      detail::misuse("error() of a successful apf::Result");
+    }
+    return *std::get_if<1>(&data_);
+  }
+
+  /// The value, or the error thrown (printed and aborted without exceptions).
+  T unwrap() && {
+    if (!ok()) {
+      detail::raise(*std::get_if<1>(&data_));
+    }
+    return std::move(*std::get_if<0>(&data_));
+  }
+
+  /// The value, or `fallback` on error.
+  T value_or(T fallback) && {
+    return ok() ? std::move(*std::get_if<0>(&data_)) : std::move(fallback);
+  }
+
+private:
+  std::variant<T, Error> data_;
+};
+
+/// A result without a value: success or an apf::Error.
+template <> class [[nodiscard]] Result<void> {
+public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)) {}
+
+  bool ok() const noexcept { return !error_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+
+  const Error &error() const & {
+    if (ok()) {
+      detail::misuse("error() of a successful apf::Result");
+    }
+    return *error_;
+  }
+
+  /// Throws the error, if any (prints and aborts without exceptions).
+  void unwrap() const {
+    if (!ok()) {
+      detail::raise(*error_);
+    }
+  }
+
+private:
+  std::optional<Error> error_;
+};
+
+namespace detail {
+
+inline Result<void> check(apf_status status) {
+  if (status == APF_OK) {
+    return Result<void>();
+  }
+  return Error::last(status);
+}
+
+} // namespace detail
+
+// ---------------------------------------------------------------------------
+// Plain values
+
+/// A library version, MAJOR.MINOR.PATCH.
+struct Version {
+  uint32_t major;
+  uint32_t minor;
+  uint32_t patch;
+
+  static constexpr Version unpack(uint32_t packed) noexcept {
+    return Version{packed >> 16, (packed >> 8) & 0xff, packed & 0xff};
+  }
+  constexpr uint32_t packed() const noexcept {
+    return (major << 16) | (minor << 8) | patch;
+  }
+  friend constexpr bool operator==(Version a, Version b) noexcept {
+    return a.major == b.major && a.minor == b.minor && a.patch == b.patch;
+  }
+  friend constexpr bool operator!=(Version a, Version b) noexcept {
+    return !(a == b);
+  }
+};
+
+/// The version this header was written against.
+inline constexpr Version header_version{APF_VERSION_MAJOR, APF_VERSION_MINOR,
+                                        APF_VERSION_PATCH};
+
+/// The version of the library actually loaded.
+inline Version library_version() noexcept {
+  return Version::unpack(apf_abi_version());
+}
+
+/// Server-wide settings. A default-constructed Options holds the library's
+/// defaults (apf_options_default).
+struct Options {
+  /// Seats shared by all priority levels.
+  uint32_t server_concurrency_limit = 600;
+  /// G, fair queuing's initial service-time guess.
+  Nanos service_time_guess = std::chrono::milliseconds(3);
+  /// The longest a request waits in a queue.
+  Nanos wait_limit = std::chrono::seconds(15);
+  /// How often borrowing recomputes the levels' concurrency limits.
+  Nanos borrowing_period = std::chrono::seconds(10);
+  /// A clock that moves only by Dispatcher::advance_clock.
+  bool manual_clock = false;
+
+  Options() {
+    apf_options raw{};
+    // The in-class values mirror the library's and stay if this fails,
+    // which a valid out-pointer rules out.
+    if (apf_options_default(&raw) == APF_OK) {
+      *this = from_c(raw);
+    }
+  }
+
+  static Options from_c(const apf_options &raw) {
+    Options o(Uninitialised{});
+    o.server_concurrency_limit = raw.server_concurrency_limit;
+    o.service_time_guess = Nanos(static_cast<Nanos::rep>(raw.service_time_guess_ns));
+    o.wait_limit = Nanos(static_cast<Nanos::rep>(raw.wait_limit_ns));
+    o.borrowing_period = Nanos(static_cast<Nanos::rep>(raw.borrowing_period_ns));
+    o.manual_clock = raw.manual_clock;
+    return o;
+  }
+
+  apf_options to_c() const noexcept {
+    apf_options raw{};
+    raw.server_concurrency_limit = server_concurrency_limit;
+    raw.service_time_guess_ns = detail::to_u64(service_time_guess);
+    raw.wait_limit_ns = detail::to_u64(wait_limit);
+    raw.borrowing_period_ns = detail::to_u64(borrowing_period);
+    raw.manual_clock = manual_clock;
+    return raw;
+  }
+
+private:
+  struct Uninitialised {};
+  explicit Options(Uninitialised) {}
+};
+
+/// What classification looks at. The views must stay valid for the call.
+struct RequestDigest {
+  std::string_view user;
+  std::vector<std::string_view> groups;
+  std::string_view verb;
+  bool is_resource_request = false;
+  std::string_view api_group;
+  std::string_view resource;
+  std::string_view subresource;
+  std::string_view namespace_;
+  std::string_view name;
+  std::string_view path;
+};
+
+/// Seats a request occupies while executing (initial) and afterwards for
+/// `additional_latency` (final), as Kubernetes' work estimator gives them.
+struct WorkEstimate {
+  uint32_t initial_seats = 1;
+  uint32_t final_seats = 0;
+  Nanos additional_latency = Nanos(0);
+
+  apf_work_estimate to_c() const noexcept {
+    apf_work_estimate raw{};
+    raw.initial_seats = initial_seats;
+    raw.final_seats = final_seats;
+    raw.additional_latency_nanos = detail::to_u64(additional_latency);
+    return raw;
+  }
+};
+
+enum class Outcome : uint32_t {
+  Execute = APF_OUTCOME_EXECUTE,
+  Queued = APF_OUTCOME_QUEUED,
+  Rejected = APF_OUTCOME_REJECTED,
+};
+
+/// Why a request was rejected (None unless the outcome is Rejected).
+enum class RejectReason : uint32_t {
+  None = APF_REJECT_NONE,
+  QueueFull = APF_REJECT_QUEUE_FULL,
+  TimeOut = APF_REJECT_TIME_OUT,
+  Cancelled = APF_REJECT_CANCELLED,
+  ConcurrencyLimit = APF_REJECT_CONCURRENCY_LIMIT,
+};
+
+inline std::string_view to_string(Outcome o) noexcept {
+  switch (o) {
+  case Outcome::Execute:
+    return "execute";
+  case Outcome::Queued:
+    return "queued";
+  case Outcome::Rejected:
+    return "rejected";
+  }
+  return "unknown";
+}
+
+/// Kubernetes' label value for the reason.
+inline std::string_view to_string(RejectReason r) noexcept {
+  switch (r) {
+  case RejectReason::None:
+    return "none";
+  case RejectReason::QueueFull:
+    return "queue-full";
+  case RejectReason::TimeOut:
+    return "time-out";
+  case RejectReason::Cancelled:
+    return "cancelled";
+  case RejectReason::ConcurrencyLimit:
+    return "concurrency-limit";
+  }
+  return "unknown";
+}
+
+// ---------------------------------------------------------------------------
+// Request handles
+
+class Decision;
+
+/// An executing request; destroying it finishes the request at the current
+/// time (also during stack unwinding). Move-only; an empty guard (default
+/// constructed, moved from, finished or released) does nothing.
+class RequestGuard {
+public:
+  RequestGuard() noexcept = default;
+  /// Takes ownership of an executing request's handle.
+  RequestGuard(apf_dispatcher *dispatcher, uint64_t request) noexcept
+      : dispatcher_(dispatcher), request_(request) {}
+
+  RequestGuard(RequestGuard &&other) noexcept
+      : dispatcher_(other.dispatcher_),
+        request_(std::exchange(other.request_, 0)) {}
+  RequestGuard &operator=(RequestGuard &&other) noexcept {
+    if (this != &other) {
+      reset();
+      dispatcher_ = other.dispatcher_;
+      request_ = std::exchange(other.request_, 0);
+    }
+    return *this;
+  }
+  RequestGuard(const RequestGuard &) = delete;
+  RequestGuard &operator=(const RequestGuard &) = delete;
+  ~RequestGuard() { reset(); }
+
+  /// Whether the guard still holds a request.
+  explicit operator bool() const noexcept { return request_ != 0; }
+  /// The request's handle (0 when empty).
+  uint64_t handle() const noexcept { return request_; }
+
+  /// Finishes now. The guard is empty afterwards, even on error.
+  Result<void> try_finish() { return try_finish_at(Nanos(0)); }
+  /// Finishes with `end` (on the dispatcher's clock; 0 = now) as the actual
+  /// end of execution, so the work estimate's extra latency counts from it.
+  Result<void> try_finish_at(Nanos end) {
+    uint64_t request = std::exchange(request_, 0);
+    return detail::check(
+        apf_request_finish(dispatcher_, request, detail::to_u64(end)));
+  }
+  void finish() { try_finish().unwrap(); }
+  void finish_at(Nanos end) { try_finish_at(end).unwrap(); }
+
+  /// Gives up ownership without finishing; the caller finishes the handle.
+  uint64_t release() noexcept { return std::exchange(request_, 0); }
+
+private:
+  void reset() noexcept {
+    if (request_ != 0) {
+      // A destructor cannot report failure; a stale handle is the only way
+      // to fail here and leaves nothing to clean up.
+      (void)apf_request_finish(dispatcher_, std::exchange(request_, 0), 0);
+    }
+  }
+
+  apf_dispatcher *dispatcher_ = nullptr;
+  uint64_t request_ = 0;
+};
+
+/// Where a request was classified. The views point into the dispatcher and
+/// stay valid until it is destroyed.
+struct Classification {
+  std::string_view flow_schema_name;
+  std::string_view flow_schema_uid;
+  std::string_view priority_level_name;
+  std::string_view priority_level_uid;
+};
+
+/// A queued request. wait() / poll() return a Decision: Execute (take its
+/// guard) or Rejected, after which the ticket is empty, or Queued when no
+/// decision has been made yet (the ticket still holds the request).
+/// Destroying a non-empty ticket cancels the request. Move-only.
+class Ticket {
+public:
+  Ticket() noexcept = default;
+  /// Takes ownership of a queued request's handle.
+  Ticket(apf_dispatcher *dispatcher, uint64_t request,
+         Classification where) noexcept
+      : dispatcher_(dispatcher), request_(request), where_(where) {}
+
+  Ticket(Ticket &&other) noexcept
+      : dispatcher_(other.dispatcher_),
+        request_(std::exchange(other.request_, 0)), where_(other.where_) {}
+  Ticket &operator=(Ticket &&other) noexcept {
+    if (this != &other) {
+      reset();
+      dispatcher_ = other.dispatcher_;
+      request_ = std::exchange(other.request_, 0);
+      where_ = other.where_;
+    }
+    return *this;
+  }
+  Ticket(const Ticket &) = delete;
+  Ticket &operator=(const Ticket &) = delete;
+  ~Ticket() { reset(); }
+
+  explicit operator bool() const noexcept { return request_ != 0; }
+  uint64_t handle() const noexcept { return request_; }
+
+  /// Blocks until the request is decided, or at most `timeout` of real time.
+  inline Result<Decision> try_wait_for(Nanos timeout);
+  /// Blocks until the request is decided.
+  inline Result<Decision> try_wait();
+  /// The decision if there is one, without blocking.
+  inline Result<Decision> try_poll();
+  inline Decision wait_for(Nanos timeout);
+  inline Decision wait();
+  inline Decision poll();
+
+  /// Gives up waiting: true if the request was still queued. false if it had
+  /// already been decided (a dispatched request is finished at once). The
+  /// ticket is empty afterwards, even on error.
+  Result<bool> try_cancel() {
+    bool cancelled = false;
+    apf_status status =
+        apf_request_cancel(dispatcher_, std::exchange(request_, 0), &cancelled);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return cancelled;
+  }
+  bool cancel() { return try_cancel().unwrap(); }
+
+  /// Gives up ownership without cancelling.
+  uint64_t release() noexcept { return std::exchange(request_, 0); }
+
+private:
+  inline Result<Decision> wait_raw(uint64_t timeout_nanos);
+  inline Result<Decision> decided(uint32_t outcome, uint32_t reason);
+
+  void reset() noexcept {
+    if (request_ != 0) {
+      bool cancelled = false;
+      (void)apf_request_cancel(dispatcher_, std::exchange(request_, 0),
+                               &cancelled);
+    }
+  }
+
+  apf_dispatcher *dispatcher_ = nullptr;
+  uint64_t request_ = 0;
+  Classification where_;
+};
+
+/// The dispatcher's answer to a request: execute now (take_guard()), queued
+/// (take_ticket()), or rejected (reject_reason()), with the flow schema and
+/// priority level it was classified into. Holds the guard or ticket until
+/// taken: destroying a Decision finishes or cancels what it still holds.
+class Decision {
+public:
+  Outcome outcome() const noexcept { return outcome_; }
+  bool executing() const noexcept { return outcome_ == Outcome::Execute; }
+  bool queued() const noexcept { return outcome_ == Outcome::Queued; }
+  bool rejected() const noexcept { return outcome_ == Outcome::Rejected; }
+  /// Why it was rejected; RejectReason::None unless rejected().
+  RejectReason reject_reason() const noexcept { return reason_; }
+
+  std::string_view flow_schema_name() const noexcept {
+    return where_.flow_schema_name;
+  }
+  std::string_view flow_schema_uid() const noexcept {
+    return where_.flow_schema_uid;
+  }
+  std::string_view priority_level_name() const noexcept {
+    return where_.priority_level_name;
+  }
+  std::string_view priority_level_uid() const noexcept {
+    return where_.priority_level_uid;
+  }
+  const Classification &classification() const noexcept { return where_; }
+
+  /// The executing request's guard; empty unless executing() (and on a
+  /// second call).
+  RequestGuard take_guard() noexcept { return std::move(guard_); }
+  /// The queued request's ticket; empty unless queued() came from
+  /// Dispatcher::start (and on a second call).
+  Ticket take_ticket() noexcept { return std::move(ticket_); }
+
+  /// Builds a decision from the C struct, adopting its request handle.
+  static Decision from_c(apf_dispatcher *dispatcher, const apf_decision &raw) {
+    Classification where{
+        detail::view(raw.flow_schema_name),
+        detail::view(raw.flow_schema_uid),
+        detail::view(raw.priority_level_name),
+        detail::view(raw.priority_level_uid),
+    };
+    Decision d(static_cast<Outcome>(raw.outcome),
+               static_cast<RejectReason>(raw.reject_reason), where);
+    if (d.executing()) {
+      d.guard_ = RequestGuard(dispatcher, raw.request);
+    } else if (d.queued()) {
+      d.ticket_ = Ticket(dispatcher, raw.request, where);
+    }
+    return d;
+  }
+
+private:
+  friend class Ticket;
+  Decision(Outcome outcome, RejectReason reason, Classification where) noexcept
+      : outcome_(outcome), reason_(reason), where_(where) {}
+
+  Outcome outcome_;
+  RejectReason reason_;
+  Classification where_;
+  RequestGuard guard_;
+  Ticket ticket_;
+};
+
+inline Result<Decision> Ticket::decided(uint32_t outcome, uint32_t reason) {
+  Decision d(static_cast<Outcome>(outcome), static_cast<RejectReason>(reason),
+             where_);
+  if (d.executing()) {
+    d.guard_ = RequestGuard(dispatcher_, std::exchange(request_, 0));
+  } else if (d.rejected()) {
+    request_ = 0;
+  }
+  return d;
+}
+
+inline Result<Decision> Ticket::wait_raw(uint64_t timeout_nanos) {
+  uint32_t outcome = 0;
+  uint32_t reason = 0;
+  apf_status status =
+      apf_request_wait(dispatcher_, request_, timeout_nanos, &outcome, &reason);
+  if (status != APF_OK) {
+    return Error::last(status);
+  }
+  return decided(outcome, reason);
+}
+
+inline Result<Decision> Ticket::try_wait_for(Nanos timeout) {
+  return wait_raw(detail::to_u64(timeout));
+}
+
+inline Result<Decision> Ticket::try_wait() {
+  return wait_raw(std::numeric_limits<uint64_t>::max());
+}
+
+inline Result<Decision> Ticket::try_poll() {
+  uint32_t outcome = 0;
+  uint32_t reason = 0;
+  apf_status status = apf_request_poll(dispatcher_, request_, &outcome, &reason);
+  if (status != APF_OK) {
+    return Error::last(status);
+  }
+  return decided(outcome, reason);
+}
+
+inline Decision Ticket::wait_for(Nanos timeout) {
+  return try_wait_for(timeout).unwrap();
+}
+inline Decision Ticket::wait() { return try_wait().unwrap(); }
+inline Decision Ticket::poll() { return try_poll().unwrap(); }
+
+// ---------------------------------------------------------------------------
+// The dispatcher
+
+/// The APF controller: classifies requests and decides, per priority level,
+/// whether they execute, queue, or are rejected. Move-only owner of an
+/// apf_dispatcher.
+class Dispatcher {
+public:
+  using Raw = apf_dispatcher;
+  /// Called with a queued request's handle once it is decided, on the thread
+  /// that decided it; it must be quick and must not throw (an escaping
+  /// exception terminates the program). It may use the dispatcher, except
+  /// to replace the callback or to destroy the dispatcher.
+  using CompletionCallback = std::function<void(uint64_t request)>;
+
+  /// Takes ownership of `raw` (freed even if this constructor throws).
+  explicit Dispatcher(Raw *raw) : Dispatcher(Owned(raw)) {}
+
+  Dispatcher(Dispatcher &&) noexcept = default;
+  Dispatcher &operator=(Dispatcher &&) noexcept = default;
+  Dispatcher(const Dispatcher &) = delete;
+  Dispatcher &operator=(const Dispatcher &) = delete;
+  ~Dispatcher() = default;
+
+  /// A dispatcher with Kubernetes' built-in configuration.
+  static Result<Dispatcher> try_builtin(const Options &options = Options()) {
+    apf_options raw = options.to_c();
+    Raw *out = nullptr;
+    apf_status status = apf_dispatcher_new_builtin(&raw, &out);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return Dispatcher(out);
+  }
+  static Dispatcher builtin(const Options &options = Options()) {
+    return try_builtin(options).unwrap();
+  }
+
+  /// A dispatcher with the FlowSchemas and PriorityLevelConfigurations of
+  /// `text` (YAML or JSON; mandatory objects are added when missing).
+  static Result<Dispatcher> try_from_config(std::string_view text,
+                                            const Options &options = Options()) {
+    apf_options raw = options.to_c();
+    Raw *out = nullptr;
+    apf_status status =
+        apf_dispatcher_new_from_config(text.data(), text.size(), &raw, &out);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return Dispatcher(out);
+  }
+  static Dispatcher from_config(std::string_view text,
+                                const Options &options = Options()) {
+    return try_from_config(text, options).unwrap();
+  }
+
+  /// Classifies a request and decides on it. `deadline` (on the dispatcher's
+  /// clock) bounds its wait in a queue, on top of the wait limit; the C ABI
+  /// reads a deadline of 0 as none.
+  Result<Decision> try_start(const RequestDigest &digest,
+                             const WorkEstimate &estimate = WorkEstimate(),
+                             std::optional<Nanos> deadline = std::nullopt) {
+    constexpr size_t inline_groups = 8;
+    apf_str small[inline_groups];
+    std::vector<apf_str> large;
+    apf_str *groups = small;
+    if (digest.groups.size() > inline_groups) {
+      large.resize(digest.groups.size());
+      groups = large.data();
+    }
+    for (size_t i = 0; i < digest.groups.size(); i++) {
+      groups[i] = detail::str(digest.groups[i]);
+    }
+    apf_request_digest raw{};
+    raw.user = digest.user.data();
+    raw.user_len = digest.user.size();
+    raw.verb = digest.verb.data();
+    raw.verb_len = digest.verb.size();
+    raw.api_group = digest.api_group.data();
+    raw.api_group_len = digest.api_group.size();
+    raw.resource = digest.resource.data();
+    raw.resource_len = digest.resource.size();
+    raw.subresource = digest.subresource.data();
+    raw.subresource_len = digest.subresource.size();
+    raw.namespace_ = digest.namespace_.data();
+    raw.namespace_len = digest.namespace_.size();
+    raw.name = digest.name.data();
+    raw.name_len = digest.name.size();
+    raw.path = digest.path.data();
+    raw.path_len = digest.path.size();
+    raw.groups = digest.groups.empty() ? nullptr : groups;
+    raw.n_groups = digest.groups.size();
+    raw.is_resource_request = digest.is_resource_request;
+    apf_work_estimate work = estimate.to_c();
+    apf_decision out{};
+    apf_status status = apf_start_request(
+        ptr_.get(), &raw, &work, deadline ? detail::to_u64(*deadline) : 0, &out);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return Decision::from_c(ptr_.get(), out);
+  }
+  Decision start(const RequestDigest &digest,
+                 const WorkEstimate &estimate = WorkEstimate(),
+                 std::optional<Nanos> deadline = std::nullopt) {
+    return try_start(digest, estimate, deadline).unwrap();
+  }
+
+  /// Switches to the configuration in `text`; on error the old one stays.
+  Result<void> try_reconfigure(std::string_view text) {
+    return detail::check(
+        apf_dispatcher_reconfigure(ptr_.get(), text.data(), text.size()));
+  }
+  void reconfigure(std::string_view text) { try_reconfigure(text).unwrap(); }
+
+  /// Moves a manual clock forward (an error with the real clock).
+  Result<void> try_advance_clock(Nanos by) {
+    return detail::check(
+        apf_dispatcher_advance_clock(ptr_.get(), detail::to_u64(by)));
+  }
+  void advance_clock(Nanos by) { try_advance_clock(by).unwrap(); }
+
+  /// The dispatcher's current time.
+  Result<Nanos> try_now() const {
+    uint64_t nanos = 0;
+    apf_status status = apf_dispatcher_now(ptr_.get(), &nanos);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return Nanos(static_cast<Nanos::rep>(nanos));
+  }
+  Nanos now() const { return try_now().unwrap(); }
+
+  /// Per-level statistics as text.
+  Result<std::string> try_stats_text() {
+    std::string text(4096, '\0');
+    for (;;) {
+      size_t len = 0;
+      apf_status status =
+          apf_dispatcher_stats_text(ptr_.get(), text.data(), text.size(), &len);
+      if (status == APF_OK) {
+        text.resize(len);
+        return text;
+      }
+      if (status != APF_ERR_INSUFFICIENT_SIZE) {
+        return Error::last(status);
+      }
+      // Levels may be added between the calls: retry with the new size.
+      text.assign(len + 1, '\0');
+    }
+  }
+  std::string stats_text() { return try_stats_text().unwrap(); }
+
+  /// Installs `callback` for queued requests' decisions (an empty function
+  /// removes it). Returns once no call of the previous callback is running,
+  /// so it fails with APF_ERR_IN_CALLBACK inside a completion callback.
+  Result<void> try_set_completion_callback(CompletionCallback callback) {
+    if (!ptr_) {
+      return detail::check(
+          apf_dispatcher_set_completion_callback(nullptr, nullptr, nullptr));
+    }
+    if (callback_depth() > 0) {
+      // Taking the mutex here could deadlock with a thread that holds it
+      // while the library waits for this very callback to return.
+      return Error(APF_ERR_IN_CALLBACK,
+                   "a completion callback cannot replace the callback");
+    }
+    std::lock_guard<std::mutex> lock(callbacks_->mutex);
+    std::unique_ptr<CompletionCallback> owned;
+    apf_status status = APF_OK;
+    if (callback) {
+      owned = std::make_unique<CompletionCallback>(std::move(callback));
+      status = apf_dispatcher_set_completion_callback(
+          ptr_.get(), &Dispatcher::trampoline, owned.get());
+    } else {
+      status = apf_dispatcher_set_completion_callback(ptr_.get(), nullptr, nullptr);
+    }
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    // The library returns only once no call of the old callback is running.
+    callbacks_->current = std::move(owned);
+    return Result<void>();
+  }
+  void set_completion_callback(CompletionCallback callback) {
+    try_set_completion_callback(std::move(callback)).unwrap();
+  }
+
+  /// A file descriptor that becomes readable when a queued request is
+  /// decided (for poll/epoll loops); owned by the dispatcher.
+  Result<int> try_completion_fd() {
+    int fd = -1;
+    apf_status status = apf_dispatcher_completion_fd(ptr_.get(), &fd);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return fd;
+  }
+  int completion_fd() { return try_completion_fd().unwrap(); }
+
+  /// The next decided queued request, if any (drains the completion fd).
+  Result<std::optional<uint64_t>> try_take_completion() {
+    uint64_t request = 0;
+    bool some = false;
+    apf_status status =
+        apf_dispatcher_take_completion(ptr_.get(), &request, &some);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return some ? std::optional<uint64_t>(request) : std::nullopt;
+  }
+  std::optional<uint64_t> take_completion() {
+    return try_take_completion().unwrap();
+  }
+
+  Raw *capi() noexcept { return ptr_.get(); }
+  const Raw *capi() const noexcept { return ptr_.get(); }
+  /// Gives up ownership (the caller frees it with apf_dispatcher_free).
+  Raw *capi_release() noexcept { return ptr_.release(); }
+
+private:
+  struct Deleter {
+    void operator()(Raw *raw) const noexcept { apf_dispatcher_free(raw); }
+  };
+  using Owned = std::unique_ptr<Raw, Deleter>;
+  struct Callbacks {
+    std::mutex mutex;
+    std::unique_ptr<CompletionCallback> current;
+  };
+
+  explicit Dispatcher(Owned raw)
+      : callbacks_(std::make_unique<Callbacks>()), ptr_(std::move(raw)) {}
+
+  /// How many completion callbacks this thread is running.
+  static int &callback_depth() noexcept {
+    static thread_local int depth = 0;
+    return depth;
+  }
+
+  static void trampoline(void *user, uint64_t request) noexcept {
+    struct Depth {
+      Depth() noexcept { callback_depth()++; }
+      ~Depth() { callback_depth()--; }
+    } in_callback;
+    (*static_cast<CompletionCallback *>(user))(request);
+  }
+
+  // Declared before ptr_ so it is destroyed after the C dispatcher, which
+  // may call a callback until freed.
+  std::unique_ptr<Callbacks> callbacks_;
+  Owned ptr_;
+};
+
+} // namespace apf
+
+#endif // APF_HPP

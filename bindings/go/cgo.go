@@ -1,0 +1,313 @@
+package apf
+
+// The C side of the binding: small wrappers that turn one Go call into one
+// C call. Each wrapper copies the thread's last error message before it
+// returns, because the goroutine may run on another thread by the time Go
+// could ask for it.
+//
+// The hot-path wrappers are marked noescape/nocallback: they keep no Go
+// pointer after returning and never call back into Go (the binding sets no
+// completion callback; decisions reach Go through the completion fd), so
+// their arguments stay on the goroutine's stack.
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#cgo LDFLAGS: -L${SRCDIR}/../../target/release -lapf -Wl,-rpath,${SRCDIR}/../../target/release
+#cgo noescape go_apf_start
+#cgo nocallback go_apf_start
+#cgo noescape go_apf_finish
+#cgo nocallback go_apf_finish
+#cgo noescape go_apf_poll
+#cgo nocallback go_apf_poll
+#cgo noescape go_apf_cancel
+#cgo nocallback go_apf_cancel
+#cgo noescape go_apf_take
+#cgo nocallback go_apf_take
+
+#include <stdlib.h>
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"unsafe"
+)
+
+// Every function below that takes a *Dispatcher reads its C pointer, calls
+// C once, and keeps the Dispatcher alive until C returned (so its finalizer
+// cannot free the C object mid-call). maybeGC runs first in `-tags debug`
+// builds.
+
+// cerr receives a failing call's last error message from C.
+type cerr struct {
+	e C.go_apf_err
+}
+
+// err turns a status and the captured message into a Go error (nil for
+// APF_OK), freeing the C copy of the message.
+func (c *cerr) err(st C.uint32_t) error {
+	if st == C.APF_OK {
+		return nil
+	}
+	msg := ""
+	if c.e.msg != nil {
+		msg = C.GoStringN(c.e.msg, C.int(c.e.len))
+		C.free(unsafe.Pointer(c.e.msg))
+		c.e.msg = nil
+	}
+	return &Error{Status: Status(st), Message: msg}
+}
+
+// cstr is a Go string as a (pointer, length) pair for C. The bytes hold no
+// Go pointers, so passing them is allowed, and C keeps no copy of the
+// pointer after the call; (NULL, 0) is libapf's empty string.
+func cstr(s string) (*C.char, C.size_t) {
+	return (*C.char)(unsafe.Pointer(unsafe.StringData(s))), C.size_t(len(s))
+}
+
+func cbytes(b []byte) (*C.char, C.size_t) {
+	return (*C.char)(unsafe.Pointer(unsafe.SliceData(b))), C.size_t(len(b))
+}
+
+// headerVersion is APF_VERSION_NUMBER of the apf.h compiled in.
+func headerVersion() uint32 { return uint32(C.go_apf_header_version()) }
+
+// libraryVersion is apf_abi_version() of the libapf loaded.
+func libraryVersion() uint32 { return uint32(C.apf_abi_version()) }
+
+func defaultCOptions() (C.apf_options, error) {
+	var o C.apf_options
+	var e cerr
+	st := C.go_apf_options_default(&o, &e.e)
+	return o, e.err(st)
+}
+
+func (o Options) toC() (C.apf_options, error) {
+	c, err := defaultCOptions()
+	if err != nil {
+		return c, err
+	}
+	if o.ServerConcurrencyLimit != 0 {
+		c.server_concurrency_limit = C.uint32_t(o.ServerConcurrencyLimit)
+	}
+	if o.ServiceTimeGuess != 0 {
+		c.service_time_guess_ns = C.uint64_t(o.ServiceTimeGuess)
+	}
+	if o.WaitLimit != 0 {
+		c.wait_limit_ns = C.uint64_t(o.WaitLimit)
+	}
+	if o.BorrowingPeriod != 0 {
+		c.borrowing_period_ns = C.uint64_t(o.BorrowingPeriod)
+	}
+	c.manual_clock = C.bool(o.ManualClock)
+	return c, nil
+}
+
+// newC makes the C dispatcher from the built-in configuration (builtin) or
+// from configuration text.
+func newC(config []byte, builtin bool, opts Options) (*C.apf_dispatcher, error) {
+	maybeGC()
+	copts, err := opts.toC()
+	if err != nil {
+		return nil, err
+	}
+	var p *C.apf_dispatcher
+	var e cerr
+	text, n := cbytes(config)
+	st := C.go_apf_new(text, n, C.bool(builtin), &copts, &p, &e.e)
+	runtime.KeepAlive(config)
+	return p, e.err(st)
+}
+
+func freeC(p *C.apf_dispatcher) { C.apf_dispatcher_free(p) }
+
+func completionFd(p *C.apf_dispatcher) (int, error) {
+	var fd C.int
+	var e cerr
+	st := C.go_apf_completion_fd(p, &fd, &e.e)
+	return int(fd), e.err(st)
+}
+
+// takeCompletions fills batch with decided requests and returns how many.
+func takeCompletions(p *C.apf_dispatcher, batch []C.uint64_t) (int, error) {
+	var n C.size_t
+	var e cerr
+	st := C.go_apf_take(p, unsafe.SliceData(batch), C.size_t(len(batch)), &n, &e.e)
+	return int(n), e.err(st)
+}
+
+func (d *Dispatcher) reconfigureC(config []byte) error {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return ErrClosed
+	}
+	var e cerr
+	text, n := cbytes(config)
+	st := C.go_apf_reconfigure(p, text, n, &e.e)
+	runtime.KeepAlive(config)
+	runtime.KeepAlive(d)
+	return e.err(st)
+}
+
+func (d *Dispatcher) advanceC(nanos uint64) error {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return ErrClosed
+	}
+	var e cerr
+	st := C.go_apf_advance(p, C.uint64_t(nanos), &e.e)
+	runtime.KeepAlive(d)
+	return e.err(st)
+}
+
+func (d *Dispatcher) nowC() (uint64, error) {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return 0, ErrClosed
+	}
+	var now C.uint64_t
+	var e cerr
+	st := C.go_apf_now(p, &now, &e.e)
+	runtime.KeepAlive(d)
+	return uint64(now), e.err(st)
+}
+
+func (d *Dispatcher) statsTextC() (string, error) {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return "", ErrClosed
+	}
+	buf := make([]byte, 4096)
+	for {
+		var n C.size_t
+		var e cerr
+		st := C.go_apf_stats_text(p, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &e.e)
+		err := e.err(st)
+		if errors.Is(err, StatusInsufficientSize) {
+			buf = make([]byte, int(n)+1)
+			continue
+		}
+		runtime.KeepAlive(d)
+		if err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+}
+
+// decision is a start's outcome as C gave it.
+type decision C.apf_decision
+
+// startC classifies and decides on a request. Strings go to C as separate
+// (pointer, length) arguments: Go memory passed to C may not itself hold
+// Go pointers, which a C apf_request_digest in Go memory would.
+func (d *Dispatcher) startC(dg *RequestDigest, est WorkEstimate, out *decision) error {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return ErrClosed
+	}
+	var lensSmall [8]C.size_t
+	var bufSmall [256]byte
+	groupsBuf, groupLens := packGroups(dg.Groups, bufSmall[:0], lensSmall[:0])
+	user, userN := cstr(dg.User)
+	verb, verbN := cstr(dg.Verb)
+	group, groupN := cstr(dg.APIGroup)
+	res, resN := cstr(dg.Resource)
+	sub, subN := cstr(dg.Subresource)
+	ns, nsN := cstr(dg.Namespace)
+	name, nameN := cstr(dg.Name)
+	path, pathN := cstr(dg.Path)
+	gb, _ := cbytes(groupsBuf)
+	var e cerr
+	st := C.go_apf_start(p,
+		user, userN,
+		gb, unsafe.SliceData(groupLens), C.size_t(len(groupLens)),
+		C.bool(dg.IsResourceRequest),
+		verb, verbN, group, groupN, res, resN, sub, subN, ns, nsN, name, nameN, path, pathN,
+		C.uint32_t(est.InitialSeats), C.uint32_t(est.FinalSeats), C.uint64_t(est.AdditionalLatency),
+		0, (*C.apf_decision)(out), &e.e)
+	runtime.KeepAlive(dg)
+	runtime.KeepAlive(groupsBuf)
+	runtime.KeepAlive(d)
+	return e.err(st)
+}
+
+// packGroups lays the group names end to end in buf and their lengths in
+// lens (both grown past their capacity only for unusually many groups).
+func packGroups(groups []string, buf []byte, lens []C.size_t) ([]byte, []C.size_t) {
+	for _, g := range groups {
+		buf = append(buf, g...)
+		lens = append(lens, C.size_t(len(g)))
+	}
+	return buf, lens
+}
+
+func (d *Dispatcher) finishC(h uint64) error {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return ErrClosed
+	}
+	var e cerr
+	st := C.go_apf_finish(p, C.uint64_t(h), 0, &e.e)
+	runtime.KeepAlive(d)
+	return e.err(st)
+}
+
+// pollC reports a request's state: queued, executing, or rejected.
+func (d *Dispatcher) pollC(h uint64) (outcome uint32, reason RejectReason, err error) {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return 0, 0, ErrClosed
+	}
+	var o, r C.uint32_t
+	var e cerr
+	st := C.go_apf_poll(p, C.uint64_t(h), &o, &r, &e.e)
+	runtime.KeepAlive(d)
+	return uint32(o), RejectReason(r), e.err(st)
+}
+
+func (d *Dispatcher) cancelC(h uint64) (bool, error) {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return false, ErrClosed
+	}
+	var cancelled C.bool
+	var e cerr
+	st := C.go_apf_cancel(p, C.uint64_t(h), &cancelled, &e.e)
+	runtime.KeepAlive(d)
+	return bool(cancelled), e.err(st)
+}
+
+// The outcomes of apf_decision.outcome and apf_request_poll.
+const (
+	outcomeExecute  = uint32(C.APF_OUTCOME_EXECUTE)
+	outcomeQueued   = uint32(C.APF_OUTCOME_QUEUED)
+	outcomeRejected = uint32(C.APF_OUTCOME_REJECTED)
+)
+
+func (dec *decision) outcomeCode() uint32        { return uint32(dec.outcome) }
+func (dec *decision) handle() uint64             { return uint64(dec.request) }
+func (dec *decision) rejectReason() RejectReason { return RejectReason(dec.reject_reason) }
+func (dec *decision) schema() (n, u cString) {
+	return cString(dec.flow_schema_name), cString(dec.flow_schema_uid)
+}
+func (dec *decision) level() (n, u cString) {
+	return cString(dec.priority_level_name), cString(dec.priority_level_uid)
+}
+
+// cString is a string libapf owns until the dispatcher is freed.
+type cString C.apf_str
+
+func (s cString) key() uintptr { return uintptr(unsafe.Pointer(s.ptr)) }
+
+func (s cString) String() string { return C.GoStringN(s.ptr, C.int(s.len)) }

@@ -1,0 +1,249 @@
+package apf
+
+// #include "shim.h"
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Options are the server-wide settings. A zero field takes libapf's
+// default (600 seats, G = 3 ms, 15 s wait limit, 10 s borrowing period).
+type Options struct {
+	// ServerConcurrencyLimit is the seats shared by all priority levels
+	// (Kubernetes: max-requests-inflight + max-mutating-requests-inflight).
+	ServerConcurrencyLimit uint32
+	// ServiceTimeGuess is G, fair queuing's initial service-time guess.
+	ServiceTimeGuess time.Duration
+	// WaitLimit is the longest a request waits in a queue.
+	WaitLimit time.Duration
+	// BorrowingPeriod is how often borrowing recomputes the levels' limits.
+	BorrowingPeriod time.Duration
+	// ManualClock runs the dispatcher on a clock that starts at 0 and moves
+	// only through AdvanceClock (for tests and simulations).
+	ManualClock bool
+}
+
+// Dispatcher is a libapf dispatcher: the flow schemas and priority levels
+// in force, their queues, and the seats in use. All methods may be called
+// from any number of goroutines, except Close (see the package
+// documentation).
+type Dispatcher struct {
+	// c is shared with the completion goroutine, which must not keep the
+	// Dispatcher itself reachable (or its finalizer would never run).
+	c *core
+}
+
+type core struct {
+	// ptr is the *C.apf_dispatcher, nil once closed (accessed atomically;
+	// atomic.Pointer cannot hold an incomplete C type).
+	ptr     unsafe.Pointer
+	waiters *waiters
+	names   names
+	// file is a duplicate of libapf's completion fd, registered with Go's
+	// network poller; closing it stops the completion goroutine.
+	file     *os.File
+	loopDone chan struct{}
+	once     sync.Once
+}
+
+// NewBuiltin makes a dispatcher with Kubernetes' built-in configuration
+// (the suggested and mandatory flow schemas and priority levels).
+func NewBuiltin(opts Options) (*Dispatcher, error) {
+	return newDispatcher(nil, true, opts)
+}
+
+// NewFromConfig makes a dispatcher from configuration text: a YAML or JSON
+// list of FlowSchema and PriorityLevelConfiguration objects as kubectl
+// prints them (the mandatory objects are added when missing).
+func NewFromConfig(config []byte, opts Options) (*Dispatcher, error) {
+	return newDispatcher(config, false, opts)
+}
+
+func newDispatcher(config []byte, builtin bool, opts Options) (*Dispatcher, error) {
+	if err := checkVersion(); err != nil {
+		return nil, err
+	}
+	p, err := newC(config, builtin, opts)
+	if err != nil {
+		return nil, err
+	}
+	c := &core{waiters: newWaiters(), loopDone: make(chan struct{})}
+	atomic.StorePointer(&c.ptr, unsafe.Pointer(p))
+	raw, err := c.openCompletions(p)
+	if err != nil {
+		freeC(p)
+		return nil, err
+	}
+	go c.completionLoop(p, raw)
+	d := &Dispatcher{c: c}
+	runtime.SetFinalizer(d, (*Dispatcher).Close)
+	return d, nil
+}
+
+// checkVersion refuses a libapf whose major version (minor, before 1.0)
+// differs from the header's.
+func checkVersion() error {
+	h, l := headerVersion(), libraryVersion()
+	compatible := h>>16 == l>>16 && (h>>16 != 0 || h>>8&0xff == l>>8&0xff)
+	if !compatible {
+		return fmt.Errorf("%w: header %#x, library %#x", ErrVersion, h, l)
+	}
+	return nil
+}
+
+// Close frees the dispatcher. It is idempotent; later calls return
+// ErrClosed, and goroutines still waiting in Handle return ErrClosed.
+func (d *Dispatcher) Close() error {
+	runtime.SetFinalizer(d, nil)
+	d.c.close()
+	return nil
+}
+
+// load is the C dispatcher, or nil once closed.
+func (c *core) load() *C.apf_dispatcher {
+	return (*C.apf_dispatcher)(atomic.LoadPointer(&c.ptr))
+}
+
+func (c *core) close() {
+	c.once.Do(func() {
+		p := (*C.apf_dispatcher)(atomic.SwapPointer(&c.ptr, nil))
+		_ = c.file.Close()
+		<-c.loopDone
+		c.waiters.close()
+		freeC(p)
+	})
+}
+
+// openCompletions switches libapf's completion queue on and wraps a
+// duplicate of its fd (libapf keeps and closes its own) for the poller.
+func (c *core) openCompletions(p *C.apf_dispatcher) (syscall.RawConn, error) {
+	fd, err := completionFd(p)
+	if err != nil {
+		return nil, err
+	}
+	syscall.ForkLock.RLock()
+	dup, err := syscall.Dup(fd)
+	if err == nil {
+		syscall.CloseOnExec(dup)
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("apf: duplicating the completion fd: %w", err)
+	}
+	// The fd is non-blocking, so os.NewFile registers it with the poller.
+	c.file = os.NewFile(uintptr(dup), "apf-completions")
+	raw, err := c.file.SyscallConn()
+	if err != nil {
+		_ = c.file.Close()
+		return nil, err
+	}
+	return raw, nil
+}
+
+// completionLoop is the one goroutine that learns of decisions on queued
+// requests: it sleeps in the poller until the completion fd is readable,
+// takes every decided request from libapf (which makes the fd unreadable
+// again once the queue is empty) and wakes each one's waiter.
+func (c *core) completionLoop(p *C.apf_dispatcher, raw syscall.RawConn) {
+	defer close(c.loopDone)
+	batch := make([]C.uint64_t, 64)
+	drain := func(uintptr) bool {
+		for {
+			n, err := takeCompletions(p, batch)
+			for _, h := range batch[:n] {
+				c.waiters.wake(uint64(h))
+			}
+			if err != nil || n < len(batch) {
+				// false: wait until the fd is readable, then call again.
+				return false
+			}
+		}
+	}
+	// Read returns only when the file is closed.
+	_ = raw.Read(drain)
+}
+
+// Reconfigure replaces the configuration; on error the old one stays in
+// force. Levels that keep their name and type keep their queues.
+func (d *Dispatcher) Reconfigure(config []byte) error {
+	return d.reconfigureC(config)
+}
+
+// AdvanceClock moves a manual clock forward, firing time-outs that fall due.
+func (d *Dispatcher) AdvanceClock(by time.Duration) error {
+	if by < 0 {
+		return &Error{Status: StatusInvalidParameter, Message: "AdvanceClock: negative duration"}
+	}
+	return d.advanceC(uint64(by))
+}
+
+// Now is the dispatcher's clock: time since its epoch (its creation, or 0
+// of a manual clock).
+func (d *Dispatcher) Now() (time.Duration, error) {
+	n, err := d.nowC()
+	return time.Duration(n), err
+}
+
+// StatsText is a plain-text dump of every level's gauges and counters.
+func (d *Dispatcher) StatsText() (string, error) {
+	return d.statsTextC()
+}
+
+// names caches the Go copies of libapf's flow schema and priority level
+// strings, by their C address: libapf keeps each string at one address
+// until the dispatcher is freed, so an address names one string for the
+// cache's lifetime. Reads take no lock and allocate nothing.
+type names struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[namesKey]namePair]
+}
+
+type namesKey struct{ name, uid uintptr }
+
+type namePair struct{ name, uid string }
+
+func (n *names) get(name, uid cString) namePair {
+	k := namesKey{name.key(), uid.key()}
+	if m := n.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := n.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	fresh := make(map[namesKey]namePair, 8)
+	if old != nil {
+		for kk, v := range *old {
+			fresh[kk] = v
+		}
+	}
+	v := namePair{name.String(), uid.String()}
+	fresh[k] = v
+	n.m.Store(&fresh)
+	return v
+}
+
+func (n *names) classification(dec *decision) Classification {
+	fs := n.get(dec.schema())
+	pl := n.get(dec.level())
+	return Classification{
+		FlowSchema:       fs.name,
+		FlowSchemaUID:    fs.uid,
+		PriorityLevel:    pl.name,
+		PriorityLevelUID: pl.uid,
+	}
+}

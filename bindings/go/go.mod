@@ -1,0 +1,3 @@
+module github.com/libapf/apf-go
+
+go 1.24

@@ -1,0 +1,132 @@
+package apf
+
+import (
+	"context"
+	"errors"
+)
+
+// Handle takes a request through priority and fairness, as Kubernetes'
+// flowcontrol Interface.Handle does:
+//
+//   - workEstimator (nil: one seat) sizes the request, then the request is
+//     classified and decided on; libapf classifies and estimates in one
+//     call, so unlike Kubernetes the estimator runs before noteFn;
+//   - noteFn (may be nil) sees the classification before anything else
+//     happens to the request (servers set response headers there);
+//   - if the request waits in a queue, queueNoteFn (may be nil) is called
+//     with true when it enters and false when it leaves;
+//   - execFn runs if, and only if, the request is dispatched. Its seats
+//     are given back when execFn returns, or panics (the panic then goes
+//     on up). Handle never returns while execFn runs.
+//
+// While the request waits, the goroutine is parked on a channel (no OS
+// thread is held). If ctx ends first, the request is cancelled in libapf
+// and rejected with reason Cancelled, or TimeOut when ctx's deadline
+// passed; a dispatch that came just before the cancellation is honoured,
+// as in Kubernetes.
+//
+// The error is for failures of the library (or ErrClosed), never for a
+// rejection, which is a Result with Outcome Rejected.
+func (d *Dispatcher) Handle(ctx context.Context, digest RequestDigest,
+	noteFn func(Classification),
+	workEstimator func() WorkEstimate,
+	queueNoteFn func(inQueue bool),
+	execFn func(),
+) (Result, error) {
+	estimate := WorkEstimate{InitialSeats: 1}
+	if workEstimator != nil {
+		estimate = workEstimator()
+	}
+	var dec decision
+	if err := d.startC(&digest, estimate, &dec); err != nil {
+		return Result{}, err
+	}
+	res := Result{Classification: d.c.names.classification(&dec)}
+	if noteFn != nil {
+		noteFn(res.Classification)
+	}
+	h := dec.handle()
+	switch dec.outcomeCode() {
+	case outcomeExecute:
+		return res, d.execute(h, &res, execFn)
+	case outcomeRejected:
+		res.Outcome, res.RejectReason = Rejected, dec.rejectReason()
+		return res, nil
+	}
+	res.Queued = true
+	if queueNoteFn != nil {
+		queueNoteFn(true)
+	}
+	outcome, reason, err := d.await(ctx, h)
+	if queueNoteFn != nil {
+		queueNoteFn(false)
+	}
+	if err != nil {
+		return res, err
+	}
+	if outcome == outcomeExecute {
+		return res, d.execute(h, &res, execFn)
+	}
+	res.Outcome, res.RejectReason = Rejected, reason
+	return res, nil
+}
+
+// execute runs a dispatched request and finishes it even if execFn panics.
+func (d *Dispatcher) execute(h uint64, res *Result, execFn func()) (err error) {
+	res.Outcome = Executed
+	defer func() {
+		if ferr := d.finishC(h); err == nil {
+			err = ferr
+		}
+	}()
+	execFn()
+	return nil
+}
+
+// await parks until queued request h is decided or ctx ends, and returns
+// the decision: outcomeExecute (the request now holds its seats) or
+// outcomeRejected with the reason.
+func (d *Dispatcher) await(ctx context.Context, h uint64) (uint32, RejectReason, error) {
+	for {
+		wake, ok := d.c.waiters.add(h)
+		if !ok {
+			return 0, 0, ErrClosed
+		}
+		// A decision made before the waiter was registered woke nobody.
+		outcome, reason, err := d.pollC(h)
+		if err != nil || outcome != outcomeQueued {
+			d.c.waiters.remove(h, wake)
+			return outcome, reason, err
+		}
+		select {
+		case <-wake:
+			d.c.waiters.woken(wake)
+			outcome, reason, err = d.pollC(h)
+			if err != nil || outcome != outcomeQueued {
+				return outcome, reason, err
+			}
+			// Still queued: the wake was not for this decision; wait again.
+		case <-ctx.Done():
+			d.c.waiters.remove(h, wake)
+			return d.abandon(ctx, h)
+		}
+	}
+}
+
+// abandon cancels queued request h because its context ended.
+func (d *Dispatcher) abandon(ctx context.Context, h uint64) (uint32, RejectReason, error) {
+	outcome, reason, err := d.pollC(h)
+	if err != nil || outcome != outcomeQueued {
+		return outcome, reason, err
+	}
+	// If the request is decided between the poll and the cancellation,
+	// libapf finishes a dispatch at once; either way it did not run.
+	if _, err := d.cancelC(h); err != nil {
+		return 0, 0, err
+	}
+	reason = Cancelled
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		reason = TimeOut
+	}
+	return outcomeRejected, reason, nil
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Build libapf and run the Go binding's tests: go vet, `go test -race`
+# (real goroutine concurrency against the C library), then the `-tags debug`
+# build, which forces a garbage collection inside every call into C so
+# lifetime mistakes fail at once. The Kubernetes comparison (k8scompare/, a
+# separate module) is not run here: see run-compare.sh.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+
+if ! command -v go >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        echo "run-tests.sh: installing Go (golang-go)" >&2
+        apt-get install -y golang-go >/dev/null || { apt-get update >/dev/null && apt-get install -y golang-go >/dev/null; }
+    fi
+fi
+command -v go >/dev/null 2>&1 || { echo "run-tests.sh: Go 1.24 or newer is required" >&2; exit 1; }
+# go.mod asks for 1.24 (cgo noescape/nocallback); a Go 1.21+ toolchain
+# fetches it by itself through the module proxy.
+export CGO_ENABLED=1
+
+(cd "$root" && cargo build --release --lib)
+
+cd "$here"
+go vet ./...
+go test -race -count=1 -timeout 300s ./...
+go test -race -tags debug -short -count=1 -timeout 300s ./...

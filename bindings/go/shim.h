@@ -1,0 +1,56 @@
+// C helpers of the Go binding (see cgo.go): one Go call, one C call.
+#ifndef GO_APF_SHIM_H
+#define GO_APF_SHIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "apf.h"
+
+// A copy of the last error message, malloc'd (Go frees it).
+typedef struct {
+	char *msg;
+	size_t len;
+} go_apf_err;
+
+uint32_t go_apf_start(apf_dispatcher *d,
+		const char *user, size_t user_len,
+		const char *groups_buf, const size_t *group_lens, size_t n_groups,
+		bool is_resource,
+		const char *verb, size_t verb_len,
+		const char *api_group, size_t api_group_len,
+		const char *resource, size_t resource_len,
+		const char *subresource, size_t subresource_len,
+		const char *ns, size_t ns_len,
+		const char *name, size_t name_len,
+		const char *path, size_t path_len,
+		uint32_t initial_seats, uint32_t final_seats, uint64_t latency_nanos,
+		uint64_t deadline_nanos,
+		apf_decision *out, go_apf_err *e);
+
+uint32_t go_apf_finish(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, go_apf_err *e);
+
+uint32_t go_apf_poll(apf_dispatcher *d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e);
+
+uint32_t go_apf_cancel(apf_dispatcher *d, uint64_t request, bool *cancelled, go_apf_err *e);
+
+uint32_t go_apf_take(apf_dispatcher *d, uint64_t *out, size_t cap, size_t *n, go_apf_err *e);
+
+uint32_t go_apf_new(const char *text, size_t len, bool builtin, const apf_options *opts,
+		apf_dispatcher **out, go_apf_err *e);
+
+uint32_t go_apf_options_default(apf_options *out, go_apf_err *e);
+
+uint32_t go_apf_reconfigure(apf_dispatcher *d, const char *text, size_t len, go_apf_err *e);
+
+uint32_t go_apf_advance(apf_dispatcher *d, uint64_t nanos, go_apf_err *e);
+
+uint32_t go_apf_now(apf_dispatcher *d, uint64_t *out, go_apf_err *e);
+
+uint32_t go_apf_completion_fd(apf_dispatcher *d, int *out, go_apf_err *e);
+
+uint32_t go_apf_stats_text(apf_dispatcher *d, char *buf, size_t len, size_t *out_len, go_apf_err *e);
+
+uint32_t go_apf_header_version(void);
+
+#endif

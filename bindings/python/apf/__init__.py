@@ -1,0 +1,59 @@
+"""Python bindings for libapf: Kubernetes' API Priority and Fairness as a
+library (ctypes over the C ABI in ``include/apf.h``).
+
+    import apf
+
+    with apf.Dispatcher() as dispatcher:            # the built-in configuration
+        digest = apf.RequestDigest(user="alice", verb="get", resource="pods",
+                                   namespace="default", path="/api/v1/namespaces/default/pods")
+        try:
+            with dispatcher.request(digest) as r:     # waits if queued
+                serve(r.priority_level_uid)
+        except apf.Rejected as e:
+            reply_429(e.reason)
+
+The shared library is found through ``APF_LIBRARY`` (a file or a directory)
+or in the repository's ``target/release``.
+"""
+
+from ._library import ApfError, ClosedError, LibraryNotFound, last_error, status_text
+from .dispatcher import Dispatcher, Request, RequestScope, default_options
+from .aio import AsyncRequestScope
+from .types import (
+    Decision,
+    Options,
+    Outcome,
+    RejectReason,
+    Rejected,
+    RequestDigest,
+    WorkEstimate,
+)
+
+
+def abi_version() -> int:
+    """The loaded library's packed version (``MAJOR << 16 | MINOR << 8 | PATCH``)."""
+    from ._library import lib
+
+    return lib().apf_abi_version()
+
+
+__all__ = [
+    "ApfError",
+    "AsyncRequestScope",
+    "ClosedError",
+    "Decision",
+    "Dispatcher",
+    "LibraryNotFound",
+    "Options",
+    "Outcome",
+    "RejectReason",
+    "Rejected",
+    "Request",
+    "RequestDigest",
+    "RequestScope",
+    "WorkEstimate",
+    "abi_version",
+    "default_options",
+    "last_error",
+    "status_text",
+]

@@ -1,0 +1,178 @@
+"""ctypes declarations generated from include/apf.h by tools/gen_bindings.py.
+
+Do not edit: run `python3 tools/gen_bindings.py` after a header change.
+"""
+# fmt: off
+# ruff: noqa
+import ctypes
+
+# Constants (#define)
+APF_VERSION_MAJOR = 0
+APF_VERSION_MINOR = 1
+APF_VERSION_PATCH = 0
+APF_VERSION_NUMBER = 256
+
+# enum apf_status
+APF_OK = 0
+APF_ERR_INVALID_PARAMETER = 7000
+APF_ERR_NULL_POINTER = 7001
+APF_ERR_INVALID_UTF8 = 7002
+APF_ERR_PANIC = 7003
+APF_ERR_INVALID_HANDLE = 7004
+APF_ERR_REQUEST_QUEUED = 7005
+APF_ERR_REQUEST_REJECTED = 7006
+APF_ERR_REQUEST_EXECUTING = 7007
+APF_ERR_CONFIG = 7008
+APF_ERR_NOT_MANUAL_CLOCK = 7009
+APF_ERR_INSUFFICIENT_SIZE = 7010
+APF_ERR_IO = 7011
+APF_ERR_TOO_MANY_REQUESTS = 7012
+APF_ERR_IN_CALLBACK = 7013
+apf_status_NAMES = {
+    0: 'APF_OK',
+    7000: 'APF_ERR_INVALID_PARAMETER',
+    7001: 'APF_ERR_NULL_POINTER',
+    7002: 'APF_ERR_INVALID_UTF8',
+    7003: 'APF_ERR_PANIC',
+    7004: 'APF_ERR_INVALID_HANDLE',
+    7005: 'APF_ERR_REQUEST_QUEUED',
+    7006: 'APF_ERR_REQUEST_REJECTED',
+    7007: 'APF_ERR_REQUEST_EXECUTING',
+    7008: 'APF_ERR_CONFIG',
+    7009: 'APF_ERR_NOT_MANUAL_CLOCK',
+    7010: 'APF_ERR_INSUFFICIENT_SIZE',
+    7011: 'APF_ERR_IO',
+    7012: 'APF_ERR_TOO_MANY_REQUESTS',
+    7013: 'APF_ERR_IN_CALLBACK',
+}
+
+# enum apf_outcome
+APF_OUTCOME_EXECUTE = 0
+APF_OUTCOME_QUEUED = 1
+APF_OUTCOME_REJECTED = 2
+apf_outcome_NAMES = {
+    0: 'APF_OUTCOME_EXECUTE',
+    1: 'APF_OUTCOME_QUEUED',
+    2: 'APF_OUTCOME_REJECTED',
+}
+
+# enum apf_reject_reason
+APF_REJECT_NONE = 0
+APF_REJECT_QUEUE_FULL = 1
+APF_REJECT_TIME_OUT = 2
+APF_REJECT_CANCELLED = 3
+APF_REJECT_CONCURRENCY_LIMIT = 4
+apf_reject_reason_NAMES = {
+    0: 'APF_REJECT_NONE',
+    1: 'APF_REJECT_QUEUE_FULL',
+    2: 'APF_REJECT_TIME_OUT',
+    3: 'APF_REJECT_CANCELLED',
+    4: 'APF_REJECT_CONCURRENCY_LIMIT',
+}
+
+class apf_dispatcher(ctypes.Structure):
+    pass
+
+class apf_options(ctypes.Structure):
+    pass
+
+class apf_str(ctypes.Structure):
+    pass
+
+class apf_request_digest(ctypes.Structure):
+    pass
+
+class apf_work_estimate(ctypes.Structure):
+    pass
+
+class apf_decision(ctypes.Structure):
+    pass
+
+apf_status = ctypes.c_uint32
+apf_outcome = ctypes.c_uint32
+apf_reject_reason = ctypes.c_uint32
+
+apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
+
+apf_options._fields_ = [
+    ('server_concurrency_limit', ctypes.c_uint32),
+    ('service_time_guess_ns', ctypes.c_uint64),
+    ('wait_limit_ns', ctypes.c_uint64),
+    ('borrowing_period_ns', ctypes.c_uint64),
+    ('manual_clock', ctypes.c_bool),
+]
+
+apf_str._fields_ = [
+    ('ptr', ctypes.POINTER(ctypes.c_char)),
+    ('len', ctypes.c_size_t),
+]
+
+apf_request_digest._fields_ = [
+    ('user', ctypes.POINTER(ctypes.c_char)),
+    ('user_len', ctypes.c_size_t),
+    ('verb', ctypes.POINTER(ctypes.c_char)),
+    ('verb_len', ctypes.c_size_t),
+    ('api_group', ctypes.POINTER(ctypes.c_char)),
+    ('api_group_len', ctypes.c_size_t),
+    ('resource', ctypes.POINTER(ctypes.c_char)),
+    ('resource_len', ctypes.c_size_t),
+    ('subresource', ctypes.POINTER(ctypes.c_char)),
+    ('subresource_len', ctypes.c_size_t),
+    ('namespace_', ctypes.POINTER(ctypes.c_char)),
+    ('namespace_len', ctypes.c_size_t),
+    ('name', ctypes.POINTER(ctypes.c_char)),
+    ('name_len', ctypes.c_size_t),
+    ('path', ctypes.POINTER(ctypes.c_char)),
+    ('path_len', ctypes.c_size_t),
+    ('groups', ctypes.POINTER(apf_str)),
+    ('n_groups', ctypes.c_size_t),
+    ('is_resource_request', ctypes.c_bool),
+]
+
+apf_work_estimate._fields_ = [
+    ('initial_seats', ctypes.c_uint32),
+    ('final_seats', ctypes.c_uint32),
+    ('additional_latency_nanos', ctypes.c_uint64),
+]
+
+apf_decision._fields_ = [
+    ('outcome', ctypes.c_uint32),
+    ('reject_reason', ctypes.c_uint32),
+    ('request', ctypes.c_uint64),
+    ('flow_schema_name', apf_str),
+    ('flow_schema_uid', apf_str),
+    ('priority_level_name', apf_str),
+    ('priority_level_uid', apf_str),
+]
+
+# name: (restype, [(parameter, argtype), ...])
+FUNCTIONS = {
+    'apf_options_default': (apf_status, [('out', ctypes.POINTER(apf_options))]),
+    'apf_dispatcher_new_builtin': (apf_status, [('options', ctypes.POINTER(apf_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
+    'apf_dispatcher_new_from_config': (apf_status, [('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('options', ctypes.POINTER(apf_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
+    'apf_dispatcher_free': (None, [('dispatcher', ctypes.POINTER(apf_dispatcher))]),
+    'apf_dispatcher_reconfigure': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t)]),
+    'apf_dispatcher_advance_clock': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('nanos', ctypes.c_uint64)]),
+    'apf_dispatcher_now': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_nanos', ctypes.POINTER(ctypes.c_uint64))]),
+    'apf_dispatcher_set_completion_callback': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('callback', apf_completion_callback), ('user', ctypes.c_void_p)]),
+    'apf_dispatcher_completion_fd': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
+    'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
+    'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_start_request': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('digest', ctypes.POINTER(apf_request_digest)), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_decision))]),
+    'apf_request_wait': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
+    'apf_request_poll': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
+    'apf_request_cancel': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('out_cancelled', ctypes.POINTER(ctypes.c_bool))]),
+    'apf_request_finish': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
+    'apf_abi_version': (ctypes.c_uint32, []),
+    'apf_last_error': (apf_status, [('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_status_text': (apf_status, [('status', ctypes.c_uint32), ('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+}
+
+
+def declare(lib):
+    """Set restype and argtypes of every function on a ctypes.CDLL."""
+    for name, (restype, params) in FUNCTIONS.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = [t for _, t in params]
+    return lib

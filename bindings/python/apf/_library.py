@@ -1,0 +1,136 @@
+"""Finding and loading libapf, and turning its status codes into exceptions."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+
+from . import _bindings as b
+
+ENV_VAR = "APF_LIBRARY"
+_FILE_NAME = "libapf.so"
+
+
+class ApfError(Exception):
+    """A libapf function failed.
+
+    ``status`` is the ``apf_status`` code, ``status_name`` its name in
+    ``apf.h`` and ``message`` the library's ``apf_last_error`` text for the
+    failed call.
+    """
+
+    def __init__(self, status: int, message: str, function: str = ""):
+        self.status = status
+        self.status_name = b.apf_status_NAMES.get(status, f"unknown status {status}")
+        self.message = message
+        self.function = function
+        where = f"{function}: " if function else ""
+        super().__init__(f"{where}{self.status_name} ({status}): {message}")
+
+
+class ClosedError(RuntimeError):
+    """The object was used after ``close()``."""
+
+
+class LibraryNotFound(OSError):
+    """libapf.so could not be located or loaded."""
+
+
+def _candidates() -> list[Path]:
+    configured = os.environ.get(ENV_VAR)
+    if configured:
+        path = Path(configured)
+        return [path / _FILE_NAME if path.is_dir() else path]
+    # bindings/python/apf/_library.py -> the repository root is three up.
+    repo = Path(__file__).resolve().parent.parent.parent.parent
+    return [repo / "target" / "release" / _FILE_NAME]
+
+
+def _load() -> ctypes.CDLL:
+    tried = []
+    for path in _candidates():
+        if path.exists():
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as exc:
+                raise LibraryNotFound(f"cannot load {path}: {exc}") from exc
+            return b.declare(lib)
+        tried.append(str(path))
+    raise LibraryNotFound(
+        f"libapf not found (tried {', '.join(tried)}); build it with "
+        f"`cargo build --release` or set {ENV_VAR} to the path of {_FILE_NAME}"
+    )
+
+
+_lib: ctypes.CDLL | None = None
+_lib_lock = threading.Lock()
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library (loaded, declared and version-checked once)."""
+    global _lib
+    if _lib is None:
+        with _lib_lock:
+            if _lib is None:
+                loaded = _load()
+                _check_version(loaded.apf_abi_version())
+                _lib = loaded
+    return _lib
+
+
+def header_version() -> int:
+    return b.APF_VERSION_NUMBER
+
+
+def _check_version(found: int) -> None:
+    want = header_version()
+    major, minor = found >> 16, (found >> 8) & 0xFF
+    # Before 1.0 a minor version may break the ABI, as in Cargo's semver.
+    compatible = major == b.APF_VERSION_MAJOR and (major > 0 or minor == b.APF_VERSION_MINOR)
+    if not compatible or found < want:
+        raise LibraryNotFound(
+            f"libapf ABI version {_dotted(found)} is incompatible with the "
+            f"bindings' header version {_dotted(want)}"
+        )
+
+
+def _dotted(v: int) -> str:
+    return f"{v >> 16}.{(v >> 8) & 0xFF}.{v & 0xFF}"
+
+
+def last_error() -> str:
+    """The calling thread's last error message (``apf_last_error``)."""
+    f = lib().apf_last_error
+    needed = ctypes.c_size_t(0)
+    size = 256
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        status = f(buf, size, ctypes.byref(needed))
+        if status == b.APF_OK:
+            return buf.raw[: needed.value].decode("utf-8", "replace")
+        if status == b.APF_ERR_INSUFFICIENT_SIZE and needed.value + 1 > size:
+            size = needed.value + 1
+            continue
+        return ""
+
+
+def status_text(status: int) -> str:
+    """libapf's fixed description of a status code (``apf_status_text``)."""
+    text = ctypes.POINTER(ctypes.c_char)()
+    length = ctypes.c_size_t()
+    check(lib().apf_status_text(status, ctypes.byref(text), ctypes.byref(length)),
+          "apf_status_text")
+    return ctypes.string_at(text, length.value).decode()
+
+
+def check(status: int, function: str) -> None:
+    """Raise ApfError unless ``status`` is APF_OK."""
+    if status != b.APF_OK:
+        raise ApfError(status, last_error(), function)
+
+
+def call(name: str, *args) -> None:
+    """Call ``apf_<name>`` and raise on a non-OK status."""
+    check(getattr(lib(), name)(*args), name)

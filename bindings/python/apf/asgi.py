@@ -1,0 +1,76 @@
+"""An ASGI middleware that puts every HTTP request through APF.
+
+    app = apf.asgi.Middleware(app, dispatcher, classify)
+
+``classify(scope)`` (a function or a coroutine function) returns the
+:class:`apf.RequestDigest`, or None to let the request through without flow
+control. A queued request is awaited on the event loop (no thread per
+waiter); a rejected one is answered ``429`` with ``Retry-After``; a client
+that disconnects while queued cancels its task, which withdraws the
+request. Responses carry the ``X-Kubernetes-PF-FlowSchema-UID`` and
+``X-Kubernetes-PF-PriorityLevel-UID`` headers. Non-HTTP scopes (lifespan,
+websocket) pass through.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+from ._http import RetryAfter, too_many_requests, uid_headers
+from .dispatcher import Dispatcher
+from .types import Rejected, WorkEstimate
+
+
+class Middleware:
+    def __init__(self, app, dispatcher: Dispatcher, classify, estimate=None,
+                 retry_after: RetryAfter = 1, timeout_ns: Optional[int] = None):
+        self.app = app
+        self.dispatcher = dispatcher
+        self.classify = classify
+        self.estimate = estimate
+        self.retry_after = retry_after
+        self.timeout_ns = timeout_ns
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        digest = await _maybe_await(self.classify(scope))
+        if digest is None:
+            await self.app(scope, receive, send)
+            return
+        estimate = (await _maybe_await(self.estimate(scope, digest))
+                    if self.estimate else WorkEstimate())
+        pending = self.dispatcher.request_async(digest, estimate, timeout_ns=self.timeout_ns)
+        try:
+            request = await pending
+        except Rejected as rejected:
+            status, headers, body = too_many_requests(rejected, self.retry_after)
+            await send({
+                "type": "http.response.start",
+                "status": 429,
+                "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
+            })
+            await send({"type": "http.response.body", "body": body})
+            return
+        extra = [(k.lower().encode(), v.encode()) for k, v in uid_headers(request.decision)]
+        names = {k for k, _ in extra}
+
+        async def send_with_headers(message):
+            if message.get("type") == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if bytes(k).lower() not in names]
+                message = dict(message, headers=headers + extra)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            request.finish()
+
+
+async def _maybe_await(value):
+    return await value if inspect.isawaitable(value) else value
+
+
+__all__ = ["Middleware"]

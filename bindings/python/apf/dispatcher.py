@@ -1,0 +1,484 @@
+"""The dispatcher: classify a request, admit it, queue it, or reject it."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from typing import TYPE_CHECKING, Callable, Optional, Tuple, Union
+
+from . import _bindings as b
+from ._library import ApfError, ClosedError, call, last_error, lib
+from ._managed import Managed
+from .types import (
+    Decision,
+    Options,
+    Outcome,
+    RejectReason,
+    Rejected,
+    RequestDigest,
+    WorkEstimate,
+)
+
+UINT64_MAX = (1 << 64) - 1
+# A blocking wait returns this often so that signals (Ctrl-C) are seen.
+_WAIT_SLICE_NS = 100_000_000
+_ONE_SEAT = WorkEstimate()
+
+Text = Union[str, bytes]
+
+
+def _encode(text: Text) -> bytes:
+    return text if isinstance(text, bytes) else text.encode("utf-8")
+
+
+def _str_field(data: bytes):
+    # A POINTER(c_char) into `data`; the caller keeps `data` alive.
+    return ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_char))
+
+
+def _read_str(s: b.apf_str) -> str:
+    if not s.len:
+        return ""
+    return ctypes.string_at(s.ptr, s.len).decode("utf-8", "replace")
+
+
+def default_options() -> Options:
+    """libapf's default options (``apf_options_default``)."""
+    raw = b.apf_options()
+    call("apf_options_default", ctypes.byref(raw))
+    return Options(
+        server_concurrency_limit=raw.server_concurrency_limit,
+        service_time_guess_ns=raw.service_time_guess_ns,
+        wait_limit_ns=raw.wait_limit_ns,
+        borrowing_period_ns=raw.borrowing_period_ns,
+        manual_clock=bool(raw.manual_clock),
+    )
+
+
+def _raw_options(options: Optional[Options], overrides: dict) -> b.apf_options:
+    raw = b.apf_options()
+    call("apf_options_default", ctypes.byref(raw))
+    merged = dict(vars(options)) if options is not None else {}
+    unknown = set(overrides) - set(vars(Options()))
+    if unknown:
+        raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    merged.update(overrides)
+    for name, value in merged.items():
+        if value is not None:
+            setattr(raw, name, value)
+    return raw
+
+
+class _Marshalled:
+    """A digest and estimate as C structs, with the bytes they point into."""
+
+    __slots__ = ("digest", "estimate", "_keep")
+
+    def __init__(self, digest: RequestDigest, estimate: WorkEstimate):
+        if not isinstance(digest, RequestDigest):
+            raise TypeError(f"expected RequestDigest, got {type(digest).__name__}")
+        keep = []
+        d = b.apf_request_digest()
+
+        for name, (ptr_field, len_field) in _DIGEST_FIELDS.items():
+            data = _encode(getattr(digest, name))
+            keep.append(data)
+            setattr(d, ptr_field, _str_field(data))
+            setattr(d, len_field, len(data))
+        groups = [_encode(g) for g in digest.groups]
+        keep.extend(groups)
+        array = (b.apf_str * max(len(groups), 1))()
+        for i, g in enumerate(groups):
+            array[i].ptr = _str_field(g)
+            array[i].len = len(g)
+        keep.append(array)
+        d.groups = ctypes.cast(array, ctypes.POINTER(b.apf_str))
+        d.n_groups = len(groups)
+        d.is_resource_request = bool(digest.is_resource_request)
+        e = b.apf_work_estimate()
+        e.initial_seats = estimate.initial_seats
+        e.final_seats = estimate.final_seats
+        e.additional_latency_nanos = estimate.additional_latency_ns
+        self.digest = d
+        self.estimate = e
+        self._keep = keep
+
+
+if TYPE_CHECKING:
+    from .aio import AsyncRequestScope
+
+
+# RequestDigest's strings and their (pointer, length) fields in C. ctypes
+# would accept a misspelt field silently (as a plain attribute), so a test
+# checks these against apf_request_digest._fields_.
+_DIGEST_FIELDS = {
+    "user": ("user", "user_len"),
+    "verb": ("verb", "verb_len"),
+    "api_group": ("api_group", "api_group_len"),
+    "resource": ("resource", "resource_len"),
+    "subresource": ("subresource", "subresource_len"),
+    "namespace": ("namespace_", "namespace_len"),
+    "name": ("name", "name_len"),
+    "path": ("path", "path_len"),
+}
+
+
+def _decision(raw: b.apf_decision) -> Decision:
+    outcome = Outcome(raw.outcome)
+    return Decision(
+        outcome=outcome,
+        reject_reason=RejectReason(raw.reject_reason) if outcome == Outcome.REJECTED else None,
+        request=raw.request,
+        flow_schema=_read_str(raw.flow_schema_name),
+        flow_schema_uid=_read_str(raw.flow_schema_uid),
+        priority_level=_read_str(raw.priority_level_name),
+        priority_level_uid=_read_str(raw.priority_level_uid),
+    )
+
+
+class Dispatcher(Managed):
+    """An APF dispatcher (``apf_dispatcher``): thread-safe, usable from any
+    thread and from asyncio.
+
+    ``Dispatcher()`` runs Kubernetes' built-in configuration;
+    ``Dispatcher(config=text)`` runs a YAML or JSON configuration. Options
+    are an :class:`Options` and/or keyword overrides
+    (``Dispatcher(manual_clock=True, server_concurrency_limit=10)``).
+    ``close()`` (or ``with``) frees it; it is also freed when collected.
+    """
+
+    def __init__(self, config: Optional[Text] = None, options: Optional[Options] = None,
+                 **overrides):
+        raw = _raw_options(options, overrides)
+        out = ctypes.POINTER(b.apf_dispatcher)()
+        if config is None:
+            call("apf_dispatcher_new_builtin", ctypes.byref(raw), ctypes.byref(out))
+        else:
+            text = _encode(config)
+            call("apf_dispatcher_new_from_config", text, len(text), ctypes.byref(raw),
+                 ctypes.byref(out))
+        self._lib = lib()
+        self._manual_clock = bool(raw.manual_clock)
+        self._callback = None
+        self._hub = None
+        self._set_ptr(out)
+
+    @classmethod
+    def builtin(cls, options: Optional[Options] = None, **overrides) -> "Dispatcher":
+        """A dispatcher on Kubernetes' built-in configuration."""
+        return cls(None, options, **overrides)
+
+    @classmethod
+    def from_config(cls, text: Text, options: Optional[Options] = None,
+                    **overrides) -> "Dispatcher":
+        """A dispatcher on a YAML or JSON configuration (FlowSchema and
+        PriorityLevelConfiguration objects; mandatory ones are added)."""
+        return cls(text, options, **overrides)
+
+    def _delete(self, ptr) -> None:
+        self._lib.apf_dispatcher_free(ptr)
+        self._callback = None
+
+    def _before_close(self) -> None:
+        if self._hub is not None:
+            self._hub.close()
+
+    def _call(self, name: str, *args) -> None:
+        ptr = self._enter()
+        try:
+            status = getattr(self._lib, name)(ptr, *args)
+        finally:
+            self._exit()
+        if status != b.APF_OK:
+            raise ApfError(status, last_error(), name)
+
+    # --- configuration and clock ------------------------------------------
+    def reconfigure(self, config: Text) -> None:
+        """Switch to a new YAML/JSON configuration. On error (ApfError with
+        ``APF_ERR_CONFIG``) the configuration in force is unchanged."""
+        text = _encode(config)
+        self._call("apf_dispatcher_reconfigure", text, len(text))
+
+    def advance_clock(self, nanos: int) -> None:
+        """Move the manual clock forward (dispatchers with ``manual_clock``
+        only); timers due by then fire before this returns."""
+        self._call("apf_dispatcher_advance_clock", nanos)
+
+    def now(self) -> int:
+        """The dispatcher clock's time in nanoseconds since its epoch."""
+        out = ctypes.c_uint64()
+        self._call("apf_dispatcher_now", ctypes.byref(out))
+        return out.value
+
+    @property
+    def manual_clock(self) -> bool:
+        return self._manual_clock
+
+    def stats_text(self) -> str:
+        """Per-level statistics as text."""
+        needed = ctypes.c_size_t(0)
+        size = 4096
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            try:
+                self._call("apf_dispatcher_stats_text", buf, size, ctypes.byref(needed))
+            except ApfError as exc:
+                if exc.status == b.APF_ERR_INSUFFICIENT_SIZE and needed.value + 1 > size:
+                    size = needed.value + 1
+                    continue
+                raise
+            return buf.raw[: needed.value].decode("utf-8", "replace")
+
+    # --- the raw request operations (one C function each) ------------------
+    def start_request(self, digest: RequestDigest, estimate: WorkEstimate = _ONE_SEAT,
+                      deadline_ns: int = 0) -> Decision:
+        """Classify and decide (``apf_start_request``). A queued or executing
+        request must later be finished, waited on, or cancelled by handle
+        (``decision.request``); :meth:`request` does all that for you.
+        ``deadline_ns`` (dispatcher clock, 0 = none) bounds the wait."""
+        m = _Marshalled(digest, estimate)
+        out = b.apf_decision()
+        self._call("apf_start_request", ctypes.byref(m.digest), ctypes.byref(m.estimate),
+                   deadline_ns, ctypes.byref(out))
+        return _decision(out)
+
+    def wait(self, request: int, timeout_ns: Optional[int] = None) -> Tuple[Outcome, Optional[RejectReason]]:
+        """Block (without the GIL) until a queued request is decided or
+        ``timeout_ns`` of real time passed (None: forever); the outcome is
+        QUEUED if it is still waiting."""
+        outcome = b.apf_outcome()
+        reason = b.apf_reject_reason()
+        timeout = UINT64_MAX if timeout_ns is None else timeout_ns
+        self._call("apf_request_wait", request, timeout, ctypes.byref(outcome),
+                   ctypes.byref(reason))
+        return _outcome(outcome.value, reason.value)
+
+    def poll(self, request: int) -> Tuple[Outcome, Optional[RejectReason]]:
+        """The request's state now, without blocking."""
+        outcome = b.apf_outcome()
+        reason = b.apf_reject_reason()
+        self._call("apf_request_poll", request, ctypes.byref(outcome), ctypes.byref(reason))
+        return _outcome(outcome.value, reason.value)
+
+    def cancel(self, request: int) -> bool:
+        """Withdraw a queued request; the handle is retired either way.
+        False if it had just been decided (a dispatch nobody was told of is
+        finished at once). An executing request raises
+        ``APF_ERR_REQUEST_EXECUTING``: finish it instead."""
+        out = ctypes.c_bool()
+        self._call("apf_request_cancel", request, ctypes.byref(out))
+        return out.value
+
+    def finish(self, request: int, end_ns: Optional[int] = None) -> None:
+        """Release an executing request's seats; ``end_ns`` (dispatcher
+        clock) is when it really ended (default: now)."""
+        self._call("apf_request_finish", request, 0 if end_ns is None else end_ns)
+
+    def completion_fd(self) -> int:
+        """A file descriptor, owned by the dispatcher, that becomes readable
+        when a queued request is decided (see :meth:`take_completion`)."""
+        out = ctypes.c_int()
+        self._call("apf_dispatcher_completion_fd", ctypes.byref(out))
+        return out.value
+
+    def take_completion(self) -> Optional[int]:
+        """The handle of a decided queued request, or None."""
+        handle = ctypes.c_uint64()
+        some = ctypes.c_bool()
+        self._call("apf_dispatcher_take_completion", ctypes.byref(handle), ctypes.byref(some))
+        return handle.value if some.value else None
+
+    def set_completion_callback(self, fn: Optional[Callable[[int], None]]) -> None:
+        """Call ``fn(handle)`` whenever a queued request is decided. It runs
+        on a libapf thread and must be quick (hand the handle to your own
+        loop); an exception in it is printed and ignored. None removes it."""
+        if fn is None:
+            callback = ctypes.cast(None, b.apf_completion_callback)
+        else:
+            def trampoline(_user, handle):
+                fn(handle)
+
+            callback = b.apf_completion_callback(trampoline)
+        self._call("apf_dispatcher_set_completion_callback", callback, None)
+        # The C side keeps the pointer: keep the Python object alive with it.
+        self._callback = callback if fn is not None else None
+
+    # --- the high-level request API ------------------------------------------
+    def request(self, digest: RequestDigest, estimate: WorkEstimate = _ONE_SEAT, *,
+                deadline_ns: int = 0, timeout_ns: Optional[int] = None) -> "RequestScope":
+        """``with dispatcher.request(digest, estimate) as r:`` runs the body
+        once the request may execute (waiting if it is queued) and finishes
+        it on exit, also on an exception. A rejection raises
+        :class:`Rejected` from the ``with`` line. ``timeout_ns`` (dispatcher
+        clock) is a deadline relative to now."""
+        return RequestScope(self, digest, estimate, self._deadline(deadline_ns, timeout_ns))
+
+    def request_async(self, digest: RequestDigest, estimate: WorkEstimate = _ONE_SEAT, *,
+                      deadline_ns: int = 0, timeout_ns: Optional[int] = None) -> "AsyncRequestScope":
+        """The asyncio form: ``async with dispatcher.request_async(...) as
+        r:``, or ``r = await dispatcher.request_async(...)`` then
+        ``r.finish()``. A queued request is awaited on the event loop through
+        the completion fd: no thread per waiter. Cancelling the awaiting
+        task withdraws the request."""
+        from .aio import AsyncRequestScope
+
+        return AsyncRequestScope(self, digest, estimate, self._deadline(deadline_ns, timeout_ns))
+
+    def _deadline(self, deadline_ns: int, timeout_ns: Optional[int]) -> int:
+        if timeout_ns is None:
+            return deadline_ns
+        relative = self.now() + timeout_ns
+        return min(deadline_ns, relative) if deadline_ns else relative
+
+    def _admit(self, digest, estimate, deadline_ns) -> Tuple[Decision, bool]:
+        """Start a request; True if it is queued. Raises Rejected."""
+        decision = self.start_request(digest, estimate, deadline_ns)
+        if decision.outcome == Outcome.REJECTED:
+            raise Rejected(decision.reject_reason, decision)
+        return decision, decision.outcome == Outcome.QUEUED
+
+    def _wait_blocking(self, decision: Decision) -> None:
+        """Wait for a queued request in slices (so signals get through);
+        raises Rejected; on any exception the request is withdrawn."""
+        try:
+            while True:
+                outcome, reason = self.wait(decision.request, _WAIT_SLICE_NS)
+                if outcome != Outcome.QUEUED:
+                    break
+        except BaseException:
+            self._abandon(decision.request)
+            raise
+        if self._hub is not None:
+            # Once asyncio has switched the completion queue on, a blocking
+            # waiter's completion lands there too: take it out.
+            self._hub.drain()
+        if outcome == Outcome.REJECTED:
+            raise Rejected(reason, decision)
+
+    def _abandon(self, request: int) -> None:
+        """Withdraw a request whose waiter went away. libapf finishes at
+        once a dispatch nobody was told about; a dispatch that was reported
+        (the waiter died after learning it) is finished here."""
+        if self.closed:
+            return
+        try:
+            self.cancel(request)
+        except ApfError as exc:
+            if exc.status == b.APF_ERR_REQUEST_EXECUTING:
+                self.finish(request)
+            elif exc.status not in (b.APF_ERR_REQUEST_REJECTED, b.APF_ERR_INVALID_HANDLE):
+                raise
+
+    def _async_hub(self):
+        if self._hub is None:
+            from .aio import CompletionHub
+
+            if self.closed:
+                raise ClosedError("Dispatcher has been closed")
+            self._hub = CompletionHub(self)
+        return self._hub
+
+
+def _outcome(outcome: int, reason: int) -> Tuple[Outcome, Optional[RejectReason]]:
+    o = Outcome(outcome)
+    return o, (RejectReason(reason) if o == Outcome.REJECTED else None)
+
+
+class Request:
+    """An executing request. ``finish()`` (idempotent) releases its seats;
+    it is also finished by ``with`` exit and, as a last resort, when
+    collected."""
+
+    def __init__(self, dispatcher: Dispatcher, decision: Decision):
+        self.dispatcher = dispatcher
+        self.decision = decision
+        # One token: list.pop() is atomic, so two threads finishing the same
+        # request at once finish it once.
+        self._unfinished = [True]
+
+    @property
+    def handle(self) -> int:
+        return self.decision.request
+
+    @property
+    def flow_schema(self) -> str:
+        return self.decision.flow_schema
+
+    @property
+    def flow_schema_uid(self) -> str:
+        return self.decision.flow_schema_uid
+
+    @property
+    def priority_level(self) -> str:
+        return self.decision.priority_level
+
+    @property
+    def priority_level_uid(self) -> str:
+        return self.decision.priority_level_uid
+
+    @property
+    def finished(self) -> bool:
+        return not self._unfinished
+
+    def finish(self, end_ns: Optional[int] = None) -> None:
+        """Finish now, or with the actual end time ``end_ns`` (dispatcher
+        clock) so that extra latency is accounted for. Idempotent; after
+        the dispatcher's ``close()`` there is nothing left to finish."""
+        try:
+            self._unfinished.pop()
+        except IndexError:
+            return
+        try:
+            self.dispatcher.finish(self.handle, end_ns)
+        except ClosedError:
+            pass  # freeing the dispatcher finished every request
+
+    def __enter__(self) -> "Request":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.finish()
+
+    def __del__(self) -> None:
+        try:
+            self.finish()
+        except Exception:  # noqa: BLE001 - a finalizer must not raise
+            pass
+
+    def __repr__(self) -> str:
+        state = "finished" if self.finished else "executing"
+        return (f"<apf.Request {self.handle:#x} {state} level={self.priority_level!r} "
+                f"schema={self.flow_schema!r}>")
+
+
+class RequestScope:
+    """What :meth:`Dispatcher.request` returns: a context manager."""
+
+    def __init__(self, dispatcher: Dispatcher, digest: RequestDigest,
+                 estimate: WorkEstimate, deadline_ns: int):
+        self._dispatcher = dispatcher
+        self._args = (digest, estimate, deadline_ns)
+        self._request: Optional[Request] = None
+
+    def __enter__(self) -> Request:
+        if self._request is not None:
+            raise RuntimeError("a request scope can be entered only once")
+        decision, queued = self._dispatcher._admit(*self._args)
+        if queued:
+            self._dispatcher._wait_blocking(decision)
+            decision = dataclasses.replace(decision, outcome=Outcome.EXECUTE)
+        self._request = Request(self._dispatcher, decision)
+        return self._request
+
+    def __exit__(self, *exc) -> None:
+        if self._request is not None:
+            self._request.finish()
+
+
+__all__ = [
+    "Dispatcher",
+    "Request",
+    "RequestScope",
+    "default_options",
+    "UINT64_MAX",
+]

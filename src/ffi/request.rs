@@ -1,0 +1,527 @@
+//! Requests: start, wait, poll, cancel, finish.
+
+use super::cast::bytes_from_raw;
+use super::completion::RequestWaker;
+use super::dispatcher::apf_dispatcher;
+use super::names::apf_str;
+use super::slab::{Entry, Retired, Stale, Waiting};
+use super::status::{apf_status, fail};
+use crate::classification::RequestDigest;
+use crate::clock::Instant;
+use crate::dispatcher::Outcome;
+use crate::level::{RequestGuard, RequestTicket};
+use crate::queueset::RejectReason;
+use crate::work_estimate::WorkEstimate;
+use smallvec::SmallVec;
+use std::ffi::c_char;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// What became of a request (`apf_decision.outcome`, and the `out_outcome`
+/// of `apf_request_wait` and `apf_request_poll`).
+#[allow(non_camel_case_types)]
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum apf_outcome {
+    /// Execute the request now, then `apf_request_finish` it.
+    APF_OUTCOME_EXECUTE = 0,
+    /// The request waits in a queue: wait, poll, or get notified.
+    APF_OUTCOME_QUEUED = 1,
+    /// The request is rejected (Kubernetes answers 429); see the reason.
+    APF_OUTCOME_REJECTED = 2,
+}
+
+/// Why a request was rejected (`APF_REJECT_NONE` unless the outcome is
+/// `APF_OUTCOME_REJECTED`).
+#[allow(non_camel_case_types)]
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum apf_reject_reason {
+    APF_REJECT_NONE = 0,
+    /// Its queue was full and its level had no free seat.
+    APF_REJECT_QUEUE_FULL = 1,
+    /// It waited past the wait limit or its own deadline.
+    APF_REJECT_TIME_OUT = 2,
+    /// It was cancelled while it waited.
+    APF_REJECT_CANCELLED = 3,
+    /// Its level does not queue and had no free seat.
+    APF_REJECT_CONCURRENCY_LIMIT = 4,
+}
+
+impl From<RejectReason> for apf_reject_reason {
+    fn from(r: RejectReason) -> Self {
+        match r {
+            RejectReason::QueueFull => apf_reject_reason::APF_REJECT_QUEUE_FULL,
+            RejectReason::TimeOut => apf_reject_reason::APF_REJECT_TIME_OUT,
+            RejectReason::Cancelled => apf_reject_reason::APF_REJECT_CANCELLED,
+            RejectReason::ConcurrencyLimit => apf_reject_reason::APF_REJECT_CONCURRENCY_LIMIT,
+        }
+    }
+}
+
+/// What classification looks at. Strings are `(ptr, len)` pairs, not
+/// necessarily NUL-terminated, valid UTF-8; `(NULL, 0)` is the empty string
+/// (meaning "none"). libapf does not keep any pointer after the call.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct apf_request_digest {
+    /// Authenticated user name (`system:serviceaccount:NS:NAME` for a
+    /// service account).
+    pub user: *const c_char,
+    pub user_len: usize,
+    /// Kubernetes verb (`get`, `list`, `create`, ...; for a non-resource
+    /// request the lower-case HTTP method).
+    pub verb: *const c_char,
+    pub verb_len: usize,
+    /// API group, empty for the core group.
+    pub api_group: *const c_char,
+    pub api_group_len: usize,
+    pub resource: *const c_char,
+    pub resource_len: usize,
+    pub subresource: *const c_char,
+    pub subresource_len: usize,
+    /// Namespace, empty for cluster-scoped requests. (Named `namespace_`
+    /// because `namespace` is a C++ keyword.)
+    pub namespace_: *const c_char,
+    pub namespace_len: usize,
+    /// Object name.
+    pub name: *const c_char,
+    pub name_len: usize,
+    /// URL path (what non-resource rules match).
+    pub path: *const c_char,
+    pub path_len: usize,
+    /// The user's groups: `n_groups` strings (NULL when `n_groups` is 0).
+    pub groups: *const apf_str,
+    pub n_groups: usize,
+    /// A resource request (true) or a non-resource URL (false).
+    pub is_resource_request: bool,
+}
+
+/// Seats a request occupies: `initial_seats` while it executes, then
+/// `final_seats` for `additional_latency_nanos` after it finishes (0 for
+/// none). Seats of 0 count as 1; seats above a level's limit are capped.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct apf_work_estimate {
+    pub initial_seats: u32,
+    pub final_seats: u32,
+    pub additional_latency_nanos: u64,
+}
+
+/// The decision on a started request.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct apf_decision {
+    /// An `apf_outcome`.
+    pub outcome: u32,
+    /// An `apf_reject_reason`.
+    pub reject_reason: u32,
+    /// The request's handle; 0 when rejected. Executing: finish it.
+    /// Queued: wait, poll, or cancel it.
+    pub request: u64,
+    /// The flow schema that matched and the priority level it chose, and
+    /// their UIDs (empty when the configuration gave none). Servers send
+    /// the UIDs as `X-Kubernetes-PF-FlowSchema-UID` and
+    /// `X-Kubernetes-PF-PriorityLevel-UID`. Owned by the dispatcher,
+    /// NUL-terminated, valid until `apf_dispatcher_free`.
+    pub flow_schema_name: apf_str,
+    pub flow_schema_uid: apf_str,
+    pub priority_level_name: apf_str,
+    pub priority_level_uid: apf_str,
+}
+
+/// Early-return on a bad string field of the digest.
+macro_rules! digest_str {
+    ($d:ident . $field:ident, $len:ident) => {
+        try_str!($d.$field, $d.$len, concat!("digest.", stringify!($field)))
+    };
+}
+
+fn to_estimate(e: Option<&apf_work_estimate>) -> WorkEstimate {
+    match e {
+        None => WorkEstimate::new(1, 0, Duration::ZERO),
+        Some(e) => WorkEstimate::new(
+            e.initial_seats,
+            e.final_seats,
+            Duration::from_nanos(e.additional_latency_nanos),
+        ),
+    }
+}
+
+fn stale_error(handle: u64, stale: Stale, action: &str) -> apf_status {
+    match stale {
+        Stale::Retired(Retired::Rejected(_)) => fail(
+            apf_status::APF_ERR_REQUEST_REJECTED,
+            format_args!("{action}: request {handle:#x} was rejected"),
+        ),
+        Stale::Retired(Retired::Finished) => fail(
+            apf_status::APF_ERR_INVALID_HANDLE,
+            format_args!("{action}: request {handle:#x} was already finished"),
+        ),
+        Stale::Retired(Retired::Cancelled) => fail(
+            apf_status::APF_ERR_INVALID_HANDLE,
+            format_args!("{action}: request {handle:#x} was cancelled"),
+        ),
+        Stale::Unknown => fail(
+            apf_status::APF_ERR_INVALID_HANDLE,
+            format_args!("{action}: unknown or stale request handle {handle:#x}"),
+        ),
+    }
+}
+
+/// Poll a ticket once with `waker`.
+fn poll_ticket(
+    ticket: &mut RequestTicket,
+    waker: &Waker,
+) -> Option<Result<RequestGuard, RejectReason>> {
+    match Pin::new(ticket).poll(&mut Context::from_waker(waker)) {
+        Poll::Ready(r) => Some(r),
+        Poll::Pending => None,
+    }
+}
+
+/// Classify a request and decide on it.
+///
+/// `estimate` may be NULL for one seat and no additional latency.
+/// `deadline_nanos` is the latest time, on the dispatcher's clock
+/// (`apf_dispatcher_now`), at which the request may still start; 0 for
+/// none (the wait limit applies either way).
+///
+/// On `APF_OK`, `*out` holds the decision:
+/// - `APF_OUTCOME_EXECUTE`: run the request, then call
+///   `apf_request_finish(request)` exactly once;
+/// - `APF_OUTCOME_QUEUED`: wait (`apf_request_wait`), poll, or get notified
+///   (callback or completion fd); or `apf_request_cancel` it;
+/// - `APF_OUTCOME_REJECTED`: answer 429; `request` is 0.
+///
+/// # Safety
+/// `dispatcher` NULL or live; `digest` NULL or readable, its strings
+/// readable for their lengths; `estimate` NULL or readable; `out` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_start_request(
+    dispatcher: *mut apf_dispatcher,
+    digest: *const apf_request_digest,
+    estimate: *const apf_work_estimate,
+    deadline_nanos: u64,
+    out: *mut apf_decision,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        // SAFETY: NULL or readable, per the contract.
+        let Some(digest) = (unsafe { digest.as_ref() }) else {
+            return fail(apf_status::APF_ERR_NULL_POINTER, "digest is NULL");
+        };
+        // SAFETY: NULL or readable, per the contract.
+        let estimate = to_estimate(unsafe { estimate.as_ref() });
+        let out = try_out!(out);
+        // SAFETY: `groups` is readable for `n_groups` elements (contract).
+        let raw_groups = match unsafe { bytes_from_raw(digest.groups, digest.n_groups) } {
+            Ok(g) => g,
+            Err(e) => return fail(e.status(), format_args!("digest.groups {}", e.describe())),
+        };
+        let mut groups: SmallVec<[&str; 8]> = SmallVec::with_capacity(raw_groups.len());
+        for (i, g) in raw_groups.iter().enumerate() {
+            // SAFETY: each group string is readable for its length (contract).
+            match unsafe { super::cast::str_from_raw(g.ptr, g.len) } {
+                Ok(s) => groups.push(s),
+                Err(e) => {
+                    return fail(e.status(), format_args!("digest.groups[{i}] {}", e.describe()))
+                }
+            }
+        }
+        let rust_digest = RequestDigest {
+            user: digest_str!(digest.user, user_len),
+            groups: &groups,
+            verb: digest_str!(digest.verb, verb_len),
+            is_resource_request: digest.is_resource_request,
+            api_group: digest_str!(digest.api_group, api_group_len),
+            resource: digest_str!(digest.resource, resource_len),
+            subresource: digest_str!(digest.subresource, subresource_len),
+            namespace: digest_str!(digest.namespace_, namespace_len),
+            name: digest_str!(digest.name, name_len),
+            path: digest_str!(digest.path, path_len),
+        };
+        let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
+        let decision = d.inner.start_request(&rust_digest, estimate, deadline);
+        let schema = d.names.schema(&decision.flow_schema);
+        let level = d.names.level(&decision.priority_level);
+        let (outcome, reason, request) = match decision.outcome {
+            Outcome::Execute(guard) => match d.requests.insert(Entry::Executing(guard)) {
+                Ok(handle) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, handle),
+                Err(entry) => return too_many(entry),
+            },
+            Outcome::Queued(ticket) => match enqueue(d, ticket) {
+                Ok(r) => r,
+                Err(status) => return status,
+            },
+            Outcome::Rejected(reason) => (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0),
+        };
+        out.write(apf_decision {
+            outcome: outcome as u32,
+            reject_reason: reason as u32,
+            request,
+            flow_schema_name: schema.name,
+            flow_schema_uid: schema.uid,
+            priority_level_name: level.name,
+            priority_level_uid: level.uid,
+        });
+        apf_status::APF_OK
+    }
+}
+
+fn too_many(entry: Entry) -> apf_status {
+    // Dropping the entry finishes (or cancels) the request at once.
+    drop(entry);
+    fail(
+        apf_status::APF_ERR_TOO_MANY_REQUESTS,
+        "no request handle left: too many requests in flight",
+    )
+}
+
+/// Store a queued request and register its waker. If the decision came in
+/// before the waker was registered, report it as the start's outcome.
+fn enqueue(
+    d: &super::dispatcher::FfiDispatcher,
+    ticket: RequestTicket,
+) -> Result<(apf_outcome, apf_reject_reason, u64), apf_status> {
+    let waker = RequestWaker::new(d.completion.clone());
+    let entry = Entry::Waiting(Box::new(Waiting {
+        ticket,
+        waker: waker.clone(),
+    }));
+    let handle = d.requests.insert(entry).map_err(too_many)?;
+    waker.set_handle(handle);
+    let std_waker = Waker::from(waker);
+    let early = d.requests.with(handle, |mut occ| {
+        let Entry::Waiting(w) = occ.entry() else {
+            unreachable!("just inserted as waiting");
+        };
+        match poll_ticket(&mut w.ticket, &std_waker) {
+            None => None,
+            Some(Ok(guard)) => {
+                *occ.entry() = Entry::Executing(guard);
+                Some(Ok(()))
+            }
+            Some(Err(reason)) => Some(Err((reason, occ.retire(Retired::Rejected(reason))))),
+        }
+    });
+    Ok(match early {
+        Ok(None) => (
+            apf_outcome::APF_OUTCOME_QUEUED,
+            apf_reject_reason::APF_REJECT_NONE,
+            handle,
+        ),
+        Ok(Some(Ok(()))) => (
+            apf_outcome::APF_OUTCOME_EXECUTE,
+            apf_reject_reason::APF_REJECT_NONE,
+            handle,
+        ),
+        Ok(Some(Err((reason, entry)))) => {
+            drop(entry);
+            (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0)
+        }
+        // Another thread cancelled or finished a handle it never saw.
+        Err(_) => unreachable!("a fresh handle is only known to this thread"),
+    })
+}
+
+/// The current state of a request, taking the decision if there is one.
+fn poll_request(
+    d: &super::dispatcher::FfiDispatcher,
+    handle: u64,
+    action: &str,
+) -> Result<(apf_outcome, apf_reject_reason), apf_status> {
+    let result = d.requests.with(handle, |mut occ| match occ.entry() {
+        Entry::Executing(_) => (
+            apf_outcome::APF_OUTCOME_EXECUTE,
+            apf_reject_reason::APF_REJECT_NONE,
+            None,
+        ),
+        Entry::Waiting(w) => match w.ticket.poll() {
+            None => (
+                apf_outcome::APF_OUTCOME_QUEUED,
+                apf_reject_reason::APF_REJECT_NONE,
+                None,
+            ),
+            Some(Ok(guard)) => {
+                *occ.entry() = Entry::Executing(guard);
+                (
+                    apf_outcome::APF_OUTCOME_EXECUTE,
+                    apf_reject_reason::APF_REJECT_NONE,
+                    None,
+                )
+            }
+            Some(Err(reason)) => (
+                apf_outcome::APF_OUTCOME_REJECTED,
+                reason.into(),
+                Some(occ.retire(Retired::Rejected(reason))),
+            ),
+        },
+    });
+    match result {
+        Ok((outcome, reason, retired)) => {
+            drop(retired);
+            Ok((outcome, reason))
+        }
+        // A rejection already reported is reported again, as long as the
+        // handle's slot has not been reused.
+        Err(Stale::Retired(Retired::Rejected(reason))) => {
+            Ok((apf_outcome::APF_OUTCOME_REJECTED, reason.into()))
+        }
+        Err(stale) => Err(stale_error(handle, stale, action)),
+    }
+}
+
+/// Block until a queued request is decided or `timeout_nanos` of real time
+/// pass (`UINT64_MAX`: no limit; 0: do not block, as `apf_request_poll`).
+///
+/// `*out_outcome` is then `APF_OUTCOME_EXECUTE` (run it, then finish it),
+/// `APF_OUTCOME_REJECTED` with the reason in `*out_reason`, or
+/// `APF_OUTCOME_QUEUED` if the timeout passed first (the request still
+/// waits). For a request already executing: `APF_OUTCOME_EXECUTE` at once.
+/// If another thread cancels the request meanwhile, the wait ends with
+/// `APF_ERR_INVALID_HANDLE`.
+///
+/// # Safety
+/// `dispatcher` NULL or live; `out_outcome`, `out_reason` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_request_wait(
+    dispatcher: *mut apf_dispatcher,
+    request: u64,
+    timeout_nanos: u64,
+    out_outcome: *mut u32,
+    out_reason: *mut u32,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        let out_outcome = try_out!(out_outcome);
+        let out_reason = try_out!(out_reason);
+        let waker = d.requests.with(request, |mut occ| match occ.entry() {
+            Entry::Waiting(w) => Some(w.waker.clone()),
+            Entry::Executing(_) => None,
+        });
+        if let Ok(Some(waker)) = waker {
+            let timeout = (timeout_nanos != u64::MAX).then(|| Duration::from_nanos(timeout_nanos));
+            waker.wait_decided(timeout);
+        }
+        match poll_request(d, request, "apf_request_wait") {
+            Ok((outcome, reason)) => {
+                out_outcome.write(outcome as u32);
+                out_reason.write(reason as u32);
+                apf_status::APF_OK
+            }
+            Err(status) => status,
+        }
+    }
+}
+
+/// Without blocking: the state of a request. `APF_OUTCOME_QUEUED` while it
+/// waits; `APF_OUTCOME_EXECUTE` once dispatched (run it, then finish it);
+/// `APF_OUTCOME_REJECTED` with the reason if it was rejected while waiting
+/// (the handle is then retired).
+///
+/// # Safety
+/// `dispatcher` NULL or live; `out_outcome`, `out_reason` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_request_poll(
+    dispatcher: *mut apf_dispatcher,
+    request: u64,
+    out_outcome: *mut u32,
+    out_reason: *mut u32,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        let out_outcome = try_out!(out_outcome);
+        let out_reason = try_out!(out_reason);
+        match poll_request(d, request, "apf_request_poll") {
+            Ok((outcome, reason)) => {
+                out_outcome.write(outcome as u32);
+                out_reason.write(reason as u32);
+                apf_status::APF_OK
+            }
+            Err(status) => status,
+        }
+    }
+}
+
+/// Give up on a queued request (the client went away, or its context was
+/// cancelled). On `APF_OK` the handle is retired either way:
+/// `*out_cancelled` is true if it was still waiting, false if it had just
+/// been decided (a dispatch you were not told about is finished at once).
+/// No completion notification follows a cancellation. Errors:
+/// `APF_ERR_REQUEST_EXECUTING` (finish it instead),
+/// `APF_ERR_REQUEST_REJECTED`, `APF_ERR_INVALID_HANDLE`.
+///
+/// # Safety
+/// `dispatcher` NULL or live; `out_cancelled` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_request_cancel(
+    dispatcher: *mut apf_dispatcher,
+    request: u64,
+    out_cancelled: *mut bool,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        let out = try_out!(out_cancelled);
+        let taken = d.requests.with(request, |mut occ| match occ.entry() {
+            Entry::Executing(_) => None,
+            Entry::Waiting(_) => Some(occ.retire(Retired::Cancelled)),
+        });
+        match taken {
+            Ok(Some(Entry::Waiting(w))) => {
+                w.waker.silence();
+                out.write(w.ticket.cancel());
+                apf_status::APF_OK
+            }
+            Ok(_) => fail(
+                apf_status::APF_ERR_REQUEST_EXECUTING,
+                format_args!("apf_request_cancel: request {request:#x} is executing; finish it"),
+            ),
+            Err(stale) => stale_error(request, stale, "apf_request_cancel"),
+        }
+    }
+}
+
+/// Finish an executing request, with `end_nanos` the actual end of its
+/// execution on the dispatcher's clock (0: now), so the additional latency
+/// of its work estimate counts from then. The handle is retired. Errors:
+/// `APF_ERR_REQUEST_QUEUED` (not dispatched yet, or its dispatch not yet
+/// reported by wait/poll: cancel it instead), `APF_ERR_REQUEST_REJECTED`,
+/// `APF_ERR_INVALID_HANDLE` (unknown, or already finished).
+///
+/// # Safety
+/// `dispatcher` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn apf_request_finish(
+    dispatcher: *mut apf_dispatcher,
+    request: u64,
+    end_nanos: u64,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        let taken = d.requests.with(request, |mut occ| match occ.entry() {
+            Entry::Executing(_) => Some(occ.retire(Retired::Finished)),
+            Entry::Waiting(_) => None,
+        });
+        match taken {
+            Ok(Some(Entry::Executing(guard))) => {
+                let end = if end_nanos == 0 { d.now() } else { Instant::from_nanos(end_nanos) };
+                guard.finish_at(end);
+                apf_status::APF_OK
+            }
+            Ok(_) => fail(
+                apf_status::APF_ERR_REQUEST_QUEUED,
+                format_args!(
+                    "apf_request_finish: request {request:#x} is queued; wait for it, poll it, or cancel it"
+                ),
+            ),
+            Err(stale) => stale_error(request, stale, "apf_request_finish"),
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! A [tower] layer that puts APF in front of any HTTP service built on the
+//! `http` crate's types (hyper, axum, tonic). Cargo feature `tower`.
+//!
+//! For each request the layer calls a user-supplied function that describes
+//! it ([`OwnedDigest`], [`WorkEstimate`]), asks the [`Dispatcher`], and then:
+//! - **execute**: calls the inner service and holds the request's seats
+//!   until the inner service's response future completes or is dropped
+//!   (a body streamed after the response head is not counted);
+//! - **queued**: waits for its turn without blocking a thread; if the
+//!   client goes away the server drops the response future, which drops
+//!   the ticket, which takes the request out of its queue (cancelled);
+//! - **rejected** (now, or later from the queue: full, timed out): answers
+//!   `429 Too Many Requests` with `Retry-After`, computed per priority level
+//!   from its recent rejections as Kubernetes does ([`DroppedRequests`]).
+//!
+//! A queued request waits at most the dispatcher's
+//! [`wait_limit`](crate::dispatcher::DispatcherOptions::wait_limit)
+//! (Kubernetes derives a per-request limit from the request's timeout; a
+//! server with its own deadlines can drop the response future earlier).
+//!
+//! The response body type must be buildable from a `&'static str` (for the
+//! 429's text): `String`, `http_body_util::Full<Bytes>`, axum's `Body` are.
+//!
+//! Every response, served or rejected, carries
+//! `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
+//! Kubernetes sends the objects' UIDs so that the names an administrator
+//! chose stay private; when an object has no UID (the built-in
+//! configuration has none until it is stored somewhere that assigns them)
+//! the layer sends its **name** instead.
+//!
+//! ```
+//! use apf::clock::Clock;
+//! use apf::dispatcher::{Dispatcher, DispatcherOptions};
+//! use apf::tower::{ApfLayer, OwnedDigest};
+//! use apf::work_estimate::WorkEstimate;
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! let dispatcher = Arc::new(Dispatcher::builtin(DispatcherOptions::default(), Clock::real()));
+//! let layer = ApfLayer::new(dispatcher, |request: &http::Request<()>| {
+//!     let user = request.headers().get("x-remote-user").and_then(|v| v.to_str().ok());
+//!     let digest = OwnedDigest {
+//!         user: user.unwrap_or("system:anonymous").to_owned(),
+//!         groups: vec!["system:authenticated".to_owned()],
+//!         verb: request.method().as_str().to_ascii_lowercase(),
+//!         path: request.uri().path().to_owned(),
+//!         ..OwnedDigest::default()
+//!     };
+//!     (digest, WorkEstimate::new(1, 0, Duration::ZERO))
+//! });
+//! # let _ = layer;
+//! ```
+//!
+//! [tower]: https://docs.rs/tower
+
+use crate::classification::RequestDigest;
+use crate::dispatcher::{Decision, Dispatcher, Outcome};
+use crate::level::{Level, RequestGuard, RequestTicket};
+use crate::retry_after::DroppedRequests;
+use crate::sync::Arc;
+use crate::work_estimate::WorkEstimate;
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use smallvec::SmallVec;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// The matched flow schema's UID (or name, when it has no UID).
+pub const FLOW_SCHEMA_UID: HeaderName = HeaderName::from_static("x-kubernetes-pf-flowschema-uid");
+/// The matched priority level's UID (or name, when it has no UID).
+pub const PRIORITY_LEVEL_UID: HeaderName =
+    HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
+
+/// The body of a 429 response (Kubernetes' text).
+pub const TOO_MANY_REQUESTS_BODY: &str = "Too many requests, please try again later.\n";
+
+const NOSNIFF: HeaderName = HeaderName::from_static("x-content-type-options");
+
+/// A [`RequestDigest`] that owns its strings, as a classification function
+/// builds it from an HTTP request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnedDigest {
+    pub user: String,
+    pub groups: Vec<String>,
+    pub verb: String,
+    pub is_resource_request: bool,
+    pub api_group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    pub name: String,
+    pub path: String,
+}
+
+impl OwnedDigest {
+    /// The borrowed digest, with `groups` as its group list (see
+    /// [`OwnedDigest::group_refs`]). A `RequestDigest` borrows its groups
+    /// as `&[&str]`, which a `Vec<String>` cannot lend by itself.
+    pub fn as_digest<'a>(&'a self, groups: &'a [&'a str]) -> RequestDigest<'a> {
+        RequestDigest {
+            user: &self.user,
+            groups,
+            verb: &self.verb,
+            is_resource_request: self.is_resource_request,
+            api_group: &self.api_group,
+            resource: &self.resource,
+            subresource: &self.subresource,
+            namespace: &self.namespace,
+            name: &self.name,
+            path: &self.path,
+        }
+    }
+
+    /// The groups as `&str`s, on the stack for up to eight of them.
+    pub fn group_refs(&self) -> SmallVec<[&str; 8]> {
+        self.groups.iter().map(String::as_str).collect()
+    }
+
+    /// Run `f` on the borrowed digest.
+    pub fn with_digest<R>(&self, f: impl FnOnce(&RequestDigest<'_>) -> R) -> R {
+        let groups = self.group_refs();
+        f(&self.as_digest(&groups))
+    }
+}
+
+impl From<&RequestDigest<'_>> for OwnedDigest {
+    fn from(d: &RequestDigest<'_>) -> Self {
+        OwnedDigest {
+            user: d.user.to_owned(),
+            groups: d.groups.iter().map(|g| (*g).to_owned()).collect(),
+            verb: d.verb.to_owned(),
+            is_resource_request: d.is_resource_request,
+            api_group: d.api_group.to_owned(),
+            resource: d.resource.to_owned(),
+            subresource: d.subresource.to_owned(),
+            namespace: d.namespace.to_owned(),
+            name: d.name.to_owned(),
+            path: d.path.to_owned(),
+        }
+    }
+}
+
+/// The layer: wraps a service in [`Apf`].
+///
+/// `classify` maps a request to its digest and work estimate; it runs on
+/// every request before anything else, so keep it cheap.
+pub struct ApfLayer<F> {
+    shared: Arc<Shared<F>>,
+}
+
+struct Shared<F> {
+    dispatcher: Arc<Dispatcher>,
+    classify: F,
+    drops: Arc<DroppedRequests>,
+}
+
+impl<F> ApfLayer<F> {
+    pub fn new(dispatcher: Arc<Dispatcher>, classify: F) -> Self {
+        let drops = Arc::new(DroppedRequests::new(dispatcher.clock().clone()));
+        ApfLayer {
+            shared: Arc::new(Shared {
+                dispatcher,
+                classify,
+                drops,
+            }),
+        }
+    }
+
+    /// The dispatcher requests go through.
+    pub fn dispatcher(&self) -> &Arc<Dispatcher> {
+        &self.shared.dispatcher
+    }
+
+    /// The rejection history behind `Retry-After`.
+    pub fn dropped_requests(&self) -> &DroppedRequests {
+        &self.shared.drops
+    }
+}
+
+impl<F> Clone for ApfLayer<F> {
+    fn clone(&self) -> Self {
+        ApfLayer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<F> fmt::Debug for ApfLayer<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApfLayer")
+            .field("dispatcher", &self.shared.dispatcher)
+            .finish()
+    }
+}
+
+impl<S, F> Layer<S> for ApfLayer<F> {
+    type Service = Apf<S, F>;
+
+    fn layer(&self, inner: S) -> Apf<S, F> {
+        Apf {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// A service behind APF admission. See the module documentation.
+pub struct Apf<S, F> {
+    inner: S,
+    shared: Arc<Shared<F>>,
+}
+
+impl<S: Clone, F> Clone for Apf<S, F> {
+    fn clone(&self) -> Self {
+        Apf {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, F> fmt::Debug for Apf<S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Apf").field("inner", &self.inner).finish()
+    }
+}
+
+impl<S, F, ReqBody, ResBody> Service<Request<ReqBody>> for Apf<S, F>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    F: Fn(&Request<ReqBody>) -> (OwnedDigest, WorkEstimate),
+    ResBody: From<&'static str>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, ReqBody>;
+
+    /// Always ready: admission is APF's to decide, per request, and the
+    /// inner service's readiness is awaited once a request is admitted
+    /// (waiting on it here would hold back requests of every level alike).
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let (digest, estimate) = (self.shared.classify)(&request);
+        let decision =
+            digest.with_digest(|d| self.shared.dispatcher.start_request(d, estimate, None));
+        let headers = PfHeaders::of(&decision);
+        let Decision {
+            outcome,
+            priority_level,
+            ..
+        } = decision;
+        let state = match outcome {
+            Outcome::Execute(guard) => State::Admitted {
+                service: self.inner.clone(),
+                request: Some(request),
+                guard: Some(guard),
+            },
+            Outcome::Queued(ticket) => State::Queued {
+                waiting: Waiting {
+                    ticket: Some(ticket),
+                    level: priority_level,
+                    drops: self.shared.drops.clone(),
+                },
+                service: Some(self.inner.clone()),
+                request: Some(request),
+            },
+            Outcome::Rejected(_) => State::Rejected {
+                retry_after: self.shared.drops.record(&priority_level.name),
+            },
+        };
+        ResponseFuture { state, headers }
+    }
+}
+
+/// The classification headers of one request.
+#[derive(Clone, Debug)]
+struct PfHeaders {
+    flow_schema: Option<HeaderValue>,
+    priority_level: Option<HeaderValue>,
+}
+
+impl PfHeaders {
+    fn of(decision: &Decision) -> PfHeaders {
+        let value = |uid: &Option<String>, name: &str| {
+            HeaderValue::from_str(uid.as_deref().unwrap_or(name)).ok()
+        };
+        PfHeaders {
+            flow_schema: value(&decision.flow_schema.uid, &decision.flow_schema.name),
+            priority_level: value(&decision.priority_level.uid, &decision.priority_level.name),
+        }
+    }
+
+    fn apply(&self, headers: &mut HeaderMap) {
+        if let Some(v) = &self.flow_schema {
+            headers.insert(FLOW_SCHEMA_UID, v.clone());
+        }
+        if let Some(v) = &self.priority_level {
+            headers.insert(PRIORITY_LEVEL_UID, v.clone());
+        }
+    }
+}
+
+/// A waiting request. Dropped while still in its queue (the client went
+/// away), it is cancelled and counts as a rejection for `Retry-After`, as
+/// Kubernetes counts every request it did not serve.
+struct Waiting {
+    ticket: Option<RequestTicket>,
+    level: Arc<Level>,
+    drops: Arc<DroppedRequests>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            if ticket.cancel() {
+                self.drops.record(&self.level.name);
+            }
+        }
+    }
+}
+
+pin_project! {
+    /// The response of an [`Apf`] service.
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S, B>,
+        headers: PfHeaders,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        Queued {
+            waiting: Waiting,
+            service: Option<S>,
+            request: Option<Request<B>>,
+        },
+        Admitted {
+            service: S,
+            request: Option<Request<B>>,
+            guard: Option<RequestGuard>,
+        },
+        // `future` is declared before `guard`: dropped first, so the seats
+        // are released only once the handler's work is gone.
+        Running {
+            #[pin]
+            future: S::Future,
+            guard: Option<RequestGuard>,
+        },
+        Rejected {
+            retry_after: u64,
+        },
+        Done,
+    }
+}
+
+impl<S, B> fmt::Debug for ResponseFuture<S, B>
+where
+    S: Service<Request<B>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Queued { .. } => "queued",
+            State::Admitted { .. } => "admitted",
+            State::Running { .. } => "running",
+            State::Rejected { .. } => "rejected",
+            State::Done => "done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+impl<S, B, ResBody> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+    ResBody: From<&'static str>,
+{
+    type Output = Result<Response<ResBody>, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Queued {
+                    waiting,
+                    service,
+                    request,
+                } => {
+                    let Some(ticket) = waiting.ticket.as_mut() else {
+                        unreachable!("a queued state holds its ticket until it moves on")
+                    };
+                    match ready!(Pin::new(ticket).poll(cx)) {
+                        Ok(guard) => {
+                            let (Some(service), request) = (service.take(), request.take()) else {
+                                unreachable!("a queued state holds its service")
+                            };
+                            this.state.set(State::Admitted {
+                                service,
+                                request,
+                                guard: Some(guard),
+                            });
+                        }
+                        Err(_) => {
+                            let retry_after = waiting.drops.record(&waiting.level.name);
+                            this.state.set(State::Done);
+                            return Poll::Ready(Ok(too_many_requests(retry_after, this.headers)));
+                        }
+                    }
+                }
+                StateProj::Admitted {
+                    service,
+                    request,
+                    guard,
+                } => {
+                    if let Err(e) = ready!(service.poll_ready(cx)) {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Err(e));
+                    }
+                    let Some(request) = request.take() else {
+                        unreachable!("an admitted state holds its request until the call")
+                    };
+                    let future = service.call(request);
+                    let guard = guard.take();
+                    this.state.set(State::Running { future, guard });
+                }
+                StateProj::Running { future, guard } => {
+                    let result = ready!(future.poll(cx));
+                    // Seats are free before the response goes out, so a
+                    // client that has its answer never sees them taken.
+                    drop(guard.take());
+                    this.state.set(State::Done);
+                    return Poll::Ready(result.map(|mut response| {
+                        this.headers.apply(response.headers_mut());
+                        response
+                    }));
+                }
+                StateProj::Rejected { retry_after } => {
+                    let retry_after = *retry_after;
+                    this.state.set(State::Done);
+                    return Poll::Ready(Ok(too_many_requests(retry_after, this.headers)));
+                }
+                StateProj::Done => panic!("apf::tower::ResponseFuture polled after completion"),
+            }
+        }
+    }
+}
+
+/// Kubernetes' answer to a request it will not serve.
+fn too_many_requests<B: From<&'static str>>(retry_after: u64, pf: &PfHeaders) -> Response<B> {
+    let mut response = Response::new(B::from(TOO_MANY_REQUESTS_BODY));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let headers = response.headers_mut();
+    headers.insert(RETRY_AFTER, HeaderValue::from(retry_after));
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(NOSNIFF, HeaderValue::from_static("nosniff"));
+    pf.apply(headers);
+    response
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
