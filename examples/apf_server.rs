@@ -215,10 +215,7 @@ fn levels_report(dispatcher: &Dispatcher) -> String {
     );
     for level in dispatcher.levels() {
         let s = level.stats().queueset;
-        let rejected: u64 = RejectReason::ALL
-            .iter()
-            .map(|&r| level.rejected(r))
-            .sum();
+        let rejected: u64 = RejectReason::ALL.iter().map(|&r| level.rejected(r)).sum();
         let limit = if level.is_exempt() {
             "-".to_owned()
         } else {

@@ -166,6 +166,13 @@ impl ManualClock {
         &self.clock
     }
 
+    /// The earliest deadline of an armed timer, if any. A discrete-event
+    /// driver advances to it first so that it sees each timer's effects
+    /// (dispatches, time-outs) at the timer's own instant.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.clock.timers.earliest().map(Instant)
+    }
+
     /// Move time forward by `d`, firing every timer that falls due on the
     /// way, each at its own deadline, in deadline order.
     pub fn advance(&self, d: Duration) {
@@ -375,9 +382,11 @@ mod tests {
         a.set(Instant::from_nanos(10));
         manual.advance(Duration::from_nanos(20));
         assert_eq!(*log.lock().unwrap(), vec![("a", 10)]);
+        assert_eq!(manual.next_deadline(), Some(Instant::from_nanos(30)));
         manual.advance(Duration::from_nanos(20));
         assert_eq!(*log.lock().unwrap(), vec![("a", 10), ("b", 30)]);
         assert_eq!(a.deadline(), None);
+        assert_eq!(manual.next_deadline(), None);
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub mod level;
 pub mod metrics;
 pub mod queueset;
 pub mod retry_after;
+#[cfg(all(feature = "simulator", not(loom)))]
+pub mod simulator;
 pub mod sync;
 #[cfg(all(feature = "tower", not(loom)))]
 pub mod tower;

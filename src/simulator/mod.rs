@@ -1,0 +1,238 @@
+//! What a configuration does to a workload, before it goes live: the real
+//! [`crate::dispatcher::Dispatcher`] on a manual clock, fed by simulated
+//! clients, as fast as one core runs it (`apf simulate` prints how fast).
+//!
+//! A [`Workload`] (a YAML file; format in `docs/workload-format.md`) lists
+//! flows: who sends (user, groups), what (verb, resource, namespace, ... —
+//! what classification looks at), how (an open-loop Poisson rate or
+//! closed-loop clients with think time), how long each request executes
+//! (constant, uniform, exponential or lognormal), with how many seats and
+//! additional latency, and how the load changes over time (phases and
+//! bursts). [`run`] gives a deterministic [`Report`]: per flow and per
+//! level, throughput, share of seat-seconds, queue waits and rejections by
+//! reason, time series for [`charts`], and a [`Verdict`] on the flows the
+//! workload expects to be served.
+//!
+//! ```
+//! use apf::config::Config;
+//! use apf::simulator::{self, Workload};
+//!
+//! let workload = Workload::from_yaml_str("
+//! duration: 2s
+//! flows:
+//!   - name: app
+//!     user: system:serviceaccount:shop:app
+//!     groups: [system:serviceaccounts, system:authenticated]
+//!     verb: list
+//!     resource: pods
+//!     namespace: shop
+//!     rate: 500
+//!     service: {exponential: {mean: 20ms}}
+//!     expect: served
+//! ").unwrap();
+//! let (report, _stats) = simulator::run(&Config::builtin(), &workload, 7, &mut |_| {}).unwrap();
+//! let app = report.flow("app").unwrap();
+//! assert_eq!(app.level, "workload-low");
+//! assert!(report.verdict().pass);
+//! ```
+//!
+//! The built-in scenario, [`noisy_neighbour`], is what `apf simulate` runs
+//! with no arguments.
+
+mod engine;
+mod histogram;
+mod report;
+pub mod svg;
+mod workload;
+
+pub use engine::{run, RunStats, SimulationError};
+pub use histogram::Histogram;
+pub use report::{
+    count as format_count, duration as format_duration, wait as format_wait, Check, FlowReport,
+    LevelReport, Report, Series, Verdict,
+};
+pub use workload::{
+    limits, parse_duration, Arrival, Burst, Expectation, Flow, Phase, RequestTemplate, Server,
+    ServiceTime, Workload, WorkloadError, WorkloadErrors,
+};
+
+use std::path::{Path, PathBuf};
+
+/// The built-in scenario's file, `examples/workloads/noisy-neighbour.yaml`.
+pub const NOISY_NEIGHBOUR_YAML: &str =
+    include_str!("../../examples/workloads/noisy-neighbour.yaml");
+
+/// One runaway controller flooding workload-low through its service
+/// account, forty polite tenants on the same level, node heartbeats at
+/// node-high and leader election at leader-election.
+pub fn noisy_neighbour() -> Workload {
+    Workload::from_yaml_str(NOISY_NEIGHBOUR_YAML).expect("the built-in workload is valid")
+}
+
+/// The charts of a report, as (file name, SVG document): seat share over
+/// time per flow, queue length over time per level, seats in use and the
+/// limit over time per level, and the distribution of queue waits per flow.
+pub fn charts(report: &Report) -> Vec<(&'static str, String)> {
+    vec![
+        ("seat-share.svg", svg::render(&seat_share_chart(report))),
+        ("queue-length.svg", svg::render(&queue_length_chart(report))),
+        ("level-seats.svg", svg::render(&level_seats_chart(report))),
+        ("wait-time.svg", svg::render(&wait_time_chart(report))),
+    ]
+}
+
+/// Writes [`charts`] into `dir` (created if missing); returns their paths.
+pub fn write_charts(report: &Report, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    charts(report)
+        .into_iter()
+        .map(|(name, text)| {
+            let path = dir.join(name);
+            std::fs::write(&path, text)?;
+            Ok(path)
+        })
+        .collect()
+}
+
+fn seat_share_chart(report: &Report) -> svg::Chart {
+    let s = &report.series;
+    let totals: Vec<f64> = (0..s.times.len())
+        .map(|k| s.flow_seat_seconds.iter().map(|f| f[k]).sum())
+        .collect();
+    let series = report
+        .flows
+        .iter()
+        .zip(&s.flow_seat_seconds)
+        .map(|(f, seat_seconds)| {
+            let points = s
+                .times
+                .iter()
+                .zip(seat_seconds.iter().zip(&totals))
+                .map(|(&t, (&x, &total))| (t, if total > 0.0 { 100.0 * x / total } else { 0.0 }))
+                .collect();
+            svg::Line::new(f.label(), points)
+        })
+        .collect();
+    svg::Chart {
+        title: title("Share of seat time per flow", report),
+        x_label: "simulated time (s)".into(),
+        y_label: "share of seats in use (%)".into(),
+        stacked: true,
+        y_max: Some(100.0),
+        series,
+        ..svg::Chart::default()
+    }
+}
+
+fn queue_length_chart(report: &Report) -> svg::Chart {
+    let s = &report.series;
+    let series = queued_levels(report)
+        .map(|(l, level)| {
+            let points = s
+                .times
+                .iter()
+                .zip(&s.level_queue_length[l])
+                .map(|(&t, &n)| (t, n as f64))
+                .collect();
+            svg::Line::new(level.name.clone(), points)
+        })
+        .collect();
+    svg::Chart {
+        title: title("Requests waiting per priority level", report),
+        x_label: "simulated time (s)".into(),
+        y_label: "requests in queues".into(),
+        series,
+        ..svg::Chart::default()
+    }
+}
+
+fn level_seats_chart(report: &Report) -> svg::Chart {
+    let s = &report.series;
+    let mut series = Vec::new();
+    for (i, (l, level)) in queued_levels(report).enumerate() {
+        let line = |values: &[u32]| -> Vec<(f64, f64)> {
+            s.times
+                .iter()
+                .zip(values)
+                .map(|(&t, &n)| (t, n as f64))
+                .collect()
+        };
+        series.push(svg::Line {
+            name: format!("{} in use", level.name),
+            points: line(&s.level_seats_in_use[l]),
+            dashed: false,
+            color: Some(i),
+        });
+        series.push(svg::Line {
+            name: format!("{} limit", level.name),
+            points: line(&s.level_limit[l]),
+            dashed: true,
+            color: Some(i),
+        });
+    }
+    svg::Chart {
+        title: title("Seats per priority level", report),
+        x_label: "simulated time (s)".into(),
+        y_label: "seats (limit moves with borrowing)".into(),
+        series,
+        ..svg::Chart::default()
+    }
+}
+
+/// Limited levels that saw traffic, with their index.
+fn queued_levels(report: &Report) -> impl Iterator<Item = (usize, &LevelReport)> {
+    report
+        .levels
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.arrived > 0 && !l.exempt)
+}
+
+fn title(what: &str, report: &Report) -> String {
+    if report.workload.is_empty() {
+        what.to_string()
+    } else {
+        format!("{what} — {}", report.workload)
+    }
+}
+
+/// The smallest wait the log axis shows, ms; shorter waits (including
+/// none) are drawn there.
+const WAIT_FLOOR_MS: f64 = 1e-3;
+
+fn wait_time_chart(report: &Report) -> svg::Chart {
+    let longest_ms = report
+        .flows
+        .iter()
+        .map(|f| f.wait.max() as f64 / 1e6)
+        .fold(WAIT_FLOOR_MS * 1e3, f64::max);
+    let series = report
+        .flows
+        .iter()
+        .filter(|f| f.wait.count() > 0)
+        .map(|f| {
+            let mut points = vec![(WAIT_FLOOR_MS, 0.0)];
+            for (ns, frac) in f.wait.cdf() {
+                let ms = ns as f64 / 1e6;
+                if ms <= WAIT_FLOOR_MS {
+                    points[0].1 = 100.0 * frac;
+                } else {
+                    points.push((ms, 100.0 * frac));
+                }
+            }
+            // Carried to the right edge, so a flow that never waited shows
+            // as a line along the top.
+            points.push((longest_ms, 100.0));
+            svg::Line::new(f.label(), points)
+        })
+        .collect();
+    svg::Chart {
+        title: title("Queue wait distribution per flow", report),
+        x_label: "wait (ms, log scale; 1 µs or less drawn at the left edge)".into(),
+        y_label: "requests that waited at most this long (%)".into(),
+        log_x: true,
+        y_max: Some(100.0),
+        series,
+        ..svg::Chart::default()
+    }
+}

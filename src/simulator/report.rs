@@ -1,0 +1,411 @@
+//! What a simulation found, per flow and per level, the verdict on the
+//! workload's expectations, and the text `apf simulate` prints.
+
+use super::histogram::Histogram;
+use super::workload::Expectation;
+use crate::queueset::RejectReason;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Everything a run found. Deterministic: the same configuration, workload
+/// and seed give an equal report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    pub workload: String,
+    pub description: String,
+    pub seed: u64,
+    pub duration: Duration,
+    pub server_concurrency_limit: u32,
+    /// The verdict's threshold (the workload's `servedFraction`).
+    pub served_fraction: f64,
+    /// Requests the dispatcher decided on.
+    pub requests: u64,
+    /// In the workload's order.
+    pub flows: Vec<FlowReport>,
+    /// Every level of the configuration, in its order.
+    pub levels: Vec<LevelReport>,
+    pub series: Series,
+}
+
+/// One flow entry of the workload (all its replicas together).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowReport {
+    pub name: String,
+    pub replicas: u32,
+    /// Where its first replica was classified.
+    pub schema: String,
+    pub level: String,
+    pub distinguisher: String,
+    pub expect: Option<Expectation>,
+    pub arrived: u64,
+    pub dispatched: u64,
+    pub completed: u64,
+    /// Requests the flow wanted to start: its arrivals (open loop), or what
+    /// its clients would have sent had they never waited (closed loop).
+    pub demand: f64,
+    pub demand_per_second: f64,
+    /// Completed requests per simulated second.
+    pub throughput: f64,
+    /// Dispatched requests over demand.
+    pub served: f64,
+    /// The lowest `served` of one replica, when there are several and each
+    /// wanted at least a hundred requests (below that it is mostly noise).
+    pub worst_replica_served: Option<f64>,
+    /// Seats × time held by its requests (initial seats while executing,
+    /// final seats during additional latency).
+    pub seat_seconds: f64,
+    /// Its share of the seat-seconds of all flows.
+    pub seat_share: f64,
+    /// Time from arrival to dispatch of each dispatched request, ns.
+    pub wait: Histogram,
+    /// Rejections by reason, indexed by `RejectReason as usize`.
+    pub rejected: [u64; 4],
+}
+
+/// One priority level (all the flows classified there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelReport {
+    pub name: String,
+    pub exempt: bool,
+    /// NominalCL; `None` for exempt levels.
+    pub nominal_limit: Option<u32>,
+    /// The concurrency limit averaged over the samples (borrowing moves
+    /// it); `None` for exempt levels.
+    pub mean_limit: Option<f64>,
+    pub arrived: u64,
+    pub dispatched: u64,
+    pub completed: u64,
+    pub throughput: f64,
+    pub seat_seconds: f64,
+    pub seat_share: f64,
+    /// Seats in use, averaged over the run.
+    pub mean_seats: f64,
+    pub wait: Histogram,
+    pub rejected: [u64; 4],
+    /// Longest total queue length seen at a sample.
+    pub max_queue_length: u32,
+    /// The level's own dispatch counter (to cross-check the simulator's).
+    pub dispatcher_dispatched: u64,
+}
+
+/// Time series for the charts: one point per sample interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub interval: Duration,
+    /// End of each interval, seconds.
+    pub times: Vec<f64>,
+    /// Per flow entry, per interval.
+    pub flow_seat_seconds: Vec<Vec<f64>>,
+    /// Per level, sampled at the end of each interval.
+    pub level_queue_length: Vec<Vec<u32>>,
+    pub level_seats_in_use: Vec<Vec<u32>>,
+    pub level_limit: Vec<Vec<u32>>,
+}
+
+/// Whether the workload's expectations held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// True when every check passed (and vacuously when there is none).
+    pub pass: bool,
+    pub checks: Vec<Check>,
+}
+
+/// One flow's expectation and how it fared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub flow: String,
+    pub served: f64,
+    pub pass: bool,
+}
+
+impl FlowReport {
+    /// `name` or `name ×replicas`.
+    pub fn label(&self) -> String {
+        if self.replicas > 1 {
+            format!("{} ×{}", self.name, self.replicas)
+        } else {
+            self.name.clone()
+        }
+    }
+
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.iter().sum()
+    }
+}
+
+impl LevelReport {
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.iter().sum()
+    }
+}
+
+impl Report {
+    pub fn flow(&self, name: &str) -> Option<&FlowReport> {
+        self.flows.iter().find(|f| f.name == name)
+    }
+
+    pub fn level(&self, name: &str) -> Option<&LevelReport> {
+        self.levels.iter().find(|l| l.name == name)
+    }
+
+    /// Levels that saw traffic.
+    pub fn busy_levels(&self) -> impl Iterator<Item = &LevelReport> {
+        self.levels.iter().filter(|l| l.arrived > 0)
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        let checks: Vec<Check> = self
+            .flows
+            .iter()
+            .filter(|f| f.expect == Some(Expectation::Served))
+            .map(|f| Check {
+                flow: f.name.clone(),
+                served: f.served,
+                pass: f.served >= self.served_fraction,
+            })
+            .collect();
+        Verdict {
+            pass: checks.iter().all(|c| c.pass),
+            checks,
+        }
+    }
+
+    /// The report as `apf simulate` prints it.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        self.render_flows(&mut out);
+        out.push('\n');
+        self.render_levels(&mut out);
+        out.push('\n');
+        self.render_verdict(&mut out);
+        out
+    }
+
+    fn render_flows(&self, out: &mut String) {
+        let name_w = width(self.flows.iter().map(|f| f.label()), "flow");
+        let level_w = width(self.flows.iter().map(|f| f.level.clone()), "level");
+        let _ = writeln!(
+            out,
+            "{:<name_w$}  {:<level_w$}  {:>9}  {:>9}  {:>6}  {:>10}  {:>8}  {:>8}  {:>8}  rejected",
+            "flow", "level", "demand/s", "done/s", "served", "seat share", "wait p50", "p99", "max",
+        );
+        for f in &self.flows {
+            let _ = writeln!(
+                out,
+                "{:<name_w$}  {:<level_w$}  {:>9}  {:>9}  {:>6}  {:>10}  {:>8}  {:>8}  {:>8}  {}",
+                f.label(),
+                f.level,
+                rate(f.demand_per_second),
+                rate(f.throughput),
+                percent(f.served),
+                percent(f.seat_share),
+                wait(f.wait.quantile(0.5)),
+                wait(f.wait.quantile(0.99)),
+                wait(f.wait.max()),
+                rejections(&f.rejected),
+            );
+        }
+    }
+
+    fn render_levels(&self, out: &mut String) {
+        let name_w = width(self.busy_levels().map(|l| l.name.clone()), "level");
+        let _ = writeln!(
+            out,
+            "{:<name_w$}  {:>7}  {:>9}  {:>10}  {:>9}  {:>10}  {:>8}  {:>8}  {:>8}  {:>9}  rejected",
+            "level",
+            "nominal",
+            "limit avg",
+            "seats used",
+            "done/s",
+            "seat share",
+            "wait p50",
+            "p99",
+            "max",
+            "queue max"
+        );
+        for l in self.busy_levels() {
+            let (nominal, mean) = match (l.nominal_limit, l.mean_limit) {
+                (Some(n), Some(m)) => (n.to_string(), format!("{m:.1}")),
+                _ => ("exempt".to_string(), "-".to_string()),
+            };
+            let _ = writeln!(
+                out,
+                "{:<name_w$}  {:>7}  {:>9}  {:>10.1}  {:>9}  {:>10}  {:>8}  {:>8}  {:>8}  {:>9}  {}",
+                l.name,
+                nominal,
+                mean,
+                l.mean_seats,
+                rate(l.throughput),
+                percent(l.seat_share),
+                wait(l.wait.quantile(0.5)),
+                wait(l.wait.quantile(0.99)),
+                wait(l.wait.max()),
+                l.max_queue_length,
+                rejections(&l.rejected),
+            );
+        }
+    }
+
+    fn render_verdict(&self, out: &mut String) {
+        let verdict = self.verdict();
+        if verdict.checks.is_empty() {
+            out.push_str("verdict: nothing to check (no flow has `expect: served`)\n");
+        } else {
+            let _ = writeln!(
+                out,
+                "verdict: {} — {} of {} flows expected to be served got at least {} of their demand",
+                if verdict.pass { "PASS" } else { "FAIL" },
+                verdict.checks.iter().filter(|c| c.pass).count(),
+                verdict.checks.len(),
+                percent(self.served_fraction),
+            );
+        }
+        let name_w = width(self.flows.iter().map(|f| f.label()), "");
+        let level_w = width(self.flows.iter().map(|f| f.level.clone()), "");
+        for f in &self.flows {
+            let mark = match (f.expect, f.served >= self.served_fraction) {
+                (Some(Expectation::Served), true) => "ok  ",
+                (Some(Expectation::Served), false) => "FAIL",
+                (None, _) => "    ",
+            };
+            let mut line = format!(
+                "  {mark}  {:<name_w$}  {:<level_w$}  {:>6} of demand",
+                f.label(),
+                f.level,
+                percent(f.served)
+            );
+            if let Some(worst) = f.worst_replica_served {
+                let _ = write!(line, " (worst replica {})", percent(worst));
+            }
+            let _ = write!(line, ", wait p99 {}", wait(f.wait.quantile(0.99)).trim());
+            if f.rejected_total() > 0 {
+                let _ = write!(line, ", {} rejected", count(f.rejected_total()));
+            }
+            if f.expect.is_none() {
+                if let Some(level) = self.level(&f.level) {
+                    let _ = write!(
+                        line,
+                        "; {} of its level's seat time",
+                        percent(ratio(f.seat_seconds, level.seat_seconds)),
+                    );
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+fn width(items: impl Iterator<Item = String>, header: &str) -> usize {
+    items
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(header.chars().count())
+}
+
+/// `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// A simulated duration: `60 s`, `1.5 s`, `250 ms`.
+pub fn duration(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 1000.0 {
+        format!("{} ms", trim(ms))
+    } else {
+        format!("{} s", trim(ms / 1e3))
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// Requests per second: whole numbers from 100 on, one decimal below.
+fn rate(r: f64) -> String {
+    if r >= 100.0 {
+        count(r.round() as u64)
+    } else if r >= 1.0 {
+        format!("{r:.1}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// A wait: `0`, `850 µs`, `12.5 ms`, `3.20 s`.
+pub fn wait(ns: u64) -> String {
+    let ns_f = ns as f64;
+    if ns == 0 {
+        "0".into()
+    } else if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{:.0} µs", ns_f / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{:.1} ms", ns_f / 1e6)
+    } else {
+        format!("{:.2} s", ns_f / 1e9)
+    }
+}
+
+fn rejections(r: &[u64; 4]) -> String {
+    let parts: Vec<String> = RejectReason::ALL
+        .iter()
+        .filter(|&&reason| r[reason as usize] > 0)
+        .map(|&reason| format!("{} {}", count(r[reason as usize]), reason.as_str()))
+        .collect();
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1,000");
+        assert_eq!(count(1234567), "1,234,567");
+        assert_eq!(rate(20012.4), "20,012");
+        assert_eq!(rate(36.44), "36.4");
+        assert_eq!(rate(0.5), "0.50");
+        assert_eq!(wait(0), "0");
+        assert_eq!(wait(850), "850 ns");
+        assert_eq!(wait(85_000), "85 µs");
+        assert_eq!(wait(12_500_000), "12.5 ms");
+        assert_eq!(wait(3_200_000_000), "3.20 s");
+        assert_eq!(duration(Duration::from_secs(60)), "60 s");
+        assert_eq!(duration(Duration::from_millis(1500)), "1.5 s");
+        assert_eq!(duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(rejections(&[0; 4]), "0");
+        assert_eq!(rejections(&[5, 1000, 0, 0]), "5 queue-full, 1,000 time-out");
+    }
+}

@@ -1,0 +1,322 @@
+#![cfg(all(feature = "simulator", not(loom)))]
+//! The simulator as a library: the example workloads, determinism, the
+//! built-in noisy-neighbour scenario's verdict, and the workload features
+//! (open and closed loops, phases, bursts, seats, additional latency,
+//! timeouts) measured against what they should produce.
+
+use apf::config::Config;
+use apf::queueset::RejectReason;
+use apf::simulator::{self, Report, RunStats, Workload};
+use std::time::Duration;
+
+fn run(workload: &Workload, seed: u64) -> (Report, RunStats) {
+    simulator::run(&Config::builtin(), workload, seed, &mut |_| {}).expect("simulation runs")
+}
+
+fn workload(yaml: &str) -> Workload {
+    Workload::from_yaml_str(yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// The simulator's tallies agree with the dispatcher's own counters, and
+/// with each other.
+fn check_consistency(report: &Report, stats: &RunStats) {
+    assert_eq!(stats.requests, report.requests);
+    assert!(stats.events >= stats.requests);
+    let arrived: u64 = report.flows.iter().map(|f| f.arrived).sum();
+    assert_eq!(arrived, report.requests);
+    for l in &report.levels {
+        assert_eq!(
+            l.dispatched, l.dispatcher_dispatched,
+            "level {}: the simulator saw every dispatch the dispatcher counted",
+            l.name
+        );
+        assert!(l.completed <= l.dispatched);
+        assert_eq!(l.wait.count(), l.dispatched);
+    }
+    for f in &report.flows {
+        assert!(f.dispatched + f.rejected_total() <= f.arrived, "{}", f.name);
+        assert!(f.completed <= f.dispatched);
+        assert_eq!(f.wait.count(), f.dispatched);
+    }
+    let share: f64 = report.flows.iter().map(|f| f.seat_share).sum();
+    assert!(report.flows.iter().all(|f| f.seat_seconds == 0.0) || (share - 1.0).abs() < 1e-9);
+    let n = report.series.times.len();
+    assert!(n > 0);
+    for l in 0..report.levels.len() {
+        assert_eq!(report.series.level_queue_length[l].len(), n);
+        assert_eq!(report.series.level_limit[l].len(), n);
+    }
+    for (f, per_interval) in report.flows.iter().zip(&report.series.flow_seat_seconds) {
+        let sum: f64 = per_interval.iter().sum();
+        assert!(
+            (sum - f.seat_seconds).abs() <= 1e-6 * f.seat_seconds.max(1.0) + 1e-9
+                || sum < f.seat_seconds,
+            "{}: intervals {sum} vs total {}",
+            f.name,
+            f.seat_seconds
+        );
+    }
+}
+
+#[test]
+fn every_example_workload_loads_and_runs() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/workloads");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        seen += 1;
+        let w = Workload::from_slice(&std::fs::read(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let short = w.duration.min(secs(4));
+        let w = w.with_duration(short).unwrap();
+        let (report, stats) = run(&w, 1);
+        assert_eq!(report.flows.len(), w.flows.len(), "{}", path.display());
+        assert!(report.requests > 0, "{}", path.display());
+        check_consistency(&report, &stats);
+        let text = report.render();
+        for f in &report.flows {
+            assert!(text.contains(&f.label()), "{}", path.display());
+        }
+        assert_eq!(simulator::charts(&report).len(), 4);
+    }
+    assert!(seen >= 3, "examples/workloads holds the examples");
+    assert_eq!(
+        simulator::noisy_neighbour(),
+        workload(&std::fs::read_to_string(format!("{dir}/noisy-neighbour.yaml")).unwrap()),
+        "the built-in scenario is the example file"
+    );
+}
+
+#[test]
+fn same_seed_same_report_other_seed_other_report() {
+    let w = simulator::noisy_neighbour()
+        .with_duration(secs(12))
+        .unwrap();
+    let (a, _) = run(&w, 5);
+    let (b, _) = run(&w, 5);
+    assert_eq!(a, b, "deterministic for a seed");
+    assert_eq!(a.render(), b.render());
+    assert_eq!(simulator::charts(&a), simulator::charts(&b));
+    let (c, _) = run(&w, 6);
+    assert_ne!(a.requests, c.requests, "another seed, other arrivals");
+}
+
+/// The README's claim: the runaway is held back; the polite tenants on its
+/// own level and the system traffic on theirs keep their service.
+#[test]
+fn noisy_neighbour_verdict_holds() {
+    let w = simulator::noisy_neighbour()
+        .with_duration(secs(20))
+        .unwrap();
+    let (report, stats) = run(&w, w.seed);
+    check_consistency(&report, &stats);
+    let verdict = report.verdict();
+    assert!(verdict.pass, "{}", report.render());
+    assert_eq!(verdict.checks.len(), 3);
+
+    let runaway = report.flow("runaway-controller").unwrap();
+    assert_eq!(runaway.level, "workload-low");
+    assert!(runaway.rejected[RejectReason::QueueFull as usize] > 100_000);
+    assert!(runaway.served < 0.6, "{}", runaway.served);
+
+    let tenants = report.flow("tenant").unwrap();
+    assert_eq!(
+        tenants.level, "workload-low",
+        "the same level as the runaway"
+    );
+    assert_eq!(tenants.rejected_total(), 0);
+    assert!(tenants.served >= 0.97, "{}", tenants.served);
+    assert!(tenants.worst_replica_served.unwrap() >= 0.9);
+    let done = tenants.throughput * w.duration.as_secs_f64();
+    assert!(
+        (done - tenants.demand).abs() / tenants.demand < 0.05,
+        "throughput {done} close to demand {}",
+        tenants.demand
+    );
+    assert!(
+        tenants.wait.quantile(0.99) < 20_000_000,
+        "{:?}",
+        tenants.wait
+    );
+    assert!(
+        tenants.wait.quantile(0.5) * 10 < runaway.wait.quantile(0.5),
+        "tenants wait far less than the runaway"
+    );
+
+    for (flow, level) in [
+        ("node-heartbeat", "node-high"),
+        ("leader-election", "leader-election"),
+    ] {
+        let f = report.flow(flow).unwrap();
+        assert_eq!(f.level, level);
+        assert!(f.served >= 0.95, "{flow}: {}", f.served);
+        assert_eq!(f.rejected_total(), 0, "{flow}");
+        let l = report.level(level).unwrap();
+        assert_eq!(l.rejected_total(), 0, "{level}");
+        assert_eq!(l.max_queue_length, 0, "{level} never queued");
+        assert!(l.wait.max() < 1_000_000, "{level}: {:?}", l.wait);
+    }
+}
+
+#[test]
+fn open_loop_rate_phases_and_bursts() {
+    let w = workload(
+        "
+duration: 10s
+sampleInterval: 1s
+flows:
+  - name: app
+    user: alice
+    groups: [system:authenticated]
+    resource: pods
+    rate: 200
+    service: 5ms
+    phases: [{at: 4s, scale: 0}, {at: 6s, scale: 2}]
+  - name: batch
+    user: batch
+    groups: [system:authenticated]
+    resource: jobs
+    bursts: [{at: 2s, requests: 50}, {at: 8s, requests: 30, over: 1s}]
+",
+    );
+    let (report, stats) = run(&w, 9);
+    check_consistency(&report, &stats);
+    let app = report.flow("app").unwrap();
+    // 4 s at 200/s and 4 s at 400/s: 2,400 expected, σ ≈ 49.
+    assert!((2_200..=2_600).contains(&app.arrived), "{}", app.arrived);
+    let series = &report.series.flow_seat_seconds[0];
+    // Off from 4 s to 6 s (a request started before 4 s ends just after).
+    assert!(
+        series[4] < 0.05 && series[5] == 0.0,
+        "off from 4 s to 6 s: {series:?}"
+    );
+    assert!(series[7] > series[2] * 1.5, "doubled from 6 s: {series:?}");
+    let batch = report.flow("batch").unwrap();
+    assert_eq!(batch.arrived, 80, "bursts only");
+    assert_eq!(batch.completed, 80);
+    let batch_series = &report.series.flow_seat_seconds[1];
+    let active: Vec<usize> = (0..10).filter(|&k| batch_series[k] > 0.0).collect();
+    assert_eq!(active, vec![2, 8], "{batch_series:?}");
+}
+
+#[test]
+fn closed_loop_clients_seats_and_additional_latency() {
+    let w = workload(
+        "
+duration: 10s
+flows:
+  - name: looper
+    user: alice
+    groups: [system:authenticated]
+    resource: pods
+    clients: 4
+    think: 90ms
+    service: 10ms
+    expect: served
+  - name: writer
+    user: bob
+    groups: [system:authenticated]
+    verb: update
+    resource: configmaps
+    namespace: default
+    clients: 1
+    service: 10ms
+    seats: {initial: 2, final: 3}
+    additionalLatency: 20ms
+",
+    );
+    let (report, stats) = run(&w, 2);
+    check_consistency(&report, &stats);
+    let looper = report.flow("looper").unwrap();
+    // Four clients, one request every 100 ms each.
+    assert!(
+        (396.0..=404.0).contains(&looper.demand),
+        "{}",
+        looper.demand
+    );
+    assert!(
+        (390..=404).contains(&looper.completed),
+        "{}",
+        looper.completed
+    );
+    assert!(looper.served > 0.98 && report.verdict().pass);
+    let writer = report.flow("writer").unwrap();
+    // Back to back: 1,000 requests in 10 s, each holding 2 seats for 10 ms
+    // and then 3 seats for 20 ms.
+    assert!(
+        (999..=1_000).contains(&writer.completed),
+        "{}",
+        writer.completed
+    );
+    // The request still executing at the end adds at most one more.
+    let per_request = 2.0 * 0.010 + 3.0 * 0.020;
+    let expected = writer.completed as f64 * per_request;
+    assert!(
+        writer.seat_seconds >= expected - 1e-9 && writer.seat_seconds <= expected + per_request,
+        "{} vs {expected}",
+        writer.seat_seconds
+    );
+}
+
+#[test]
+fn client_timeouts_are_rejections_by_reason() {
+    let w = workload(
+        "
+duration: 5s
+server: {concurrencyLimit: 30}
+flows:
+  - name: impatient
+    user: alice
+    groups: [system:authenticated]
+    resource: pods
+    rate: 2000
+    service: 20ms
+    timeout: 5ms
+",
+    );
+    let (report, stats) = run(&w, 4);
+    check_consistency(&report, &stats);
+    let f = report.flow("impatient").unwrap();
+    assert!(
+        f.rejected[RejectReason::TimeOut as usize] > 0,
+        "{:?}",
+        f.rejected
+    );
+    assert!(f.dispatched > 200, "{}", f.dispatched);
+    assert!(f.wait.max() <= 5_000_000, "nothing waits past its timeout");
+    let level = report.level("global-default").unwrap();
+    assert_eq!(level.rejected, f.rejected);
+}
+
+#[test]
+fn a_configuration_the_dispatcher_refuses_is_an_error() {
+    let mut config = Config::builtin();
+    config.priority_levels[0].metadata.name = String::new();
+    let w = simulator::noisy_neighbour();
+    let err = simulator::run(&config, &w, 1, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().starts_with("configuration: "), "{err}");
+}
+
+#[test]
+fn progress_reaches_the_end() {
+    let w = workload(
+        "
+duration: 2s
+sampleInterval: 100ms
+flows:
+  - {name: a, user: u, groups: [system:authenticated], resource: pods, rate: 10}
+",
+    );
+    let mut seen = Vec::new();
+    simulator::run(&Config::builtin(), &w, 1, &mut |f| seen.push(f)).unwrap();
+    assert_eq!(seen.len(), 20);
+    assert!(seen.windows(2).all(|p| p[0] < p[1]));
+    assert_eq!(seen.last(), Some(&1.0));
+}
