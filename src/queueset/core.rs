@@ -408,16 +408,23 @@ impl Core {
     }
 
     fn pop_head(&mut self, q: usize) -> Waiter {
+        self.take_waiting(q, 0)
+    }
+
+    /// Remove the `pos`-th waiting request of queue `q`, keeping every
+    /// running total (queue and level) in step.
+    fn take_waiting(&mut self, q: usize, pos: usize) -> Waiter {
+        let was_active = self.queues[q].is_active();
         let queue = &mut self.queues[q];
         let w = queue
             .waiting
-            .pop_front()
-            .expect("pop_head on a queue with a head");
+            .remove(pos)
+            .expect("a waiting request at this position");
         queue.waiting_work -= w.work;
         queue.waiting_seats -= w.estimate.max_seats() as u64;
         self.waiting_seats -= w.estimate.max_seats() as u64;
         self.requests_waiting -= 1;
-        if queue.waiting.is_empty() && queue.executing == 0 {
+        if was_active && !self.queues[q].is_active() {
             self.active_queues -= 1;
         }
         self.untally_waiting(&w);
@@ -477,22 +484,9 @@ impl Core {
         }) else {
             return false;
         };
-        let was_active = self.queues[q].is_active();
-        let w = self.queues[q]
-            .waiting
-            .remove(pos)
-            .expect("position is in range");
-        let queue = &mut self.queues[q];
-        queue.waiting_work -= w.work;
-        queue.waiting_seats -= w.estimate.max_seats() as u64;
-        self.waiting_seats -= w.estimate.max_seats() as u64;
-        self.requests_waiting -= 1;
-        if was_active && !self.queues[q].is_active() {
-            self.active_queues -= 1;
-        }
+        let w = self.take_waiting(q, pos);
         self.bound_and_reindex(q);
         self.rejected_total[reason as usize] += 1;
-        self.untally_waiting(&w);
         let tally = &mut self.tallies.get(slot.tag).stats;
         tally.rejected[reason as usize] += 1;
         tally
