@@ -388,6 +388,84 @@ apf_status apf_dispatcher_take_completion(struct apf_dispatcher *dispatcher, uin
 // for `len` bytes; `out_len` NULL or writable.
 apf_status apf_dispatcher_stats_text(struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
 
+// The dispatcher's metrics in the OpenMetrics 1.0 text format, which
+// Prometheus scrapes (serve it with the type `apf_metrics_content_type`
+// gives): Kubernetes' API Priority and Fairness metric names, labels
+// (priority level, flow schema, reason) and histogram buckets, read now.
+//
+// Copies the text and a NUL into `buf`; `*out_len` gets its length without
+// the NUL. If `len` is too small: `APF_ERR_INSUFFICIENT_SIZE` with the
+// needed length in `*out_len` (pass `buf` NULL and `len` 0 to ask). The
+// text is made anew on every call and may have grown since the size was
+// asked (a new flow schema seen, a histogram's first observation): on
+// `APF_ERR_INSUFFICIENT_SIZE`, allocate `*out_len + 1` bytes and call
+// again, in a loop.
+//
+// Cost: each priority level's lock (which admission takes too) is held
+// briefly while its figures are copied, never while the text is formatted.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
+// for `len` bytes; `out_len` NULL or writable.
+apf_status apf_dispatcher_metrics_text(const struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+
+// The HTTP `Content-Type` of `apf_dispatcher_metrics_text`'s text, as a
+// NUL-terminated static string (`*out_text` stays valid forever; `*out_len`
+// is its length without the NUL).
+//
+// # Safety
+// `out_text` and `out_len` must be NULL or writable.
+apf_status apf_metrics_content_type(const char **out_text, size_t *out_len);
+
+// The table of Kubernetes' `/debug/api_priority_and_fairness/
+// dump_priority_levels`: a header line (`PriorityLevelName, ActiveQueues,
+// IsIdle, IsQuiescing, WaitingRequests, ExecutingRequests,
+// DispatchedRequests, RejectedRequests, TimedoutRequests,
+// CancelledRequests`), then one line per priority level sorted by name
+// (levels a reconfiguration removed show while requests remain in them,
+// with `IsQuiescing` true). Cells are separated by commas and aligned with
+// spaces, as Kubernetes prints them.
+//
+// Buffer rules as `apf_dispatcher_metrics_text` (size query with `buf`
+// NULL and `len` 0; retry on `APF_ERR_INSUFFICIENT_SIZE`).
+//
+// # Safety
+// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
+// for `len` bytes; `out_len` NULL or writable.
+apf_status apf_dispatcher_dump_priority_levels(const struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+
+// The table of Kubernetes' `/debug/api_priority_and_fairness/dump_queues`:
+// a header line (`PriorityLevelName, Index, PendingRequests,
+// ExecutingRequests, SeatsInUse, NextDispatchR, InitialSeatsSum,
+// MaxSeatsSum, TotalWorkSum`), then one line per queue of every level that
+// queues. Virtual times and work are in seat-seconds (`0.00300000ss`).
+//
+// Buffer rules as `apf_dispatcher_metrics_text`.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
+// for `len` bytes; `out_len` NULL or writable.
+apf_status apf_dispatcher_dump_queues(const struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+
+// The table of Kubernetes' `/debug/api_priority_and_fairness/
+// dump_requests`: a header line (`PriorityLevelName, FlowSchemaName,
+// QueueIndex, RequestIndexInQueue, FlowDistingsher, ArriveTime,
+// InitialSeats, FinalSeats, AdditionalLatency, StartTime`), then one line
+// per request waiting in a queue, queue by queue, head first. With
+// `include_details` (Kubernetes' `?includeRequestDetails=1`) each line
+// also has `UserName, Verb, APIPath, Namespace, Name, APIVersion,
+// Resource, SubResource` (`APIVersion` shows the API group).
+//
+// Unlike Kubernetes, `ArriveTime` is in seconds on the dispatcher's clock
+// (as `apf_dispatcher_now`), and executing requests are not listed.
+//
+// Buffer rules as `apf_dispatcher_metrics_text`.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
+// for `len` bytes; `out_len` NULL or writable.
+apf_status apf_dispatcher_dump_requests(const struct apf_dispatcher *dispatcher, bool include_details, char *buf, size_t len, size_t *out_len);
+
 // Classify a request and decide on it.
 //
 // `estimate` may be NULL for one seat and no additional latency.

@@ -174,6 +174,35 @@ pub(crate) unsafe fn write_text(
     TextOutcome::Written
 }
 
+/// The whole of a text-copying function after its text is made: check
+/// `out_len`, copy with [`write_text`], and turn the outcome into the
+/// status (with a last error naming `what` and the size needed).
+///
+/// # Safety
+/// `out_len` is NULL or writable; `buf` is NULL or writable for `len`
+/// bytes.
+pub(crate) unsafe fn copy_text_out(
+    what: &str,
+    text: &str,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> apf_status {
+    use super::status::fail;
+    if out_len.is_null() {
+        return fail(apf_status::APF_ERR_NULL_POINTER, "out_len is NULL");
+    }
+    // SAFETY: `out_len` checked non-NULL; `buf`/`len` per the contract.
+    match unsafe { write_text(text, buf, len, out_len) } {
+        TextOutcome::Written => apf_status::APF_OK,
+        TextOutcome::TooSmall => fail(
+            apf_status::APF_ERR_INSUFFICIENT_SIZE,
+            format_args!("{what} needs {} bytes plus a NUL", text.len()),
+        ),
+        TextOutcome::NullBuffer => fail(apf_status::APF_ERR_NULL_POINTER, "buf is NULL"),
+    }
+}
+
 /// Early-return `APF_ERR_NULL_POINTER` if an out-parameter is NULL, else
 /// give `&mut MaybeUninit<T>` to write on success.
 macro_rules! try_out {

@@ -1,7 +1,7 @@
 //! `apf_dispatcher`: creation, configuration, the clock, notification
 //! set-up and statistics.
 
-use super::cast::{free_box, to_boxed_mut_ptr, write_text, Castable, TextOutcome};
+use super::cast::{copy_text_out, free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
 use super::slab::{Entry, RequestSlab};
@@ -488,16 +488,8 @@ pub unsafe extern "C" fn apf_dispatcher_stats_text(
         if out_len.is_null() {
             return fail(apf_status::APF_ERR_NULL_POINTER, "out_len is NULL");
         }
-        let text = d.stats_text();
-        // SAFETY: `out_len` checked non-NULL; `buf`/`len` per the contract.
-        match unsafe { write_text(&text, buf, len, out_len) } {
-            TextOutcome::Written => apf_status::APF_OK,
-            TextOutcome::TooSmall => fail(
-                apf_status::APF_ERR_INSUFFICIENT_SIZE,
-                format_args!("stats text needs {} bytes plus a NUL", text.len()),
-            ),
-            TextOutcome::NullBuffer => fail(apf_status::APF_ERR_NULL_POINTER, "buf is NULL"),
-        }
+        // SAFETY: `buf`/`len` and `out_len` per the contract.
+        unsafe { copy_text_out("stats text", &d.stats_text(), buf, len, out_len) }
     }
 }
 
