@@ -164,6 +164,47 @@ static void drain_completions(apf_dispatcher *d, uint64_t now) {
   }
 }
 
+/* A text of libapf (metrics or a dump) in a malloc'd string: ask for the
+ * size, copy, and ask again if the text grew in between. */
+static char *read_text(const apf_dispatcher *d,
+                       apf_status (*fn)(const apf_dispatcher *, char *, size_t,
+                                        size_t *)) {
+  size_t need = 0;
+  apf_status s = fn(d, NULL, 0, &need);
+  while (s == APF_ERR_INSUFFICIENT_SIZE) {
+    char *buf = malloc(need + 1);
+    if (buf == NULL) {
+      fprintf(stderr, "example_server: out of memory\n");
+      exit(1);
+    }
+    s = fn(d, buf, need + 1, &need);
+    if (s == APF_OK) return buf;
+    free(buf);
+  }
+  die("reading a text", s);
+  return NULL;
+}
+
+/* Whether the n bytes at line contain `what`. */
+static int contains(const char *line, size_t n, const char *what) {
+  size_t k = strlen(what);
+  for (size_t i = 0; i + k <= n; i++)
+    if (memcmp(line + i, what, k) == 0) return 1;
+  return 0;
+}
+
+/* Print the exposition's request counters of level "web" (a real server
+ * serves the whole text at /metrics for Prometheus to scrape). */
+static void print_counters(const char *metrics) {
+  for (const char *line = metrics; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t n = end ? (size_t)(end - line) : strlen(line);
+    if (contains(line, n, "_requests_total{priority_level=\"web\""))
+      printf("%.*s\n", (int)n, line);
+    line += end ? n + 1 : n;
+  }
+}
+
 /* Finish what is done; returns the earliest end still pending (or 0). */
 static uint64_t finish_done(apf_dispatcher *d, uint64_t now) {
   uint64_t next = 0;
@@ -225,9 +266,8 @@ int main(void) {
     if (n > 0 && (p.revents & POLLIN)) drain_completions(d, now_ns());
   }
 
-  char stats[4096];
-  size_t len = 0;
-  TRY(apf_dispatcher_stats_text(d, stats, sizeof stats, &len));
+  char *levels = read_text(d, apf_dispatcher_dump_priority_levels);
+  char *metrics = read_text(d, apf_dispatcher_metrics_text);
   printf("%-6s %8s %9s %14s\n", "tenant", "served", "rejected",
          "mean wait ms");
   for (size_t t = 0; t < N_TENANTS; t++) {
@@ -235,7 +275,12 @@ int main(void) {
     printf("%-6s %8ld %9ld %14.2f\n", x->name, x->served, x->rejected,
            x->served ? x->waited_ms / (double)x->served : 0.0);
   }
-  printf("\n%s", stats);
+  /* What /debug/api_priority_and_fairness/dump_priority_levels and
+   * /metrics would serve. */
+  printf("\n%s\n", levels);
+  print_counters(metrics);
+  free(levels);
+  free(metrics);
   apf_dispatcher_free(d);
 
   /* The run is only meaningful if quiet got through and noisy was held

@@ -33,19 +33,23 @@ printf '#include "apf.h"\n#include "apf.h"\nint main(void) { return apf_abi_vers
 "$OUT/header_twice"
 "$CXX" -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -x c++ -fsyntax-only "$OUT/header_twice.c"
 
-step "c: test program and example server"
+step "c: test programs and example server"
 SUFFIX="" build test_apf
+SUFFIX="" build test_observe
 SUFFIX="" build example_server
 SUFFIX="" build bench_apf -O2
 "$OUT/test_apf"
+"$OUT/test_observe"
 "$OUT/example_server"
 "$OUT/bench_apf" 20000 # a smoke run; real figures need a quiet machine
 
 step "c: again under ASan + UBSan"
 SUFFIX="-san" build test_apf "${SAN[@]}"
+SUFFIX="-san" build test_observe "${SAN[@]}"
 SUFFIX="-san" build example_server "${SAN[@]}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 "$OUT/test_apf-san"
+"$OUT/test_observe-san"
 "$OUT/example_server-san"
 echo "c: all passed"

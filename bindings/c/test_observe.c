@@ -1,0 +1,391 @@
+/*
+ * Tests of the metrics and debug dump functions of libapf's C ABI from C:
+ * apf_dispatcher_metrics_text, apf_metrics_content_type and the three
+ * apf_dispatcher_dump_* tables; the size query and the retry loop the
+ * header prescribes (the text may grow between the two calls), NULL
+ * handling, and scrapes from one thread while others run requests.
+ *
+ * Build and run: bindings/c/run-tests.sh (also under ASan and UBSan).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "apf.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Atomic: the thread test checks from several threads. */
+static atomic_int failures = 0;
+static atomic_int checks = 0;
+
+static const char *last_error(void) {
+  static char buf[4096];
+  size_t len = 0;
+  if (apf_last_error(buf, sizeof buf, &len) != APF_OK) {
+    snprintf(buf, sizeof buf, "(last error unavailable)");
+  }
+  return buf;
+}
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    checks++;                                                              \
+    if (!(cond)) {                                                         \
+      failures++;                                                          \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,     \
+              #cond);                                                      \
+    }                                                                      \
+  } while (0)
+
+#define CHECK_STATUS(call, expected)                                       \
+  do {                                                                     \
+    apf_status got_ = (call);                                              \
+    checks++;                                                              \
+    if (got_ != (expected)) {                                              \
+      failures++;                                                          \
+      fprintf(stderr, "%s:%d: %s returned %u, expected %u (%s)\n",         \
+              __FILE__, __LINE__, #call, (unsigned)got_,                   \
+              (unsigned)(expected), last_error());                         \
+    }                                                                      \
+  } while (0)
+
+#define SECOND 1000000000ull
+#define MS 1000000ull
+
+/* One limited level "tiny" (one seat, one queue of two) for user "alice";
+ * libapf adds the mandatory exempt and catch-all objects. */
+static const char TINY[] =
+    "apiVersion: flowcontrol.apiserver.k8s.io/v1\n"
+    "kind: PriorityLevelConfiguration\n"
+    "metadata: {name: tiny, uid: uid-tiny}\n"
+    "spec:\n"
+    "  type: Limited\n"
+    "  limited:\n"
+    "    nominalConcurrencyShares: 5\n"
+    "    lendablePercent: 0\n"
+    "    borrowingLimitPercent: 0\n"
+    "    limitResponse: {type: Queue, queuing: {queues: 1, handSize: 1, "
+    "queueLengthLimit: 2}}\n"
+    "---\n"
+    "apiVersion: flowcontrol.apiserver.k8s.io/v1\n"
+    "kind: FlowSchema\n"
+    "metadata: {name: alice-schema, uid: uid-alice}\n"
+    "spec:\n"
+    "  priorityLevelConfiguration: {name: tiny}\n"
+    "  matchingPrecedence: 100\n"
+    "  rules:\n"
+    "  - subjects: [{kind: User, user: {name: alice}}]\n"
+    "    nonResourceRules: [{verbs: [\"*\"], nonResourceURLs: [\"*\"]}]\n";
+
+static const apf_str GROUPS[] = {{"system:authenticated", 20}};
+
+static apf_dispatcher *new_tiny(void) {
+  apf_options o;
+  CHECK_STATUS(apf_options_default(&o), APF_OK);
+  o.server_concurrency_limit = 2; /* one seat for tiny, one for catch-all */
+  o.wait_limit_ns = SECOND;
+  o.manual_clock = true;
+  apf_dispatcher *d = NULL;
+  CHECK_STATUS(apf_dispatcher_new_from_config(TINY, strlen(TINY), &o, &d),
+               APF_OK);
+  if (d == NULL) {
+    fprintf(stderr, "cannot create a dispatcher: %s\n", last_error());
+    exit(1);
+  }
+  return d;
+}
+
+static apf_decision start(apf_dispatcher *d) {
+  apf_request_digest g;
+  memset(&g, 0, sizeof g);
+  g.user = "alice";
+  g.user_len = 5;
+  g.verb = "get";
+  g.verb_len = 3;
+  g.path = "/healthz";
+  g.path_len = 8;
+  g.groups = GROUPS;
+  g.n_groups = 1;
+  apf_decision dec;
+  memset(&dec, 0, sizeof dec);
+  CHECK_STATUS(apf_start_request(d, &g, NULL, 0, &dec), APF_OK);
+  return dec;
+}
+
+/* The text functions share one shape; dump_requests gets two adapters. */
+typedef apf_status (*text_fn)(const apf_dispatcher *, char *, size_t,
+                              size_t *);
+
+static apf_status requests_plain(const apf_dispatcher *d, char *buf,
+                                 size_t len, size_t *out_len) {
+  return apf_dispatcher_dump_requests(d, false, buf, len, out_len);
+}
+
+static apf_status requests_detailed(const apf_dispatcher *d, char *buf,
+                                    size_t len, size_t *out_len) {
+  return apf_dispatcher_dump_requests(d, true, buf, len, out_len);
+}
+
+static const struct {
+  const char *name;
+  text_fn fn;
+} TEXTS[] = {
+    {"metrics", apf_dispatcher_metrics_text},
+    {"priority levels", apf_dispatcher_dump_priority_levels},
+    {"queues", apf_dispatcher_dump_queues},
+    {"requests", requests_plain},
+    {"requests with details", requests_detailed},
+};
+#define N_TEXTS (sizeof TEXTS / sizeof TEXTS[0])
+
+/* The protocol the header prescribes: ask for the size, allocate, copy, and
+ * go round again while the text outgrew the buffer. Returns a malloc'd
+ * NUL-terminated string (NULL on error). */
+static char *read_text(const apf_dispatcher *d, text_fn fn) {
+  size_t need = 0;
+  apf_status st = fn(d, NULL, 0, &need);
+  for (;;) {
+    if (st != APF_ERR_INSUFFICIENT_SIZE) {
+      return NULL;
+    }
+    char *buf = malloc(need + 1);
+    if (buf == NULL) {
+      return NULL;
+    }
+    size_t len = 0;
+    st = fn(d, buf, need + 1, &len);
+    if (st == APF_OK) {
+      return buf;
+    }
+    free(buf);
+    need = len;
+  }
+}
+
+/* The value of the first sample line starting with `prefix` (-1 if none). */
+static double sample(const char *text, const char *prefix) {
+  size_t n = strlen(prefix);
+  for (const char *line = text; line && *line;) {
+    if (strncmp(line, prefix, n) == 0) {
+      const char *space = strchr(line, ' ');
+      return space ? strtod(space + 1, NULL) : -1;
+    }
+    line = strchr(line, '\n');
+    if (line) line++;
+  }
+  return -1;
+}
+
+static int starts_with(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+#define PAIR "{priority_level=\"tiny\",flow_schema=\"alice-schema\"}"
+
+static void test_metrics_follow_requests(void) {
+  apf_dispatcher *d = new_tiny();
+  char *text = read_text(d, apf_dispatcher_metrics_text);
+  CHECK(text != NULL);
+  if (text) {
+    size_t len = strlen(text);
+    CHECK(len > 6 && strcmp(text + len - 6, "# EOF\n") == 0);
+    CHECK(sample(text, "apiserver_flowcontrol_dispatched_requests_total" PAIR) == 0);
+    free(text);
+  }
+  apf_decision run = start(d), wait = start(d);
+  CHECK(run.outcome == APF_OUTCOME_EXECUTE);
+  CHECK(wait.outcome == APF_OUTCOME_QUEUED);
+  text = read_text(d, apf_dispatcher_metrics_text);
+  CHECK(text != NULL);
+  if (text) {
+    CHECK(sample(text, "apiserver_flowcontrol_dispatched_requests_total" PAIR) == 1);
+    CHECK(sample(text, "apiserver_flowcontrol_current_inqueue_requests" PAIR) == 1);
+    CHECK(sample(text, "apiserver_flowcontrol_current_executing_requests" PAIR) == 1);
+    free(text);
+  }
+  CHECK_STATUS(apf_dispatcher_advance_clock(d, 5 * MS), APF_OK);
+  CHECK_STATUS(apf_request_finish(d, run.request, 0), APF_OK);
+  uint32_t outcome = 0, reason = 0;
+  CHECK_STATUS(apf_request_poll(d, wait.request, &outcome, &reason), APF_OK);
+  CHECK(outcome == APF_OUTCOME_EXECUTE);
+  CHECK_STATUS(apf_request_finish(d, wait.request, 0), APF_OK);
+  text = read_text(d, apf_dispatcher_metrics_text);
+  CHECK(text != NULL);
+  if (text) {
+    CHECK(sample(text, "apiserver_flowcontrol_dispatched_requests_total" PAIR) == 2);
+    CHECK(sample(text, "apiserver_flowcontrol_current_inqueue_requests" PAIR) == 0);
+    CHECK(sample(text, "apiserver_flowcontrol_request_wait_duration_seconds_sum"
+                       "{priority_level=\"tiny\",flow_schema=\"alice-schema\","
+                       "execute=\"true\"}") == 0.005);
+    free(text);
+  }
+  apf_dispatcher_free(d);
+}
+
+static void test_content_type(void) {
+  const char *type = NULL;
+  size_t len = 0;
+  CHECK_STATUS(apf_metrics_content_type(&type, &len), APF_OK);
+  CHECK(type != NULL && strlen(type) == len);
+  CHECK(type != NULL && starts_with(type, "application/openmetrics-text"));
+  CHECK_STATUS(apf_metrics_content_type(NULL, &len), APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_metrics_content_type(&type, NULL), APF_ERR_NULL_POINTER);
+}
+
+static void test_dump_headers(void) {
+  apf_dispatcher *d = new_tiny();
+  apf_decision run = start(d);
+  (void)start(d); /* waits */
+  char *levels = read_text(d, apf_dispatcher_dump_priority_levels);
+  char *queues = read_text(d, apf_dispatcher_dump_queues);
+  char *plain = read_text(d, requests_plain);
+  char *detailed = read_text(d, requests_detailed);
+  CHECK(levels && queues && plain && detailed);
+  if (levels && queues && plain && detailed) {
+    CHECK(starts_with(levels, "PriorityLevelName, ActiveQueues,"));
+    CHECK(strstr(levels, "CancelledRequests\n") != NULL);
+    CHECK(strstr(levels, "\ntiny,") != NULL);
+    CHECK(starts_with(queues, "PriorityLevelName, Index,"));
+    CHECK(strstr(queues, "TotalWorkSum\n") != NULL);
+    CHECK(strstr(queues, "\ntiny,") != NULL);
+    CHECK(starts_with(plain, "PriorityLevelName, FlowSchemaName,"));
+    CHECK(strstr(plain, "StartTime\n") != NULL);
+    CHECK(strstr(plain, "UserName") == NULL);
+    CHECK(strstr(plain, "\ntiny,") != NULL);
+    CHECK(strstr(detailed, "StartTime, ") != NULL);
+    CHECK(strstr(detailed, "SubResource\n") != NULL);
+    CHECK(strstr(detailed, "alice") != NULL);
+    CHECK(strstr(detailed, "/healthz") != NULL);
+  }
+  free(levels);
+  free(queues);
+  free(plain);
+  free(detailed);
+  CHECK_STATUS(apf_request_finish(d, run.request, 0), APF_OK);
+  apf_dispatcher_free(d);
+}
+
+static void test_buffer_protocol_and_nulls(void) {
+  apf_dispatcher *d = new_tiny();
+  for (size_t i = 0; i < N_TEXTS; i++) {
+    int failures_before = atomic_load(&failures);
+    text_fn fn = TEXTS[i].fn;
+    size_t need = 0, len = 7;
+    CHECK_STATUS(fn(d, NULL, 0, &need), APF_ERR_INSUFFICIENT_SIZE);
+    CHECK(need > 0);
+    char *buf = malloc(need + 1);
+    if (buf == NULL) {
+      failures++;
+      continue;
+    }
+    memset(buf, 'x', need + 1);
+    /* No room for the NUL: refused, buffer untouched, size reported. */
+    CHECK_STATUS(fn(d, buf, need, &len), APF_ERR_INSUFFICIENT_SIZE);
+    CHECK(len == need);
+    CHECK(buf[0] == 'x' && buf[need - 1] == 'x');
+    CHECK_STATUS(fn(d, buf, need + 1, &len), APF_OK);
+    CHECK(len == need && buf[need] == '\0' && strlen(buf) == need);
+    free(buf);
+
+    char small[8];
+    len = 7;
+    CHECK_STATUS(fn(NULL, small, sizeof small, &len), APF_ERR_NULL_POINTER);
+    CHECK_STATUS(fn(d, small, sizeof small, NULL), APF_ERR_NULL_POINTER);
+    CHECK_STATUS(fn(d, NULL, 10, &len), APF_ERR_NULL_POINTER);
+    CHECK(len == 7);
+    if (atomic_load(&failures) != failures_before) {
+      fprintf(stderr, "  (while checking %s)\n", TEXTS[i].name);
+    }
+  }
+  apf_dispatcher_free(d);
+}
+
+static void test_growth_between_query_and_copy(void) {
+  apf_dispatcher *d = new_tiny();
+  size_t need = 0, len = 0;
+  CHECK_STATUS(apf_dispatcher_metrics_text(d, NULL, 0, &need),
+               APF_ERR_INSUFFICIENT_SIZE);
+  /* A first execution brings its histograms' series. */
+  apf_decision run = start(d);
+  CHECK_STATUS(apf_request_finish(d, run.request, 0), APF_OK);
+  char *buf = malloc(need + 1);
+  CHECK(buf != NULL);
+  if (buf) {
+    CHECK_STATUS(apf_dispatcher_metrics_text(d, buf, need + 1, &len),
+                 APF_ERR_INSUFFICIENT_SIZE);
+    CHECK(len > need);
+    free(buf);
+  }
+  char *text = read_text(d, apf_dispatcher_metrics_text);
+  CHECK(text != NULL && strlen(text) == len);
+  free(text);
+  apf_dispatcher_free(d);
+}
+
+struct shared {
+  apf_dispatcher *d;
+  int rounds;
+};
+
+static void *requester(void *arg) {
+  struct shared *s = arg;
+  for (int i = 0; i < s->rounds; i++) {
+    apf_decision dec = start(s->d);
+    if (dec.outcome == APF_OUTCOME_EXECUTE) {
+      CHECK_STATUS(apf_request_finish(s->d, dec.request, 0), APF_OK);
+    } else if (dec.outcome == APF_OUTCOME_QUEUED) {
+      bool cancelled = false; /* retired either way */
+      CHECK_STATUS(apf_request_cancel(s->d, dec.request, &cancelled), APF_OK);
+    }
+  }
+  return NULL;
+}
+
+static void *scraper(void *arg) {
+  struct shared *s = arg;
+  for (int i = 0; i < s->rounds / 10; i++) {
+    for (size_t t = 0; t < N_TEXTS; t++) {
+      char *text = read_text(s->d, TEXTS[t].fn);
+      CHECK(text != NULL);
+      free(text);
+    }
+  }
+  return NULL;
+}
+
+static void test_scrapes_race_requests(void) {
+  struct shared s = {new_tiny(), 500};
+  pthread_t threads[3];
+  pthread_create(&threads[0], NULL, requester, &s);
+  pthread_create(&threads[1], NULL, requester, &s);
+  pthread_create(&threads[2], NULL, scraper, &s);
+  for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
+  char *text = read_text(s.d, apf_dispatcher_metrics_text);
+  CHECK(text != NULL);
+  if (text) {
+    CHECK(sample(text, "apiserver_flowcontrol_current_executing_requests" PAIR) == 0);
+    CHECK(sample(text, "apiserver_flowcontrol_current_inqueue_requests" PAIR) == 0);
+    CHECK(sample(text, "apiserver_flowcontrol_dispatched_requests_total" PAIR) >= 1);
+    free(text);
+  }
+  apf_dispatcher_free(s.d);
+}
+
+int main(void) {
+  test_metrics_follow_requests();
+  test_content_type();
+  test_dump_headers();
+  test_buffer_protocol_and_nulls();
+  test_growth_between_query_and_copy();
+  test_scrapes_race_requests();
+  if (atomic_load(&failures)) {
+    fprintf(stderr, "test_observe: %d of %d checks failed\n",
+            atomic_load(&failures), atomic_load(&checks));
+    return 1;
+  }
+  printf("test_observe: all %d checks passed\n", atomic_load(&checks));
+  return 0;
+}
