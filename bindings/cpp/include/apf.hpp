@@ -804,6 +804,50 @@ public:
   }
   std::string stats_text() { return try_stats_text().unwrap(); }
 
+  /// Kubernetes' API Priority and Fairness metrics of this dispatcher in
+  /// the OpenMetrics text format (serve it at /metrics with the
+  /// Content-Type apf::metrics_content_type() gives).
+  Result<std::string> try_metrics_text() const {
+    return read_text([this](char *buf, size_t len, size_t *out_len) {
+      return apf_dispatcher_metrics_text(ptr_.get(), buf, len, out_len);
+    });
+  }
+  std::string metrics_text() const { return try_metrics_text().unwrap(); }
+
+  /// The table of Kubernetes' /debug/api_priority_and_fairness/
+  /// dump_priority_levels: one line per priority level.
+  Result<std::string> try_dump_priority_levels() const {
+    return read_text([this](char *buf, size_t len, size_t *out_len) {
+      return apf_dispatcher_dump_priority_levels(ptr_.get(), buf, len, out_len);
+    });
+  }
+  std::string dump_priority_levels() const {
+    return try_dump_priority_levels().unwrap();
+  }
+
+  /// The table of Kubernetes' /debug/api_priority_and_fairness/dump_queues:
+  /// one line per queue of every level that queues.
+  Result<std::string> try_dump_queues() const {
+    return read_text([this](char *buf, size_t len, size_t *out_len) {
+      return apf_dispatcher_dump_queues(ptr_.get(), buf, len, out_len);
+    });
+  }
+  std::string dump_queues() const { return try_dump_queues().unwrap(); }
+
+  /// The table of Kubernetes' /debug/api_priority_and_fairness/
+  /// dump_requests: one line per waiting request; `include_details` adds
+  /// the request's user, verb, path and object columns (Kubernetes'
+  /// ?includeRequestDetails=1).
+  Result<std::string> try_dump_requests(bool include_details = false) const {
+    return read_text([this, include_details](char *buf, size_t len, size_t *out_len) {
+      return apf_dispatcher_dump_requests(ptr_.get(), include_details, buf, len,
+                                          out_len);
+    });
+  }
+  std::string dump_requests(bool include_details = false) const {
+    return try_dump_requests(include_details).unwrap();
+  }
+
   /// Installs `callback` for queued requests' decisions (an empty function
   /// removes it). Returns once no call of the previous callback is running,
   /// so it fails with APF_ERR_IN_CALLBACK inside a completion callback.
@@ -884,6 +928,25 @@ private:
   explicit Dispatcher(Owned raw)
       : callbacks_(std::make_unique<Callbacks>()), ptr_(std::move(raw)) {}
 
+  /// Runs `fill(buf, len, &out_len)` (one of the C text functions) until
+  /// the text fits: it is made anew on each call and may have grown since
+  /// the last one said how long it was.
+  template <typename Fill> static Result<std::string> read_text(Fill fill) {
+    std::string text(16384, '\0');
+    for (;;) {
+      size_t len = 0;
+      apf_status status = fill(text.data(), text.size(), &len);
+      if (status == APF_OK) {
+        text.resize(len);
+        return text;
+      }
+      if (status != APF_ERR_INSUFFICIENT_SIZE) {
+        return Error::last(status);
+      }
+      text.assign(len + 1, '\0');
+    }
+  }
+
   /// How many completion callbacks this thread is running.
   static int &callback_depth() noexcept {
     static thread_local int depth = 0;
@@ -903,6 +966,21 @@ private:
   std::unique_ptr<Callbacks> callbacks_;
   Owned ptr_;
 };
+
+/// The HTTP Content-Type of Dispatcher::metrics_text() (OpenMetrics text),
+/// a static string.
+inline Result<std::string_view> try_metrics_content_type() {
+  const char *text = nullptr;
+  size_t len = 0;
+  apf_status status = apf_metrics_content_type(&text, &len);
+  if (status != APF_OK) {
+    return Error::last(status);
+  }
+  return std::string_view(text, len);
+}
+inline std::string_view metrics_content_type() {
+  return try_metrics_content_type().unwrap();
+}
 
 } // namespace apf
 
