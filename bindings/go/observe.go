@@ -1,0 +1,166 @@
+package apf
+
+// #include "observe_shim.h"
+import "C"
+
+import (
+	"errors"
+	"net/http"
+	"path"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Kubernetes' paths of the debug dumps; DebugHandler serves them.
+const (
+	DebugPathPrefix            = "/debug/api_priority_and_fairness/"
+	DumpPriorityLevelsPath     = DebugPathPrefix + "dump_priority_levels"
+	DumpQueuesPath             = DebugPathPrefix + "dump_queues"
+	DumpRequestsPath           = DebugPathPrefix + "dump_requests"
+	includeRequestDetailsQuery = "includeRequestDetails"
+)
+
+// textKind selects one of libapf's texts (the GO_APF_* of observe_shim.h).
+type textKind int
+
+const (
+	textMetrics textKind = iota
+	textPriorityLevels
+	textQueues
+	textRequests
+	textRequestsDetailed
+	textKinds
+)
+
+// sizeHints remembers each text's last size (with some room) so that a
+// read usually takes one C call; it is only a first guess, shared by all
+// dispatchers.
+var sizeHints [textKinds]atomic.Int64
+
+// MetricsText is Kubernetes' API Priority and Fairness metrics of d in the
+// OpenMetrics text format, which Prometheus scrapes; serve it with
+// MetricsContentType (MetricsHandler does both).
+func (d *Dispatcher) MetricsText() (string, error) {
+	return d.text(textMetrics)
+}
+
+// DumpPriorityLevels is the table of Kubernetes'
+// /debug/api_priority_and_fairness/dump_priority_levels: one line per
+// priority level.
+func (d *Dispatcher) DumpPriorityLevels() (string, error) {
+	return d.text(textPriorityLevels)
+}
+
+// DumpQueues is the table of Kubernetes'
+// /debug/api_priority_and_fairness/dump_queues: one line per queue of every
+// level that queues.
+func (d *Dispatcher) DumpQueues() (string, error) {
+	return d.text(textQueues)
+}
+
+// DumpRequests is the table of Kubernetes'
+// /debug/api_priority_and_fairness/dump_requests: one line per waiting
+// request; includeDetails adds the user, verb, path and object columns.
+func (d *Dispatcher) DumpRequests(includeDetails bool) (string, error) {
+	if includeDetails {
+		return d.text(textRequestsDetailed)
+	}
+	return d.text(textRequests)
+}
+
+// MetricsContentType is the HTTP Content-Type of MetricsText (OpenMetrics
+// text, which Prometheus negotiates).
+func MetricsContentType() string {
+	var text *C.char
+	var n C.size_t
+	if C.apf_metrics_content_type(&text, &n) != C.APF_OK {
+		// Cannot fail with valid pointers; keep a correct answer anyway.
+		return "application/openmetrics-text; version=1.0.0; charset=utf-8"
+	}
+	return C.GoStringN(text, C.int(n))
+}
+
+// text reads one of libapf's texts. The library makes it anew on each call,
+// so it may have grown since a call reported its size: retry until it fits.
+func (d *Dispatcher) text(kind textKind) (string, error) {
+	maybeGC()
+	p := d.c.load()
+	if p == nil {
+		return "", ErrClosed
+	}
+	buf := make([]byte, max(4096, int(sizeHints[kind].Load())))
+	for {
+		var n C.size_t
+		var e cerr
+		st := C.go_apf_observe(p, C.int(kind), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &e.e)
+		runtime.KeepAlive(d)
+		err := e.err(st)
+		if errors.Is(err, StatusInsufficientSize) {
+			buf = make([]byte, int(n)+1+int(n)/8)
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		sizeHints[kind].Store(int64(n) + 1 + int64(n)/8)
+		return string(buf[:n]), nil
+	}
+}
+
+// MetricsHandler serves d's metrics for Prometheus (mount it at /metrics,
+// or beside other collectors' output at a path of its own). A closed
+// dispatcher answers 503.
+func MetricsHandler(d *Dispatcher) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		text, err := d.MetricsText()
+		if err != nil {
+			textError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", MetricsContentType())
+		_, _ = w.Write([]byte(text))
+	})
+}
+
+// DebugHandler serves Kubernetes' three debug dumps of d by the last
+// element of the request's path (dump_priority_levels, dump_queues,
+// dump_requests; 404 for anything else), so it can be mounted at
+// DebugPathPrefix:
+//
+//	mux.Handle(apf.DebugPathPrefix, apf.DebugHandler(d))
+//
+// As in Kubernetes, dump_requests adds each request's details when the
+// query has a non-empty includeRequestDetails (…/dump_requests?includeRequestDetails=1).
+// The dumps name users and paths: mount them where only operators reach.
+func DebugHandler(d *Dispatcher) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var text string
+		var err error
+		switch path.Base(r.URL.Path) {
+		case "dump_priority_levels":
+			text, err = d.DumpPriorityLevels()
+		case "dump_queues":
+			text, err = d.DumpQueues()
+		case "dump_requests":
+			text, err = d.DumpRequests(r.URL.Query().Get(includeRequestDetailsQuery) != "")
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		if err != nil {
+			textError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(text))
+	})
+}
+
+func textError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	if errors.Is(err, ErrClosed) {
+		status = http.StatusServiceUnavailable
+	}
+	http.Error(w, err.Error(), status)
+}
