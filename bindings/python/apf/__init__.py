@@ -18,6 +18,7 @@ or in the repository's ``target/release``.
 
 from ._library import ApfError, ClosedError, LibraryNotFound, last_error, status_text
 from .dispatcher import Dispatcher, Request, RequestScope, default_options
+from .observe import metrics_content_type
 from .aio import AsyncRequestScope
 from .types import (
     Decision,
@@ -55,5 +56,6 @@ __all__ = [
     "abi_version",
     "default_options",
     "last_error",
+    "metrics_content_type",
     "status_text",
 ]

@@ -19,23 +19,42 @@ from typing import Optional
 
 from ._http import RetryAfter, too_many_requests, uid_headers
 from .dispatcher import Dispatcher
+from .observe import answer as observe_answer
 from .types import Rejected, WorkEstimate
 
 
 class Middleware:
     def __init__(self, app, dispatcher: Dispatcher, classify, estimate=None,
-                 retry_after: RetryAfter = 1, timeout_ns: Optional[int] = None):
+                 retry_after: RetryAfter = 1, timeout_ns: Optional[int] = None,
+                 serve_metrics_and_dumps: bool = False):
+        """``serve_metrics_and_dumps`` answers ``/metrics`` and Kubernetes'
+        ``/debug/api_priority_and_fairness/dump_*`` paths from the
+        dispatcher (see :mod:`apf.observe`) before classification; the
+        dumps name users and paths, so enable it only where operators
+        alone can reach."""
         self.app = app
         self.dispatcher = dispatcher
         self.classify = classify
         self.estimate = estimate
         self.retry_after = retry_after
         self.timeout_ns = timeout_ns
+        self.serve_metrics_and_dumps = serve_metrics_and_dumps
 
     async def __call__(self, scope, receive, send):
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
+        if self.serve_metrics_and_dumps:
+            found = observe_answer(self.dispatcher, scope.get("path", ""),
+                                   scope.get("query_string", b"").decode("latin-1"))
+            if found is not None:
+                await send({
+                    "type": "http.response.start",
+                    "status": found.status,
+                    "headers": [(k.lower().encode(), v.encode()) for k, v in found.headers],
+                })
+                await send({"type": "http.response.body", "body": found.body})
+                return
         digest = await _maybe_await(self.classify(scope))
         if digest is None:
             await self.app(scope, receive, send)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple, Union
 
 from . import _bindings as b
 from ._library import ApfError, ClosedError, call, last_error, lib
@@ -216,17 +216,50 @@ class Dispatcher(Managed):
 
     def stats_text(self) -> str:
         """Per-level statistics as text."""
+        return self._read_text("apf_dispatcher_stats_text")
+
+    # --- metrics and debug dumps -------------------------------------------
+    def metrics_text(self) -> str:
+        """Kubernetes' API Priority and Fairness metrics in the OpenMetrics
+        text format, for Prometheus (serve it with
+        :func:`apf.observe.metrics_content_type`)."""
+        return self._read_text("apf_dispatcher_metrics_text")
+
+    def dump_priority_levels(self) -> str:
+        """The table of Kubernetes' ``/debug/api_priority_and_fairness/
+        dump_priority_levels``: one line per priority level."""
+        return self._read_text("apf_dispatcher_dump_priority_levels")
+
+    def dump_queues(self) -> str:
+        """The table of Kubernetes' ``/debug/api_priority_and_fairness/
+        dump_queues``: one line per queue of every level that queues."""
+        return self._read_text("apf_dispatcher_dump_queues")
+
+    def dump_requests(self, include_details: bool = False) -> str:
+        """The table of Kubernetes' ``/debug/api_priority_and_fairness/
+        dump_requests``: one line per waiting request; ``include_details``
+        adds the user, verb, path and object columns."""
+        return self._read_text("apf_dispatcher_dump_requests", bool(include_details))
+
+    # A first buffer size per text function: its last size, with some room.
+    _size_hints: Dict[str, int] = {}
+
+    def _read_text(self, name: str, *args) -> str:
+        """Copy out one of libapf's texts. The library makes it anew on
+        every call, so it may outgrow the size a call reported: retry until
+        it fits."""
         needed = ctypes.c_size_t(0)
-        size = 4096
+        size = max(4096, Dispatcher._size_hints.get(name, 0))
         while True:
             buf = ctypes.create_string_buffer(size)
             try:
-                self._call("apf_dispatcher_stats_text", buf, size, ctypes.byref(needed))
+                self._call(name, *args, buf, size, ctypes.byref(needed))
             except ApfError as exc:
                 if exc.status == b.APF_ERR_INSUFFICIENT_SIZE and needed.value + 1 > size:
-                    size = needed.value + 1
+                    size = needed.value + 1 + needed.value // 8
                     continue
                 raise
+            Dispatcher._size_hints[name] = needed.value + 1 + needed.value // 8
             return buf.raw[: needed.value].decode("utf-8", "replace")
 
     # --- the raw request operations (one C function each) ------------------

@@ -24,6 +24,7 @@ from ._http import (
     uid_headers,
 )
 from .dispatcher import Dispatcher, Request
+from .observe import answer as observe_answer
 from .types import Rejected, RequestDigest, WorkEstimate
 
 
@@ -36,19 +37,32 @@ class Middleware:
         estimate: Optional[Callable[[dict, RequestDigest], WorkEstimate]] = None,
         retry_after: RetryAfter = 1,
         timeout_ns: Optional[int] = None,
+        serve_metrics_and_dumps: bool = False,
     ):
         """``estimate(environ, digest)`` gives the work estimate (default:
         one seat); ``retry_after`` is seconds or a function of the
         :class:`apf.Rejected`; ``timeout_ns`` bounds the wait in a queue
-        (dispatcher clock; the dispatcher's wait limit applies anyway)."""
+        (dispatcher clock; the dispatcher's wait limit applies anyway).
+        ``serve_metrics_and_dumps`` answers ``/metrics`` and Kubernetes'
+        ``/debug/api_priority_and_fairness/dump_*`` paths from the
+        dispatcher (see :mod:`apf.observe`) before classification, so they
+        stay reachable when the server is saturated; the dumps name users
+        and paths, so enable it only where operators alone can reach."""
         self.app = app
         self.dispatcher = dispatcher
         self.classify = classify
         self.estimate = estimate
         self.retry_after = retry_after
         self.timeout_ns = timeout_ns
+        self.serve_metrics_and_dumps = serve_metrics_and_dumps
 
     def __call__(self, environ, start_response):
+        if self.serve_metrics_and_dumps:
+            found = observe_answer(self.dispatcher, environ.get("PATH_INFO", ""),
+                                   environ.get("QUERY_STRING", ""))
+            if found is not None:
+                start_response(f"{found.status} {found.reason}", found.headers)
+                return [found.body]
         digest = self.classify(environ)
         if digest is None:
             return self.app(environ, start_response)
