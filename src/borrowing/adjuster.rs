@@ -55,7 +55,8 @@ pub struct AdjustmentReport {
 }
 
 type Callback = Box<dyn Fn(&[u32]) + Send + Sync>;
-type Refresher = Arc<dyn Fn() + Send + Sync>;
+// A plain std Arc: it only shares a closure, and loom's Arc cannot hold `dyn`.
+type Refresher = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// Runs borrowing for one set of priority levels.
 ///
@@ -251,7 +252,7 @@ impl BorrowingAdjuster {
     /// reconfigure this adjuster; it may take the levels' locks (the order
     /// is adjuster, then level, then demand integrator).
     pub fn set_demand_refresher(&self, refresh: impl Fn() + Send + Sync + 'static) {
-        *lock(&self.inner.refresher) = Some(Arc::new(refresh));
+        *lock(&self.inner.refresher) = Some(std::sync::Arc::new(refresh));
     }
 
     /// The seat demand integrator the queueset of level `index` feeds.
