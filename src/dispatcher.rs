@@ -150,6 +150,12 @@ impl Dispatcher {
             },
             move |cls| apply_limits(&lock(&for_callback), cls),
         )?;
+        let for_refresh = table.clone();
+        adjuster.set_demand_refresher(move || {
+            // Cloned so no level is replayed with the table locked.
+            let levels = lock(&for_refresh).clone();
+            levels.iter().for_each(|level| level.catch_up());
+        });
         let levels = build_levels(&valid, &[], &adjuster.current_cls(), &options, &clock);
         attach_demand(&adjuster, &levels);
         *lock(&table) = levels.clone();

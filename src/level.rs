@@ -232,6 +232,14 @@ impl Level {
         lock(&self.notes).get(&id).cloned()
     }
 
+    /// See [`QueueSet::catch_up`]; an exempt level reports its demand at
+    /// every change already.
+    pub(crate) fn catch_up(&self) {
+        if let LevelKind::Limited(qs) = &self.kind {
+            qs.catch_up();
+        }
+    }
+
     pub(crate) fn set_demand_observer(&self, observer: Option<SeatDemandHandle>) {
         match &self.kind {
             LevelKind::Limited(qs) => qs.set_demand_observer(observer),

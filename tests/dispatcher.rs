@@ -246,3 +246,44 @@ fn a_busy_level_borrows_from_idle_ones_at_the_next_adjustment() {
     );
     drop(held);
 }
+
+/// Requests admitted on the lock-free path report their demand lazily
+/// (through the level's event ring). Borrowing must still see them when its
+/// period ends: a level busy only with such requests shows that demand in
+/// the adjustment that follows, not zero.
+#[test]
+fn borrowing_sees_demand_admitted_on_the_lock_free_path() {
+    let (clock, manual) = Clock::manual();
+    let options = DispatcherOptions {
+        server_concurrency_limit: 600,
+        ..DispatcherOptions::default()
+    };
+    let d = Dispatcher::builtin(options, clock);
+    let low = d.level("workload-low").expect("built in");
+    let nominal = low.stats().queueset.concurrency_limit;
+    // Fewer starts than the ring holds, all within the limit: no replay
+    // happens on the way, so only the end-of-period refresh can report them.
+    let wanted = 20.min(nominal) as usize;
+    let mut held = Vec::new();
+    for _ in 0..wanted {
+        let decision = d.start_request(
+            &service_account_list("system:serviceaccount:tenant:a"),
+            one_seat(),
+            None,
+        );
+        assert!(matches!(decision.outcome, Outcome::Execute(_)));
+        held.push(decision);
+    }
+    manual.advance(Duration::from_secs(10));
+    let report = d.borrowing().report();
+    let low_report = report
+        .levels
+        .iter()
+        .find(|l| l.name == "workload-low")
+        .expect("workload-low is a borrowing level");
+    assert_eq!(
+        low_report.stats.high_watermark, wanted as u32,
+        "the adjustment saw the {wanted} seats held since the period began"
+    );
+    drop(held);
+}

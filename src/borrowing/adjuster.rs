@@ -55,6 +55,8 @@ pub struct AdjustmentReport {
 }
 
 type Callback = Box<dyn Fn(&[u32]) + Send + Sync>;
+// A plain std Arc: it only shares a closure, and loom's Arc cannot hold `dyn`.
+type Refresher = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// Runs borrowing for one set of priority levels.
 ///
@@ -105,6 +107,9 @@ struct Inner {
     clock: Clock,
     period: Duration,
     callback: Callback,
+    /// Brings the demand integrators up to date before a period ends (the
+    /// queuesets report demand lazily); see [`BorrowingAdjuster::set_demand_refresher`].
+    refresher: Mutex<Option<Refresher>>,
     /// Serialises adjustments together with their delivery, so callbacks
     /// see CurrentCLs in the order they were computed. Taken before `state`.
     adjusting: Mutex<()>,
@@ -183,6 +188,7 @@ impl BorrowingAdjuster {
             clock: clock.clone(),
             period: options.period,
             callback: Box::new(callback),
+            refresher: Mutex::new(None),
             adjusting: Mutex::new(()),
             state: Mutex::new(state),
             timer: Mutex::new(None),
@@ -201,6 +207,7 @@ impl BorrowingAdjuster {
     /// the next period.
     pub fn adjust_now(&self) {
         let _adjusting = lock(&self.inner.adjusting);
+        self.inner.refresh_demand();
         let now = self.inner.clock.now();
         let current = lock(&self.inner.state).adjust(now);
         self.inner.arm(now);
@@ -226,6 +233,7 @@ impl BorrowingAdjuster {
     ) -> Result<(), BorrowingConfigError> {
         validate_levels(levels)?;
         let _adjusting = lock(&self.inner.adjusting);
+        self.inner.refresh_demand();
         let now = self.inner.clock.now();
         let current = {
             let mut state = lock(&self.inner.state);
@@ -235,6 +243,16 @@ impl BorrowingAdjuster {
         self.inner.arm(now);
         publish(&current);
         Ok(())
+    }
+
+    /// Call `refresh` at the end of every period (and before a
+    /// reconfiguration), before the demand integrators are read: it should
+    /// make every level report the demand changes it has not reported yet.
+    /// It runs with adjustments serialised, so it must not adjust or
+    /// reconfigure this adjuster; it may take the levels' locks (the order
+    /// is adjuster, then level, then demand integrator).
+    pub fn set_demand_refresher(&self, refresh: impl Fn() + Send + Sync + 'static) {
+        *lock(&self.inner.refresher) = Some(std::sync::Arc::new(refresh));
     }
 
     /// The seat demand integrator the queueset of level `index` feeds.
@@ -298,11 +316,21 @@ impl Inner {
         if self.stopped.load(Ordering::Acquire) {
             return;
         }
+        self.refresh_demand();
         let current = lock(&self.state).adjust(at);
         self.arm(at);
         // The library must outlive a faulty callback: the timer thread is
         // shared by every timer of the clock.
         let _ = catch_unwind(AssertUnwindSafe(|| (self.callback)(&current)));
+    }
+
+    fn refresh_demand(&self) {
+        // Cloned out so the refresher runs without our lock: it takes the
+        // levels' locks, and a faulty one must not poison adjustments.
+        let refresher = lock(&self.refresher).clone();
+        if let Some(refresh) = refresher {
+            let _ = catch_unwind(AssertUnwindSafe(|| refresh()));
+        }
     }
 
     /// Schedule the next periodic adjustment one period after `now`.

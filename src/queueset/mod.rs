@@ -407,6 +407,13 @@ impl QueueSet {
         self.shared.reconfigure(cfg)
     }
 
+    /// Replay the hot path's pending events now, so whatever reads this
+    /// level's demand observer next (borrowing, at the end of its period)
+    /// sees every change up to this instant rather than the last replay.
+    pub fn catch_up(&self) {
+        drop(self.shared.lock_and_drain());
+    }
+
     /// Report this level's seat demand (seats in use plus seats waiting,
     /// at every change, with its time) to `observer`, as borrowing needs.
     /// The hot path never touches it: changes reach it when the event ring

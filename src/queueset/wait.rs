@@ -30,8 +30,17 @@ pub(crate) struct WaitSlot {
     pub(crate) queue: u32,
     /// The caller's tag for the request (see `tally`).
     pub(crate) tag: u32,
-    state: Mutex<SlotState>,
+    state: Mutex<Rendezvous>,
     decided: Condvar,
+}
+
+#[derive(Debug)]
+struct Rendezvous {
+    state: SlotState,
+    /// A thread sleeps on `decided`. Most requests are never waited for
+    /// by a blocked thread (they are polled, awaited, or dispatched before
+    /// anyone waits), and a notify costs a system call even with no sleeper.
+    sleeper: bool,
 }
 
 impl WaitSlot {
@@ -40,7 +49,10 @@ impl WaitSlot {
             seq,
             queue,
             tag,
-            state: Mutex::new(SlotState::Waiting(None)),
+            state: Mutex::new(Rendezvous {
+                state: SlotState::Waiting(None),
+                sleeper: false,
+            }),
             decided: Condvar::new(),
         }
     }
@@ -51,14 +63,17 @@ impl WaitSlot {
     /// into the level).
     #[must_use = "the waker must be woken"]
     pub(crate) fn decide(&self, decision: SlotState) -> Option<Waker> {
-        let mut state = lock(&self.state);
+        let mut slot = lock(&self.state);
         debug_assert!(
-            matches!(*state, SlotState::Waiting(_)),
+            matches!(slot.state, SlotState::Waiting(_)),
             "a request is decided once"
         );
-        let previous = std::mem::replace(&mut *state, decision);
-        drop(state);
-        self.decided.notify_all();
+        let previous = std::mem::replace(&mut slot.state, decision);
+        let sleeper = slot.sleeper;
+        drop(slot);
+        if sleeper {
+            self.decided.notify_all();
+        }
         match previous {
             SlotState::Waiting(waker) => waker,
             _ => None,
@@ -67,8 +82,9 @@ impl WaitSlot {
 
     /// Take the decision if there is one; otherwise remember `waker`.
     pub(crate) fn try_take(&self, waker: Option<&Waker>) -> Option<SlotState> {
-        let mut state = lock(&self.state);
-        match &mut *state {
+        let mut slot = lock(&self.state);
+        let state = &mut slot.state;
+        match state {
             SlotState::Waiting(slot) => {
                 if let Some(w) = waker {
                     if !slot.as_ref().is_some_and(|old| old.will_wake(w)) {
@@ -78,19 +94,22 @@ impl WaitSlot {
                 None
             }
             SlotState::Taken => None,
-            _ => Some(std::mem::replace(&mut *state, SlotState::Taken)),
+            _ => Some(std::mem::replace(state, SlotState::Taken)),
         }
     }
 
     /// Block until decided, then take the decision.
     pub(crate) fn wait_and_take(&self) -> SlotState {
-        let mut state = lock(&self.state);
-        while matches!(*state, SlotState::Waiting(_)) {
-            state = match self.decided.wait(state) {
+        let mut slot = lock(&self.state);
+        while matches!(slot.state, SlotState::Waiting(_)) {
+            // Set under the lock the decider takes, so it cannot miss us.
+            slot.sleeper = true;
+            slot = match self.decided.wait(slot) {
                 Ok(g) => g,
                 Err(poisoned) => poisoned.into_inner(),
             };
         }
-        std::mem::replace(&mut *state, SlotState::Taken)
+        slot.sleeper = false;
+        std::mem::replace(&mut slot.state, SlotState::Taken)
     }
 }
