@@ -31,9 +31,11 @@ mod names;
 pub mod request;
 mod slab;
 pub mod status;
+pub mod workqueue;
 
 pub use completion::apf_completion_callback;
 pub use dispatcher::*;
 pub use names::apf_str;
 pub use request::*;
 pub use status::*;
+pub use workqueue::*;

@@ -5,7 +5,7 @@ use super::limiter::{ItemExponentialFailure, RateLimiter};
 use super::metrics::WorkqueueMetrics;
 use super::queue::Workqueue;
 use super::strategy::Priority;
-use super::{Config, Item, TryGetError, WorkqueueError};
+use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::duration_nanos;
 use std::fmt;
 use std::time::Duration;
@@ -135,6 +135,15 @@ impl<T: Item> PriorityQueue<T> {
     /// [`PriorityQueue::get`] with the item's priority.
     pub fn get_with_priority(&self) -> Option<(T, i32)> {
         self.queue.get_with_hint()
+    }
+
+    /// [`PriorityQueue::get_with_priority`], waiting at most `timeout` of
+    /// real time (see [`Workqueue::get_timeout`]).
+    pub fn get_with_priority_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<(T, i32), GetTimeoutError> {
+        self.queue.get_with_hint_timeout(timeout)
     }
 
     /// The next ready item, without blocking.
