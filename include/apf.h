@@ -391,7 +391,7 @@ typedef struct apf_wq_options {
   uint64_t limiter_idle_expiry_nanos;
   // Items the queue's index holds before it first grows (growing rehashes
   // under the queue's lock: say 1000000 if it will hold a million); 0 to
-  // grow as needed.
+  // grow as needed. Values above 2^28 count as 2^28.
   uint64_t capacity;
 } apf_wq_options;
 

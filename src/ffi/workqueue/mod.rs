@@ -121,7 +121,7 @@ pub struct apf_wq_options {
     pub limiter_idle_expiry_nanos: u64,
     /// Items the queue's index holds before it first grows (growing rehashes
     /// under the queue's lock: say 1000000 if it will hold a million); 0 to
-    /// grow as needed.
+    /// grow as needed. Values above 2^28 count as 2^28.
     pub capacity: u64,
 }
 
@@ -546,7 +546,7 @@ impl WorkqueueSource for Snapshot {
 fn metrics_text(metrics: WorkqueueMetrics) -> String {
     let exporter = Exporter::new();
     if !metrics.name.is_empty() {
-        let snapshot = std::sync::Arc::new(Snapshot(metrics));
+        let snapshot = Arc::new(Snapshot(metrics));
         // A fresh exporter has no duplicate; an unnamed queue exports
         // nothing, as in client-go.
         let _ = exporter.register_workqueue(&snapshot);
