@@ -5,7 +5,7 @@
  *
  * Conventions
  * - Every function returns an apf_status (APF_OK = 0, errors 7000-7999),
- *   except apf_abi_version and apf_dispatcher_free. Results go through
+ *   except apf_abi_version and the _free functions. Results go through
  *   out-parameters, which come last and are written only on APF_OK (the
  *   text-copying functions also write *out_len on APF_ERR_INSUFFICIENT_SIZE).
  *   apf_last_error gives the calling thread's last error message.
@@ -20,9 +20,16 @@
  *   by apf_request_finish, a queued one by its rejection or by
  *   apf_request_cancel. Stale, unknown or reused handles are detected
  *   (APF_ERR_INVALID_HANDLE), never undefined behaviour.
+ * - Workqueues (apf_wq_*): apf_wq_new/apf_wq_free, limiter descriptions
+ *   apf_wq_limiter_new_... and apf_wq_limiter_free (queues copy them). Keys are
+ *   byte strings (const uint8_t *key, size_t key_len), copied. An item
+ *   handle from apf_wq_get is retired by apf_wq_done, which also ends the
+ *   validity of the key pointer apf_wq_get returned with it.
  * - Threads: every function may be called concurrently on one dispatcher,
  *   and a request handle may be used from any thread, except that
- *   apf_dispatcher_free must be the dispatcher's last call. The completion
+ *   apf_dispatcher_free must be the dispatcher's last call; the same holds
+ *   for a workqueue, whose apf_wq_free may only overlap calls blocked in
+ *   apf_wq_get or apf_wq_shut_down_with_drain (it wakes them). The completion
  *   callback runs on the thread that decided the request, with no libapf
  *   lock held.
  * - No Rust panic crosses this boundary: a panic inside libapf returns
@@ -70,7 +77,8 @@ enum apf_status
   APF_ERR_PANIC = 7003,
   // The request handle is 0, unknown, or stale: its request was already
   // finished, cancelled or rejected (a second finish lands here), or it
-  // belongs to another dispatcher.
+  // belongs to another dispatcher. Also a workqueue item handle that is
+  // 0, already done, or of another queue.
   APF_ERR_INVALID_HANDLE = 7004,
   // The request is still waiting in a queue: it cannot be finished until
   // `apf_request_wait` or `apf_request_poll` reported it dispatched
@@ -84,7 +92,7 @@ enum apf_status
   // The configuration text does not parse or does not validate; the
   // configuration in force (if any) is unchanged.
   APF_ERR_CONFIG = 7008,
-  // The dispatcher does not run on a manual clock.
+  // The dispatcher (or workqueue) does not run on a manual clock.
   APF_ERR_NOT_MANUAL_CLOCK = 7009,
   // The caller's buffer is too small; `*out_len` holds the length needed
   // (not counting the terminating NUL).
@@ -96,6 +104,9 @@ enum apf_status
   // The call is not allowed from inside a completion callback (it would
   // wait for the callback itself).
   APF_ERR_IN_CALLBACK = 7013,
+  // The workqueue is of another kind than the call needs: a slow lane on
+  // a queue without lanes, a priority on a non-priority queue.
+  APF_ERR_WQ_WRONG_KIND = 7014,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -152,6 +163,73 @@ typedef uint32_t apf_reject_reason;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// The kind of queue (`apf_wq_options.kind`).
+enum apf_wq_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // First in, first out (client-go's default).
+  APF_WQ_FIFO = 0,
+  // A fast and a slow lane, each FIFO; slow items are handed out only
+  // while the fast lane is empty. Adding a queued item with the other
+  // lane moves it to the back of that lane.
+  APF_WQ_TWO_LANE = 1,
+  // Integer priorities, highest first, FIFO within one priority
+  // (controller-runtime's priority queue): of all adds of an item not yet
+  // handed out, the highest priority and the shortest delay win.
+  APF_WQ_PRIORITY = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum apf_wq_kind apf_wq_kind;
+#else
+typedef uint32_t apf_wq_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// A lane of a two-lane queue (`apf_wq_add_opts.lane`, `apf_wq_item.lane`).
+enum apf_wq_lane
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Served first; the default lane of every add.
+  APF_WQ_LANE_FAST = 0,
+  // Served only while the fast lane is empty.
+  APF_WQ_LANE_SLOW = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum apf_wq_lane apf_wq_lane;
+#else
+typedef uint32_t apf_wq_lane;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// What `apf_wq_get` found (`apf_wq_item.result`). None is an error.
+enum apf_wq_get_result
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // An item: process it, then `apf_wq_done` its handle.
+  APF_WQ_ITEM = 0,
+  // Nothing ready now (`apf_wq_try_get`, or `apf_wq_get` with timeout 0).
+  APF_WQ_EMPTY = 1,
+  // The queue is shutting down and nothing is ready: stop working.
+  APF_WQ_SHUT_DOWN = 2,
+  // The timeout of `apf_wq_get` passed with nothing ready.
+  APF_WQ_TIMED_OUT = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum apf_wq_get_result apf_wq_get_result;
+#else
+typedef uint32_t apf_wq_get_result;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // A dispatcher: classifies requests by flow schema and decides on them at
 // their priority level (execute, queue, or reject), with fair queuing and
 // borrowing between levels.
@@ -161,6 +239,33 @@ typedef uint32_t apf_reject_reason;
 // the last call (no other call on the dispatcher or its requests may run or
 // follow). Request handles may be used from any thread.
 typedef struct apf_dispatcher apf_dispatcher;
+
+// A work queue of byte-string keys (client-go's rules: an item added while
+// queued is queued once; one added while being processed is queued again
+// only after `apf_wq_done`, so no key is ever processed by two workers at
+// once; after shutdown, adds are ignored and `apf_wq_get` hands out what is
+// queued, then reports `APF_WQ_SHUT_DOWN`). Every queue delays
+// (`apf_wq_add_after`) and rate-limits (`apf_wq_add_rate_limited`).
+//
+// Thread safety: every function may be called on one queue from any number
+// of threads at once, and an item handle may be done from any thread, with
+// one exception: `apf_wq_free`. It must not overlap any call that is
+// starting or running, except calls blocked inside `apf_wq_get` or
+// `apf_wq_shut_down_with_drain`, which it wakes (they return
+// `APF_WQ_SHUT_DOWN` and `APF_OK`) and which then touch nothing freed; no
+// call may follow it. The simple safe order is `apf_wq_shut_down`, join the
+// workers, `apf_wq_free`.
+typedef struct apf_workqueue apf_workqueue;
+
+// A rate limiter's description, not yet bound to a clock: each queue made
+// with it (`apf_wq_options.limiter`) gets its own limiter, with its own
+// state, built from a copy of the description. Free it with
+// `apf_wq_limiter_free` once no longer needed (queues keep their copy).
+//
+// Thread safety: immutable once made; may be read from any number of
+// threads at once (by `apf_wq_new`, `apf_wq_limiter_new_max_of`), but not
+// while `apf_wq_limiter_free` runs.
+typedef struct apf_wq_limiter apf_wq_limiter;
 
 // Server-wide settings, with `apf_options_default`'s values filled in
 // unless you change them.
@@ -258,6 +363,74 @@ typedef struct apf_decision {
   struct apf_str priority_level_name;
   struct apf_str priority_level_uid;
 } apf_decision;
+
+// How `apf_wq_new` builds a queue. Start from `apf_wq_options_default`.
+typedef struct apf_wq_options {
+  // An `apf_wq_kind` (default `APF_WQ_FIFO`).
+  uint32_t kind;
+  // Run on a manual clock that starts at 0 and moves only through
+  // `apf_wq_advance_clock` (delays, rate limits and timed metrics);
+  // otherwise the real monotonic clock. `apf_wq_get`'s timeout is real
+  // time either way.
+  bool manual_clock;
+  // The queue's name `(name, name_len)`, UTF-8: the `name` label of its
+  // metrics. May be empty (NULL, 0): an unnamed queue exports no metrics,
+  // as in client-go. Copied; need not outlive the call.
+  const char *name;
+  size_t name_len;
+  // The rate limiter (copied; free yours whenever you like); NULL for
+  // client-go's default controller limiter (`apf_wq_limiter_new_default`).
+  const struct apf_wq_limiter *limiter;
+  // How many items one generation of a per-item limiter's state holds
+  // before it ages early (memory is bounded by twice this); 0 for the
+  // library's default, 2^20.
+  uint64_t limiter_state_capacity;
+  // Per-item limiter state idle this long is forgotten (an item idle for
+  // twice this always is); 0 for the default: twice the limiter's longest
+  // delay, at least a minute.
+  uint64_t limiter_idle_expiry_nanos;
+  // Items the queue's index holds before it first grows (growing rehashes
+  // under the queue's lock: say 1000000 if it will hold a million); 0 to
+  // grow as needed. Values above 2^28 count as 2^28.
+  uint64_t capacity;
+} apf_wq_options;
+
+// Options of `apf_wq_add_with_opts`. All zero (`{0}`) is a plain add.
+typedef struct apf_wq_add_opts {
+  // Add once this many nanoseconds have passed on the queue's clock; 0:
+  // now. An item already waiting keeps the earlier time.
+  uint64_t after_nanos;
+  // Also ask the rate limiter: the delay is the limiter's, or
+  // `after_nanos` if that is non-zero and shorter.
+  bool rate_limited;
+  // Two-lane queues: an `apf_wq_lane`. Other kinds accept only
+  // `APF_WQ_LANE_FAST` (`APF_ERR_WQ_WRONG_KIND`).
+  uint32_t lane;
+  // Priority queues: use `priority` (otherwise priority 0). Other kinds
+  // reject `has_priority` (`APF_ERR_WQ_WRONG_KIND`).
+  bool has_priority;
+  // Higher is handed out first.
+  int32_t priority;
+} apf_wq_add_opts;
+
+// What `apf_wq_get` and `apf_wq_try_get` found.
+typedef struct apf_wq_item {
+  // An `apf_wq_get_result`; the other fields matter only for
+  // `APF_WQ_ITEM`.
+  uint32_t result;
+  // The item's handle for `apf_wq_done` (never 0 for an item; 0
+  // otherwise).
+  uint64_t item;
+  // The key `(key, key_len)`, owned by the queue, valid until
+  // `apf_wq_done` of this handle (or `apf_wq_free`). Not NUL-terminated.
+  // NULL only for no item (an empty key has a non-NULL pointer).
+  const uint8_t *key;
+  size_t key_len;
+  // Two-lane queues: the `apf_wq_lane` the item came from; 0 otherwise.
+  uint32_t lane;
+  // Priority queues: the item's priority; 0 otherwise.
+  int32_t priority;
+} apf_wq_item;
 
 #ifdef __cplusplus
 extern "C" {
@@ -566,6 +739,264 @@ apf_status apf_last_error(char *buf, size_t len, size_t *out_len);
 // # Safety
 // `out_text` and `out_len` must be NULL or writable.
 apf_status apf_status_text(uint32_t status, const char **out_text, size_t *out_len);
+
+// Fill `*out` with the default options: a FIFO queue on the real clock,
+// unnamed, with client-go's default controller limiter and the default
+// limiter state bounds.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_wq_options_default(struct apf_wq_options *out);
+
+// Create a queue. `options` may be NULL for `apf_wq_options_default`'s.
+// Errors: `APF_ERR_INVALID_PARAMETER` (unknown kind), `APF_ERR_INVALID_UTF8`
+// (name). On success `*out` owns the queue; free it with `apf_wq_free`.
+// Nothing `options` points to is kept after the call.
+//
+// # Safety
+// `options` must be NULL or readable, its `name` readable for `name_len`
+// bytes (or NULL with 0), its `limiter` NULL or live; `out` NULL or
+// writable.
+apf_status apf_wq_new(const struct apf_wq_options *options, struct apf_workqueue **out);
+
+// Shut the queue down and free it. Workers blocked in `apf_wq_get` (and
+// a caller blocked in `apf_wq_shut_down_with_drain`) wake and return
+// (`APF_WQ_SHUT_DOWN`; `APF_OK`) without touching freed memory; every item
+// handle and key pointer of the queue becomes invalid, including those of
+// items still processing (do not `apf_wq_done` them). NULL is a no-op.
+//
+// # Safety
+// `queue` must be NULL or a queue not yet freed. No call on it may be
+// starting or running, except calls blocked in `apf_wq_get` or
+// `apf_wq_shut_down_with_drain`; none may follow.
+void apf_wq_free(struct apf_workqueue *queue);
+
+// Add `(key, key_len)` (an arbitrary byte string, copied; (NULL, 0) is the
+// empty key) to be processed: queued once however often it is added before
+// a worker takes it; if it is processing, queued again when it is done.
+// Ignored after shutdown. Two-lane queues: the fast lane. Priority queues:
+// priority 0, and a ready add ends a wait.
+//
+// # Safety
+// `queue` must be NULL or live; `key` readable for `key_len` bytes (or NULL
+// with 0).
+apf_status apf_wq_add(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
+
+// Add with options (see `apf_wq_add_opts`; `opts` NULL is a plain add):
+// a delay, rate limiting, a lane (two-lane queues: adding a queued item
+// with the other lane moves it to the back of that lane; the latest add
+// decides), a priority (priority queues: a duplicate keeps the highest
+// priority and the shortest delay). `APF_ERR_WQ_WRONG_KIND` for a slow
+// lane on a queue without lanes or a priority on a non-priority queue;
+// `APF_ERR_INVALID_PARAMETER` for an unknown lane.
+//
+// # Safety
+// As `apf_wq_add`; `opts` NULL or readable.
+apf_status apf_wq_add_with_opts(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, const struct apf_wq_add_opts *opts);
+
+// Add once `delay_nanos` have passed on the queue's clock (client-go's
+// `AddAfter`): an item already waiting keeps the earlier time; 0 adds now.
+// FIFO and two-lane queues count every call in `workqueue_retries_total`
+// (as client-go); priority queues count delayed ones.
+//
+// # Safety
+// As `apf_wq_add`.
+apf_status apf_wq_add_after(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, uint64_t delay_nanos);
+
+// Add after the delay the queue's rate limiter gives this key (client-go's
+// `AddRateLimited`); the limiter counts it as a failure of the key (see
+// `apf_wq_num_requeues`, `apf_wq_forget`).
+//
+// # Safety
+// As `apf_wq_add`.
+apf_status apf_wq_add_rate_limited(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
+
+// Take the next item, waiting up to `timeout_nanos` of real time (whatever
+// the queue's clock) while none is ready: `UINT64_MAX` waits forever, 0
+// does not wait (`APF_WQ_EMPTY` when nothing is ready). On `APF_OK`,
+// `out->result` says what happened: `APF_WQ_ITEM` (process it, then
+// `apf_wq_done(queue, out->item)`; the key stays valid until then),
+// `APF_WQ_SHUT_DOWN` (nothing ready and the queue is shutting down: stop),
+// `APF_WQ_TIMED_OUT`. A waiting caller holds no lock: any number of threads
+// may wait at once, and each ready item wakes exactly one of them.
+// `apf_wq_shut_down` and `apf_wq_free` wake them all.
+//
+// # Safety
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_get(struct apf_workqueue *queue, uint64_t timeout_nanos, struct apf_wq_item *out);
+
+// `apf_wq_get` without waiting: `out->result` is `APF_WQ_ITEM`,
+// `APF_WQ_EMPTY` or `APF_WQ_SHUT_DOWN`.
+//
+// # Safety
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_try_get(struct apf_workqueue *queue, struct apf_wq_item *out);
+
+// Finish processing the item `item` (a handle from `apf_wq_get`): if its
+// key was added again meanwhile, it is queued again now. The handle and its
+// key pointer become invalid. May be called from any thread.
+// `APF_ERR_INVALID_HANDLE` for 0, a handle already done, or one this queue
+// never issued; the queue is unchanged then.
+//
+// # Safety
+// `queue` must be NULL or live.
+apf_status apf_wq_done(struct apf_workqueue *queue, uint64_t item);
+
+// Stop tracking the key's failures in the rate limiter (after a success,
+// or on giving up): its next rate-limited add waits the first delay
+// again. The item must still be done.
+//
+// # Safety
+// As `apf_wq_add`.
+apf_status apf_wq_forget(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
+
+// How many rate-limited adds of the key the limiter has counted since it
+// was last forgotten (0 for limiters that keep no per-item state).
+//
+// # Safety
+// As `apf_wq_add`; `out` NULL or writable.
+apf_status apf_wq_num_requeues(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, uint32_t *out);
+
+// How many items are ready to be handed out (client-go's `Len`: not
+// counting items processing, even if added again, nor items waiting for a
+// delay). For information: it may change before you look at it.
+//
+// # Safety
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_len(struct apf_workqueue *queue, size_t *out);
+
+// How many items wait for a delay (`apf_wq_add_after`, rate limiting).
+//
+// # Safety
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_waiting_len(struct apf_workqueue *queue, size_t *out);
+
+// How many items a lane of a two-lane queue holds ready
+// (`APF_ERR_WQ_WRONG_KIND` for other kinds).
+//
+// # Safety
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_lane_len(struct apf_workqueue *queue, uint32_t lane, size_t *out);
+
+// Shut the queue down: further adds are ignored, waiting delays end (their
+// items are dropped), workers get what is ready and then
+// `APF_WQ_SHUT_DOWN`; blocked workers wake. Returns at once; may be called
+// more than once, and ends a `apf_wq_shut_down_with_drain`'s wait.
+//
+// # Safety
+// `queue` must be NULL or live.
+apf_status apf_wq_shut_down(struct apf_workqueue *queue);
+
+// `apf_wq_shut_down`, then wait until no item is processing: every handle
+// handed out must be done (by other threads: calling this from the only
+// thread holding items never returns). `apf_wq_shut_down` or
+// `apf_wq_free` from another thread ends the wait early.
+//
+// # Safety
+// `queue` must be NULL or live.
+apf_status apf_wq_shut_down_with_drain(struct apf_workqueue *queue);
+
+// Whether a shutdown was requested.
+//
+// # Safety
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_shutting_down(struct apf_workqueue *queue, bool *out);
+
+// Move the queue's manual clock forward by `nanos`: delayed and
+// rate-limited items whose time comes are added, each at its own time,
+// before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real clock.
+//
+// # Safety
+// `queue` must be NULL or live.
+apf_status apf_wq_advance_clock(struct apf_workqueue *queue, uint64_t nanos);
+
+// The queue's metrics with client-go's names (`workqueue_depth`,
+// `workqueue_adds_total`, `workqueue_queue_duration_seconds`,
+// `workqueue_work_duration_seconds`, `workqueue_unfinished_work_seconds`,
+// `workqueue_longest_running_processor_seconds`, `workqueue_retries_total`,
+// label `name`) in the OpenMetrics text format, ending with `# EOF`. An
+// unnamed queue exports no series, as in client-go.
+//
+// Copies the text and a NUL into `buf`; `*out_len` gets its length without
+// the NUL. If `len` is too small: `APF_ERR_INSUFFICIENT_SIZE` with the
+// needed length in `*out_len` (pass `buf` NULL and `len` 0 to ask; the
+// text may grow between two calls).
+//
+// # Safety
+// `queue` must be NULL or live; `buf` NULL (with `len` 0) or writable for
+// `len` bytes; `out_len` NULL or writable.
+apf_status apf_wq_metrics_text(struct apf_workqueue *queue, char *buf, size_t len, size_t *out_len);
+
+// How many item handles are live (items processing through this queue).
+//
+// # Safety
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_processing(struct apf_workqueue *queue, size_t *out);
+
+// client-go's default controller limiter: the larger of a per-item
+// exponential backoff (5 ms doubling up to 1000 s) and one token bucket of
+// 10 qps with a burst of 100 shared by all items. What a queue uses when
+// `apf_wq_options.limiter` is NULL. Free `*out` with `apf_wq_limiter_free`.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_wq_limiter_new_default(struct apf_wq_limiter **out);
+
+// One token bucket for all items (client-go's `BucketRateLimiter`): `qps`
+// tokens a second, at most `burst` stored, one taken per rate-limited add.
+// `qps` must be positive (`+INFINITY`: no limit) and `burst` at least 1 for
+// a finite `qps`, else `APF_ERR_INVALID_PARAMETER`. Keeps no per-item
+// state: `apf_wq_num_requeues` counts nothing for it.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_wq_limiter_new_token_bucket(double qps, uint32_t burst, struct apf_wq_limiter **out);
+
+// A token bucket per item (client-go's `ItemBucketRateLimiter`), with the
+// parameters checked as for `apf_wq_limiter_new_token_bucket`. Per-item
+// state is bounded (`apf_wq_options.limiter_state_capacity`).
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_wq_limiter_new_item_token_bucket(double qps, uint32_t burst, struct apf_wq_limiter **out);
+
+// Per-item exponential backoff (client-go's
+// `ItemExponentialFailureRateLimiter`): an item's n-th rate-limited add
+// since it was last forgotten waits `base_nanos * 2^(n-1)`, at most
+// `max_nanos` (never overflowing). `base_nanos` greater than `max_nanos`
+// is `APF_ERR_INVALID_PARAMETER`.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_wq_limiter_new_exponential(uint64_t base_nanos, uint64_t max_nanos, struct apf_wq_limiter **out);
+
+// Fast, then slow retries per item (client-go's `ItemFastSlowRateLimiter`):
+// an item's first `max_fast_attempts` rate-limited adds wait `fast_nanos`,
+// later ones `slow_nanos`. `fast_nanos` greater than `slow_nanos` is
+// `APF_ERR_INVALID_PARAMETER`.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_wq_limiter_new_fast_slow(uint64_t fast_nanos, uint64_t slow_nanos, uint32_t max_fast_attempts, struct apf_wq_limiter **out);
+
+// The longest delay of several limiters (client-go's `MaxOfRateLimiter`);
+// `apf_wq_num_requeues` is the largest of theirs, `apf_wq_forget` forgets
+// in all. `limiters` points to `n` (at least 1) non-NULL descriptions,
+// which are copied: free them whenever you like. Nesting deeper than 16
+// levels is `APF_ERR_INVALID_PARAMETER`.
+//
+// # Safety
+// `limiters` must be NULL or readable for `n` pointers, each NULL or a
+// live `apf_wq_limiter`; `out` must be NULL or writable.
+apf_status apf_wq_limiter_new_max_of(const struct apf_wq_limiter *const *limiters, size_t n, struct apf_wq_limiter **out);
+
+// Free a limiter description. Queues made with it keep their own copy.
+// NULL is a no-op.
+//
+// # Safety
+// `limiter` must be NULL or a live description, not used afterwards nor
+// concurrently.
+void apf_wq_limiter_free(struct apf_wq_limiter *limiter);
 
 #ifdef __cplusplus
 }  // extern "C"

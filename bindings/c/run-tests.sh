@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds libapf (release) and the C binding's programs with
 #   gcc -std=c11 -Wall -Wextra -Wpedantic -Werror
-# runs the test program and the example server, then both again under
+# runs the test programs (test_apf: dispatcher, test_wq: workqueues) and the
+# example server, then both again under
 # AddressSanitizer + UndefinedBehaviorSanitizer (the C side is sanitized;
 # libapf itself is not). Also checks that apf.h compiles as C++17.
 set -euo pipefail
@@ -36,20 +37,24 @@ printf '#include "apf.h"\n#include "apf.h"\nint main(void) { return apf_abi_vers
 step "c: test programs and example server"
 SUFFIX="" build test_apf
 SUFFIX="" build test_observe
+SUFFIX="" build test_wq
 SUFFIX="" build example_server
 SUFFIX="" build bench_apf -O2
 "$OUT/test_apf"
 "$OUT/test_observe"
+"$OUT/test_wq"
 "$OUT/example_server"
 "$OUT/bench_apf" 20000 # a smoke run; real figures need a quiet machine
 
 step "c: again under ASan + UBSan"
 SUFFIX="-san" build test_apf "${SAN[@]}"
 SUFFIX="-san" build test_observe "${SAN[@]}"
+SUFFIX="-san" build test_wq "${SAN[@]}"
 SUFFIX="-san" build example_server "${SAN[@]}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 "$OUT/test_apf-san"
 "$OUT/test_observe-san"
+"$OUT/test_wq-san"
 "$OUT/example_server-san"
 echo "c: all passed"

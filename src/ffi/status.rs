@@ -31,7 +31,8 @@ pub enum apf_status {
     APF_ERR_PANIC = 7003,
     /// The request handle is 0, unknown, or stale: its request was already
     /// finished, cancelled or rejected (a second finish lands here), or it
-    /// belongs to another dispatcher.
+    /// belongs to another dispatcher. Also a workqueue item handle that is
+    /// 0, already done, or of another queue.
     APF_ERR_INVALID_HANDLE = 7004,
     /// The request is still waiting in a queue: it cannot be finished until
     /// `apf_request_wait` or `apf_request_poll` reported it dispatched
@@ -45,7 +46,7 @@ pub enum apf_status {
     /// The configuration text does not parse or does not validate; the
     /// configuration in force (if any) is unchanged.
     APF_ERR_CONFIG = 7008,
-    /// The dispatcher does not run on a manual clock.
+    /// The dispatcher (or workqueue) does not run on a manual clock.
     APF_ERR_NOT_MANUAL_CLOCK = 7009,
     /// The caller's buffer is too small; `*out_len` holds the length needed
     /// (not counting the terminating NUL).
@@ -57,11 +58,14 @@ pub enum apf_status {
     /// The call is not allowed from inside a completion callback (it would
     /// wait for the callback itself).
     APF_ERR_IN_CALLBACK = 7013,
+    /// The workqueue is of another kind than the call needs: a slow lane on
+    /// a queue without lanes, a priority on a non-priority queue.
+    APF_ERR_WQ_WRONG_KIND = 7014,
 }
 
 impl apf_status {
     /// Every code, for lookups by number.
-    pub const ALL: [apf_status; 15] = [
+    pub const ALL: [apf_status; 16] = [
         apf_status::APF_OK,
         apf_status::APF_ERR_INVALID_PARAMETER,
         apf_status::APF_ERR_NULL_POINTER,
@@ -77,6 +81,7 @@ impl apf_status {
         apf_status::APF_ERR_IO,
         apf_status::APF_ERR_TOO_MANY_REQUESTS,
         apf_status::APF_ERR_IN_CALLBACK,
+        apf_status::APF_ERR_WQ_WRONG_KIND,
     ];
 
     /// The code for a number; unknown numbers map to
@@ -107,11 +112,14 @@ impl apf_status {
             apf_status::APF_ERR_REQUEST_REJECTED => "request was rejected\0",
             apf_status::APF_ERR_REQUEST_EXECUTING => "request is executing\0",
             apf_status::APF_ERR_CONFIG => "invalid configuration\0",
-            apf_status::APF_ERR_NOT_MANUAL_CLOCK => "dispatcher has no manual clock\0",
+            apf_status::APF_ERR_NOT_MANUAL_CLOCK => "no manual clock (real clock in use)\0",
             apf_status::APF_ERR_INSUFFICIENT_SIZE => "buffer too small\0",
             apf_status::APF_ERR_IO => "operating system error\0",
             apf_status::APF_ERR_TOO_MANY_REQUESTS => "too many requests in flight\0",
             apf_status::APF_ERR_IN_CALLBACK => "not allowed inside a completion callback\0",
+            apf_status::APF_ERR_WQ_WRONG_KIND => {
+                "operation not available for this kind of workqueue\0"
+            }
         }
     }
 }

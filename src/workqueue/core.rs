@@ -18,10 +18,11 @@ use super::heap::DelayHeap;
 use super::metrics::{QueueMetrics, WorkqueueMetrics};
 use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, ItemTable, Phase};
-use super::{Config, Item, TryGetError, WorkqueueError};
+use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Instant, Timer};
 use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard};
 use smallvec::SmallVec;
+use std::time::Duration;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -60,12 +61,33 @@ impl<T, H> Waiter<T, H> {
     }
 
     fn wait(&self) -> Option<(T, H)> {
+        match self.wait_until(None) {
+            Some(got) => got,
+            None => unreachable!("a wait without a deadline does not time out"),
+        }
+    }
+
+    /// Wait for a hand-off until `deadline` (real time; `None`: forever).
+    /// The outer `None` means the deadline passed with nothing handed off.
+    fn wait_until(&self, deadline: Option<std::time::Instant>) -> Option<Option<(T, H)>> {
         let mut slot = lock(&self.slot);
         loop {
             match std::mem::replace(&mut *slot, Handoff::Pending) {
-                Handoff::Pending => slot = wait(&self.signal, slot),
-                Handoff::Item(item, hint) => return Some((item, hint)),
-                Handoff::Closed => return None,
+                Handoff::Item(item, hint) => return Some(Some((item, hint))),
+                Handoff::Closed => return Some(None),
+                Handoff::Pending => match deadline {
+                    None => slot = wait(&self.signal, slot),
+                    Some(deadline) => {
+                        let left = deadline.saturating_duration_since(std::time::Instant::now());
+                        if left.is_zero() {
+                            return None;
+                        }
+                        slot = match self.signal.wait_timeout(slot, left) {
+                            Ok((g, _)) => g,
+                            Err(poisoned) => poisoned.into_inner().0,
+                        };
+                    }
+                },
             }
         }
     }
@@ -248,6 +270,55 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         waiter.wait()
     }
 
+    /// [`Shared::get`], giving up after `timeout` of real time (whatever the
+    /// queue's clock). A zero timeout never parks.
+    pub(crate) fn get_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<(T, Hint<T, S>), GetTimeoutError> {
+        let now = self.stamp();
+        // A deadline too far to represent is no deadline.
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        let waiter = {
+            let mut inner = lock(&self.state);
+            if let Some(got) = inner.pop_ready(now) {
+                return Ok(got);
+            }
+            if inner.shutting_down {
+                return Err(GetTimeoutError::ShutDown);
+            }
+            if timeout.is_zero() {
+                return Err(GetTimeoutError::TimedOut);
+            }
+            let waiter = Arc::new(Waiter::new());
+            inner.waiters.push(waiter.clone());
+            waiter
+        };
+        match waiter.wait_until(deadline) {
+            Some(got) => got.ok_or(GetTimeoutError::ShutDown),
+            None => self.abandon(&waiter),
+        }
+    }
+
+    /// A timed-out worker leaves the parked list. If it is not there any
+    /// more, a hand-off was decided under the lock and is under way: take
+    /// it, since the item is already counted as processing by this worker.
+    fn abandon(
+        &self,
+        waiter: &Arc<Waiter<T, S::Hint>>,
+    ) -> Result<(T, Hint<T, S>), GetTimeoutError> {
+        {
+            let mut inner = lock(&self.state);
+            if let Some(i) = inner.waiters.iter().position(|w| Arc::ptr_eq(w, waiter)) {
+                // `remove`, not `swap_remove`: the list's order is the
+                // hand-off order.
+                inner.waiters.remove(i);
+                return Err(GetTimeoutError::TimedOut);
+            }
+        }
+        waiter.wait().ok_or(GetTimeoutError::ShutDown)
+    }
+
     pub(crate) fn try_get(&self) -> Result<(T, Hint<T, S>), TryGetError> {
         let now = self.stamp();
         let mut inner = lock(&self.state);
@@ -284,8 +355,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         lock(&self.state).table.len()
     }
 
-    /// Workers parked in `get`.
-    #[cfg(all(test, not(loom)))]
+    /// Workers parked in `get` (tests, and the C ABI's test aid).
+    #[cfg(not(loom))]
     pub(crate) fn parked(&self) -> usize {
         lock(&self.state).waiters.len()
     }

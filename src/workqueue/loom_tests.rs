@@ -180,3 +180,31 @@ fn two_parked_workers_and_a_producer() {
         assert_eq!(covered.load(Ordering::SeqCst), 2);
     });
 }
+
+#[test]
+fn a_worker_timing_out_during_a_hand_off_keeps_the_item() {
+    // The 1 ns deadline has passed by the time the worker looks (loom's
+    // condvar never times out by itself), so every interleaving of the
+    // time-out with the add's hand-off is explored: the item is either
+    // taken by the worker or left queued, never lost or counted twice.
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let q2 = q.clone();
+        let producer = thread::spawn(move || q2.add(1));
+        let got = q.get_timeout(Duration::from_nanos(1));
+        producer.join().unwrap();
+        match got {
+            Ok(x) => {
+                assert_eq!(x, 1);
+                assert_eq!(q.try_get(), Err(TryGetError::Empty), "not doubled");
+                q.done(&1).unwrap();
+            }
+            Err(GetTimeoutError::TimedOut) => {
+                assert_eq!(q.try_get(), Ok(1), "not lost");
+                q.done(&1).unwrap();
+            }
+            Err(GetTimeoutError::ShutDown) => panic!("nobody shut the queue down"),
+        }
+        assert_eq!(q.try_get(), Err(TryGetError::Empty));
+    });
+}

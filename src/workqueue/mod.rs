@@ -192,3 +192,23 @@ impl fmt::Display for TryGetError {
 }
 
 impl std::error::Error for TryGetError {}
+
+/// Why [`Workqueue::get_timeout`] returned no item.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum GetTimeoutError {
+    /// Nothing became ready before the timeout.
+    TimedOut,
+    /// Nothing is queued and the queue is shutting down.
+    ShutDown,
+}
+
+impl fmt::Display for GetTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GetTimeoutError::TimedOut => "timed out waiting for an item",
+            GetTimeoutError::ShutDown => "queue is shut down",
+        })
+    }
+}
+
+impl std::error::Error for GetTimeoutError {}

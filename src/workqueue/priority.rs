@@ -5,7 +5,7 @@ use super::limiter::{ItemExponentialFailure, RateLimiter};
 use super::metrics::WorkqueueMetrics;
 use super::queue::Workqueue;
 use super::strategy::Priority;
-use super::{Config, Item, TryGetError, WorkqueueError};
+use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::duration_nanos;
 use std::fmt;
 use std::time::Duration;
@@ -81,6 +81,12 @@ impl<T: Item> PriorityQueue<T> {
         &self.queue
     }
 
+    /// Workers parked in `get` (the C ABI's test aid).
+    #[cfg(not(loom))]
+    pub(crate) fn parked(&self) -> usize {
+        self.queue.parked()
+    }
+
     /// Add at priority 0, now.
     pub fn add(&self, item: T) {
         self.add_with_opts(item, AddOpts::default());
@@ -135,6 +141,15 @@ impl<T: Item> PriorityQueue<T> {
     /// [`PriorityQueue::get`] with the item's priority.
     pub fn get_with_priority(&self) -> Option<(T, i32)> {
         self.queue.get_with_hint()
+    }
+
+    /// [`PriorityQueue::get_with_priority`], waiting at most `timeout` of
+    /// real time (see [`Workqueue::get_timeout`]).
+    pub fn get_with_priority_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<(T, i32), GetTimeoutError> {
+        self.queue.get_with_hint_timeout(timeout)
     }
 
     /// The next ready item, without blocking.

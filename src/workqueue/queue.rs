@@ -6,7 +6,7 @@ use super::core::{Mode, Shared};
 use super::limiter::RateLimiter;
 use super::metrics::WorkqueueMetrics;
 use super::strategy::{Fifo, QueueStrategy, TwoLane};
-use super::{Config, Item, TryGetError, WorkqueueError};
+use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::{duration_nanos, Clock};
 use crate::sync::Arc;
 use std::fmt;
@@ -64,8 +64,8 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
         self.shared.tracked()
     }
 
-    /// Workers parked in `get`.
-    #[cfg(all(test, not(loom)))]
+    /// Workers parked in `get` (tests, and the C ABI's test aid).
+    #[cfg(not(loom))]
     pub(crate) fn parked(&self) -> usize {
         self.shared.parked()
     }
@@ -93,6 +93,22 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     /// [`Workqueue::get`], with the hint the item was queued under.
     pub fn get_with_hint(&self) -> Option<(T, S::Hint)> {
         self.shared.get()
+    }
+
+    /// [`Workqueue::get`], waiting at most `timeout` of real time (whatever
+    /// the queue's clock): a parked worker holds no lock, and one that times
+    /// out leaves no trace. A zero timeout is [`Workqueue::try_get`] with
+    /// `TimedOut` for `Empty`.
+    pub fn get_timeout(&self, timeout: Duration) -> Result<T, GetTimeoutError> {
+        self.shared.get_timeout(timeout).map(|(item, _)| item)
+    }
+
+    /// [`Workqueue::get_timeout`], with the hint the item was queued under.
+    pub fn get_with_hint_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<(T, S::Hint), GetTimeoutError> {
+        self.shared.get_timeout(timeout)
     }
 
     /// The next item if one is queued now, without blocking.
