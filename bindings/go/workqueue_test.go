@@ -779,20 +779,24 @@ func TestWQFinalizerFreesUnreachableQueue(t *testing.T) {
 
 // Producers add keys (with lanes or priorities and some delays) while
 // consumers process them; no add may be lost (every key is processed after
-// its last add) and no key may be processed by two consumers at once.
+// its last add) and no key may be processed by two consumers at once. Few
+// keys make collisions likely (a consumer that Done too early is caught);
+// many keys make each key's last add likely to matter (a dropped add of 1
+// in 200 is caught; both checked by mutating the binding).
 func TestWQConcurrentProducersAndConsumers(t *testing.T) {
 	for _, kind := range []QueueKind{FIFO, TwoLane, PriorityOrder} {
-		t.Run(fmt.Sprint("kind", kind), func(t *testing.T) {
-			concurrentRun(t, kind)
-		})
+		for _, keys := range []int{16, 1024} {
+			t.Run(fmt.Sprintf("kind%d/keys%d", kind, keys), func(t *testing.T) {
+				concurrentRun(t, kind, keys)
+			})
+		}
 	}
 }
 
-func concurrentRun(t *testing.T, kind QueueKind) {
+func concurrentRun(t *testing.T, kind QueueKind, keys int) {
 	const (
 		producers = 8
 		consumers = 8
-		keys      = 64
 		adds      = 2000
 	)
 	if testing.Short() {
@@ -801,8 +805,8 @@ func concurrentRun(t *testing.T, kind QueueKind) {
 	q, err := NewWorkqueue[string](kind, WorkqueueOptions{ManualClock: true, MaxBlockedGets: 3})
 	must(t, err)
 	defer q.Close()
-	var added [keys]atomic.Int64   // adds begun, per key
-	var covered [keys]atomic.Int64 // adds begun before a processing started
+	added := make([]atomic.Int64, keys)   // adds begun, per key
+	covered := make([]atomic.Int64, keys) // adds begun before a processing started
 	var mu sync.Mutex
 	inFlight := map[string]bool{}
 	var processed atomic.Int64
