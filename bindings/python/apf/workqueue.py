@@ -57,7 +57,7 @@ Seconds = Union[int, float, datetime.timedelta]
 
 UINT64_MAX = (1 << 64) - 1
 # A blocking get returns to Python this often, so that Ctrl-C is seen.
-_WAIT_SLICE_S = 0.1
+_WAIT_SLICE_NS = 100_000_000
 
 Empty = _queue.Empty
 
@@ -354,17 +354,17 @@ class Workqueue(Managed):
         (None: for ever) with the GIL released. Raises ``queue.Empty`` when
         the timeout passes and :class:`ShutDown` once the queue is shut down
         and empty."""
-        deadline = None if timeout is None else time.monotonic() + _nanos(timeout) / 1e9
+        deadline = None if timeout is None else time.monotonic_ns() + _nanos(timeout)
         while True:
-            if deadline is None:
-                slice_s = _WAIT_SLICE_S
-            else:
-                slice_s = min(_WAIT_SLICE_S, deadline - time.monotonic())
-                if slice_s <= 0:
-                    raise Empty
-            item = self._get("apf_wq_get", max(1, _nanos(slice_s)))
+            wait_ns = _WAIT_SLICE_NS
+            if deadline is not None:
+                wait_ns = min(wait_ns, max(0, deadline - time.monotonic_ns()))
+            # A wait of 0 takes a ready item without waiting.
+            item = self._get("apf_wq_get", wait_ns)
             if item is not None:
                 return item
+            if deadline is not None and time.monotonic_ns() >= deadline:
+                raise Empty
 
     def get(self, timeout: Optional[Seconds] = None) -> bytes:
         """The next ready key (see :meth:`get_item`); ``done(key)`` ends its

@@ -146,6 +146,11 @@ def test_get_timeout_raises_queue_empty(make):
     assert 0.04 < time.monotonic() - start < 5
     with pytest.raises(queue.Empty):
         q.get(timeout=datetime.timedelta(milliseconds=1))
+    with pytest.raises(queue.Empty):
+        q.get(timeout=0)
+    q.add(b"ready")
+    assert q.get(timeout=0) == b"ready"  # a zero timeout still takes what is ready
+    q.done(b"ready")
 
 
 def test_get_waits_for_an_add(make):
