@@ -355,8 +355,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         lock(&self.state).table.len()
     }
 
-    /// Workers parked in `get`.
-    #[cfg(all(test, not(loom)))]
+    /// Workers parked in `get` (tests, and the C ABI's test aid).
+    #[cfg(not(loom))]
     pub(crate) fn parked(&self) -> usize {
         lock(&self.state).waiters.len()
     }

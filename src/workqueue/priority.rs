@@ -81,6 +81,12 @@ impl<T: Item> PriorityQueue<T> {
         &self.queue
     }
 
+    /// Workers parked in `get` (the C ABI's test aid).
+    #[cfg(not(loom))]
+    pub(crate) fn parked(&self) -> usize {
+        self.queue.parked()
+    }
+
     /// Add at priority 0, now.
     pub fn add(&self, item: T) {
         self.add_with_opts(item, AddOpts::default());

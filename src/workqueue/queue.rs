@@ -64,8 +64,8 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
         self.shared.tracked()
     }
 
-    /// Workers parked in `get`.
-    #[cfg(all(test, not(loom)))]
+    /// Workers parked in `get` (tests, and the C ABI's test aid).
+    #[cfg(not(loom))]
     pub(crate) fn parked(&self) -> usize {
         self.shared.parked()
     }

@@ -1463,3 +1463,107 @@ mod model {
         }
     }
 }
+
+// ----- get with a timeout ---------------------------------------------------
+
+#[test]
+fn get_timeout_reports_items_time_outs_and_shutdown() {
+    let (config, manual) = manual();
+    let q = DelayingQueue::with_config(config);
+    assert_eq!(
+        q.get_timeout(Duration::ZERO),
+        Err(GetTimeoutError::TimedOut)
+    );
+    assert_eq!(
+        q.get_timeout(Duration::from_micros(100)),
+        Err(GetTimeoutError::TimedOut)
+    );
+    assert_eq!(q.parked(), 0, "a timed-out worker leaves the parked list");
+    q.add_after("a", ms(5));
+    assert_eq!(
+        q.get_timeout(Duration::from_micros(100)),
+        Err(GetTimeoutError::TimedOut),
+        "the timeout is real time, not the manual clock's"
+    );
+    manual.advance(ms(5));
+    assert_eq!(q.get_timeout(Duration::ZERO), Ok("a"));
+    q.done(&"a").unwrap();
+    // A parked worker is woken by an add and by shutdown.
+    let q = Arc::new(q);
+    let waiter = {
+        let q = q.clone();
+        thread::spawn(move || q.get_timeout(Duration::from_secs(3600)))
+    };
+    wait_until("worker parks", || q.parked() == 1);
+    q.add("b");
+    assert_eq!(waiter.join_within(), Ok("b"));
+    let waiter = {
+        let q = q.clone();
+        thread::spawn(move || q.get_timeout(Duration::from_secs(3600)))
+    };
+    wait_until("worker parks", || q.parked() == 1);
+    q.shut_down();
+    assert_eq!(waiter.join_within(), Err(GetTimeoutError::ShutDown));
+    let pq = PriorityQueue::with_config(Config::with_clock(Clock::manual().0));
+    pq.add_with_opts(
+        "p",
+        AddOpts {
+            priority: 3,
+            ..AddOpts::default()
+        },
+    );
+    assert_eq!(pq.get_with_priority_timeout(ms(1)), Ok(("p", 3)));
+}
+
+#[test]
+fn timed_out_workers_racing_hand_offs_lose_no_item() {
+    // Workers with tiny timeouts time out while adds hand items to them: an
+    // item handed to a worker that just timed out must still reach it.
+    const ITEMS: u32 = 2000;
+    let q = Arc::new(Workqueue::with_config(Config::with_clock(
+        Clock::manual().0,
+    )));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (q, got, done) = (q.clone(), got.clone(), done.clone());
+            thread::spawn(move || {
+                let timeout = Duration::from_micros(1 + w * 20);
+                while !done.load(Ordering::SeqCst) {
+                    match q.get_timeout(timeout) {
+                        Ok(x) => {
+                            crate::sync::lock(&got).push(x);
+                            q.done(&x).unwrap();
+                        }
+                        Err(GetTimeoutError::TimedOut) => {}
+                        Err(GetTimeoutError::ShutDown) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    for i in 0..ITEMS {
+        q.add(i);
+        if i % 64 == 0 {
+            thread::yield_now();
+        }
+    }
+    wait_until("every item is taken", || {
+        crate::sync::lock(&got).len() >= ITEMS as usize
+    });
+    done.store(true, Ordering::SeqCst);
+    q.shut_down();
+    for w in workers {
+        w.join_within();
+    }
+    let mut got = crate::sync::lock(&got).clone();
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        (0..ITEMS).collect::<Vec<_>>(),
+        "each item exactly once"
+    );
+    assert_eq!(q.parked(), 0);
+    assert_eq!(q.tracked(), 0);
+}

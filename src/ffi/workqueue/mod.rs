@@ -501,22 +501,23 @@ impl Core {
     }
 
     fn done(&self, handle: u64) -> apf_status {
-        let key =
-            match self.items.remove(handle) {
-                Ok(key) => key,
-                Err(Stale::Done) => {
-                    return fail(
-                        apf_status::APF_ERR_INVALID_HANDLE,
-                        format_args!("item handle {handle:#x} is already done"),
-                    )
-                }
-                Err(Stale::Unknown) => return fail(
+        let key = match self.items.remove(handle) {
+            Ok(key) => key,
+            Err(Stale::Done) => {
+                return fail(
+                    apf_status::APF_ERR_INVALID_HANDLE,
+                    format_args!("item handle {handle:#x} is already done"),
+                )
+            }
+            Err(Stale::Unknown) => {
+                return fail(
                     apf_status::APF_ERR_INVALID_HANDLE,
                     format_args!(
                         "item handle {handle:#x} is unknown (never issued by this queue, or stale)"
                     ),
-                ),
-            };
+                )
+            }
+        };
         match each!(&self.kind, q => q.done(&key)) {
             Ok(()) => apf_status::APF_OK,
             // A live handle means its key is processing: this is a bug.
@@ -1079,6 +1080,25 @@ pub unsafe extern "C" fn apf_wq_test_panic(queue: *mut apf_workqueue) -> apf_sta
             None => panic!("apf_wq_test_panic: deliberate panic"),
         }
         #[allow(unreachable_code)]
+        apf_status::APF_OK
+    }
+}
+
+/// Testing aid, not part of the API: how many workers are parked in
+/// `apf_wq_get` (so a test knows they are blocked before it wakes them).
+///
+/// # Safety
+/// `queue` must be NULL or live; `out` NULL or writable.
+#[doc(hidden)]
+#[no_mangle]
+pub unsafe extern "C" fn apf_wq_test_parked(
+    queue: *mut apf_workqueue,
+    out: *mut usize,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let core = try_queue!(queue);
+        let out = try_out!(out);
+        out.write(each!(&core.kind, q => q.parked()));
         apf_status::APF_OK
     }
 }
