@@ -899,3 +899,23 @@ func concurrentRun(t *testing.T, kind QueueKind, keys int) {
 	}
 	t.Logf("%d adds, %d processings", producers*adds, processed.Load())
 }
+
+// One Add, Get and Done of a string key through cgo (three C calls), and
+// the allocations of the binding: the key copied out by Get.
+func BenchmarkWQAddGetDone(b *testing.B) {
+	q := newWQ[string](b, FIFO, WorkqueueOptions{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := q.Add("namespace/name"); err != nil {
+			b.Fatal(err)
+		}
+		item, _, err := q.Get(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Done(item); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
