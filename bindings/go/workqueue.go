@@ -112,9 +112,8 @@ type Workqueue[K Key] struct {
 }
 
 type wqCore struct {
-	ptr    unsafe.Pointer // *C.apf_workqueue, freed once (see state)
-	kind   QueueKind
-	manual bool
+	ptr  unsafe.Pointer // *C.apf_workqueue, freed once (see state)
+	kind QueueKind
 	// state counts the calls inside libapf (in units of wqUser) and holds
 	// the closed and freed bits: the queue is freed by whoever sees it
 	// closed with no call left, so Close never frees it under a call.
@@ -166,7 +165,7 @@ func newWorkqueue[K Key](kind QueueKind, opts WorkqueueOptions) (*Workqueue[K], 
 	if blocked == 0 {
 		blocked = runtime.GOMAXPROCS(0)
 	}
-	c := &wqCore{ptr: unsafe.Pointer(p), kind: kind, manual: opts.ManualClock,
+	c := &wqCore{ptr: unsafe.Pointer(p), kind: kind,
 		blocked: make(chan struct{}, blocked)}
 	q := &Workqueue[K]{c: c}
 	runtime.SetFinalizer(q, (*Workqueue[K]).Close)
