@@ -20,6 +20,20 @@ from ._library import ApfError, ClosedError, LibraryNotFound, last_error, status
 from .dispatcher import Dispatcher, Request, RequestScope, default_options
 from .observe import metrics_content_type
 from .aio import AsyncRequestScope
+from .workqueue import (
+    Item,
+    Kind,
+    Lane,
+    RateLimiter,
+    ShutDown,
+    Workqueue,
+    bucket_rate_limiter,
+    default_controller_rate_limiter,
+    exponential_failure_rate_limiter,
+    fast_slow_rate_limiter,
+    item_bucket_rate_limiter,
+    max_of_rate_limiter,
+)
 from .types import (
     Decision,
     Options,
@@ -55,6 +69,19 @@ __all__ = [
     "WorkEstimate",
     "abi_version",
     "default_options",
+    # the workqueue family (apf.workqueue)
+    "Item",
+    "Kind",
+    "Lane",
+    "RateLimiter",
+    "ShutDown",
+    "Workqueue",
+    "bucket_rate_limiter",
+    "default_controller_rate_limiter",
+    "exponential_failure_rate_limiter",
+    "fast_slow_rate_limiter",
+    "item_bucket_rate_limiter",
+    "max_of_rate_limiter",
     "last_error",
     "metrics_content_type",
     "status_text",

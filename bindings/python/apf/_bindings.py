@@ -28,6 +28,7 @@ APF_ERR_INSUFFICIENT_SIZE = 7010
 APF_ERR_IO = 7011
 APF_ERR_TOO_MANY_REQUESTS = 7012
 APF_ERR_IN_CALLBACK = 7013
+APF_ERR_WQ_WRONG_KIND = 7014
 apf_status_NAMES = {
     0: 'APF_OK',
     7000: 'APF_ERR_INVALID_PARAMETER',
@@ -44,6 +45,7 @@ apf_status_NAMES = {
     7011: 'APF_ERR_IO',
     7012: 'APF_ERR_TOO_MANY_REQUESTS',
     7013: 'APF_ERR_IN_CALLBACK',
+    7014: 'APF_ERR_WQ_WRONG_KIND',
 }
 
 # enum apf_outcome
@@ -70,7 +72,43 @@ apf_reject_reason_NAMES = {
     4: 'APF_REJECT_CONCURRENCY_LIMIT',
 }
 
+# enum apf_wq_kind
+APF_WQ_FIFO = 0
+APF_WQ_TWO_LANE = 1
+APF_WQ_PRIORITY = 2
+apf_wq_kind_NAMES = {
+    0: 'APF_WQ_FIFO',
+    1: 'APF_WQ_TWO_LANE',
+    2: 'APF_WQ_PRIORITY',
+}
+
+# enum apf_wq_lane
+APF_WQ_LANE_FAST = 0
+APF_WQ_LANE_SLOW = 1
+apf_wq_lane_NAMES = {
+    0: 'APF_WQ_LANE_FAST',
+    1: 'APF_WQ_LANE_SLOW',
+}
+
+# enum apf_wq_get_result
+APF_WQ_ITEM = 0
+APF_WQ_EMPTY = 1
+APF_WQ_SHUT_DOWN = 2
+APF_WQ_TIMED_OUT = 3
+apf_wq_get_result_NAMES = {
+    0: 'APF_WQ_ITEM',
+    1: 'APF_WQ_EMPTY',
+    2: 'APF_WQ_SHUT_DOWN',
+    3: 'APF_WQ_TIMED_OUT',
+}
+
 class apf_dispatcher(ctypes.Structure):
+    pass
+
+class apf_workqueue(ctypes.Structure):
+    pass
+
+class apf_wq_limiter(ctypes.Structure):
     pass
 
 class apf_options(ctypes.Structure):
@@ -88,9 +126,21 @@ class apf_work_estimate(ctypes.Structure):
 class apf_decision(ctypes.Structure):
     pass
 
+class apf_wq_options(ctypes.Structure):
+    pass
+
+class apf_wq_add_opts(ctypes.Structure):
+    pass
+
+class apf_wq_item(ctypes.Structure):
+    pass
+
 apf_status = ctypes.c_uint32
 apf_outcome = ctypes.c_uint32
 apf_reject_reason = ctypes.c_uint32
+apf_wq_kind = ctypes.c_uint32
+apf_wq_lane = ctypes.c_uint32
+apf_wq_get_result = ctypes.c_uint32
 
 apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
 
@@ -145,6 +195,34 @@ apf_decision._fields_ = [
     ('priority_level_uid', apf_str),
 ]
 
+apf_wq_options._fields_ = [
+    ('kind', ctypes.c_uint32),
+    ('manual_clock', ctypes.c_bool),
+    ('name', ctypes.POINTER(ctypes.c_char)),
+    ('name_len', ctypes.c_size_t),
+    ('limiter', ctypes.POINTER(apf_wq_limiter)),
+    ('limiter_state_capacity', ctypes.c_uint64),
+    ('limiter_idle_expiry_nanos', ctypes.c_uint64),
+    ('capacity', ctypes.c_uint64),
+]
+
+apf_wq_add_opts._fields_ = [
+    ('after_nanos', ctypes.c_uint64),
+    ('rate_limited', ctypes.c_bool),
+    ('lane', ctypes.c_uint32),
+    ('has_priority', ctypes.c_bool),
+    ('priority', ctypes.c_int32),
+]
+
+apf_wq_item._fields_ = [
+    ('result', ctypes.c_uint32),
+    ('item', ctypes.c_uint64),
+    ('key', ctypes.POINTER(ctypes.c_uint8)),
+    ('key_len', ctypes.c_size_t),
+    ('lane', ctypes.c_uint32),
+    ('priority', ctypes.c_int32),
+]
+
 # name: (restype, [(parameter, argtype), ...])
 FUNCTIONS = {
     'apf_options_default': (apf_status, [('out', ctypes.POINTER(apf_options))]),
@@ -171,6 +249,34 @@ FUNCTIONS = {
     'apf_abi_version': (ctypes.c_uint32, []),
     'apf_last_error': (apf_status, [('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_status_text': (apf_status, [('status', ctypes.c_uint32), ('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_wq_options_default': (apf_status, [('out', ctypes.POINTER(apf_wq_options))]),
+    'apf_wq_new': (apf_status, [('options', ctypes.POINTER(apf_wq_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_workqueue)))]),
+    'apf_wq_free': (None, [('queue', ctypes.POINTER(apf_workqueue))]),
+    'apf_wq_add': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
+    'apf_wq_add_with_opts': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('opts', ctypes.POINTER(apf_wq_add_opts))]),
+    'apf_wq_add_after': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('delay_nanos', ctypes.c_uint64)]),
+    'apf_wq_add_rate_limited': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
+    'apf_wq_get': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('timeout_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_wq_item))]),
+    'apf_wq_try_get': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(apf_wq_item))]),
+    'apf_wq_done': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('item', ctypes.c_uint64)]),
+    'apf_wq_forget': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
+    'apf_wq_num_requeues': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.c_uint32))]),
+    'apf_wq_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_wq_waiting_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_wq_lane_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('lane', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_wq_shut_down': (apf_status, [('queue', ctypes.POINTER(apf_workqueue))]),
+    'apf_wq_shut_down_with_drain': (apf_status, [('queue', ctypes.POINTER(apf_workqueue))]),
+    'apf_wq_shutting_down': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_bool))]),
+    'apf_wq_advance_clock': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('nanos', ctypes.c_uint64)]),
+    'apf_wq_metrics_text': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_wq_processing': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_wq_limiter_new_default': (apf_status, [('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
+    'apf_wq_limiter_new_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
+    'apf_wq_limiter_new_item_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
+    'apf_wq_limiter_new_exponential': (apf_status, [('base_nanos', ctypes.c_uint64), ('max_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
+    'apf_wq_limiter_new_fast_slow': (apf_status, [('fast_nanos', ctypes.c_uint64), ('slow_nanos', ctypes.c_uint64), ('max_fast_attempts', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
+    'apf_wq_limiter_new_max_of': (apf_status, [('limiters', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter))), ('n', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
+    'apf_wq_limiter_free': (None, [('limiter', ctypes.POINTER(apf_wq_limiter))]),
 }
 
 
