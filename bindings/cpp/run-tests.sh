@@ -4,6 +4,7 @@
 #
 #   bindings/cpp/run-tests.sh            # both configurations
 #   APF_CPP_CONFIGS=plain bindings/cpp/run-tests.sh
+#   APF_CPP_LIB_DIR=/path/to/release bindings/cpp/run-tests.sh   # prebuilt libapf.so, no cargo
 #
 # Installs cmake, g++ and GoogleTest (Debian packages) when they are missing.
 set -euo pipefail
@@ -12,6 +13,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${APF_CPP_BUILD_DIR:-$root/target/cpp}"
 configs="${APF_CPP_CONFIGS:-plain sanitize}"
+lib_dir="${APF_CPP_LIB_DIR:-}"
 
 install_missing() {
   local missing=()
@@ -29,7 +31,10 @@ install_missing() {
 }
 
 install_missing
-(cd "$root" && cargo build --release --lib)
+if [ -z "$lib_dir" ]; then
+  (cd "$root" && cargo build --release --lib)
+  lib_dir="$root/target/release"
+fi
 
 for config in $configs; do
   case "$config" in
@@ -39,7 +44,7 @@ for config in $configs; do
   esac
   echo "== C++ binding: $config"
   cmake -S "$here" -B "$build/$config" -DCMAKE_BUILD_TYPE=Debug \
-    -DAPF_SANITIZE="$sanitize" -DAPF_LIB_DIR="$root/target/release" >/dev/null
+    -DAPF_SANITIZE="$sanitize" -DAPF_LIB_DIR="$lib_dir" >/dev/null
   cmake --build "$build/$config" -j "$(nproc)"
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \

@@ -5,9 +5,13 @@
 //   apf::RequestGuard  an executing request: finishes it when destroyed,
 //                      including while an exception unwinds the stack;
 //   apf::Ticket        a queued request: wait / poll / cancel, and cancels
-//                      it when destroyed.
+//                      it when destroyed;
+//   apf::Workqueue     owns an apf_workqueue (client-go's work queues);
+//   apf::WorkItem      an item being processed: apf_wq_done when destroyed;
+//   apf::Limiter       owns a rate limiter description (apf_wq_limiter).
 // A guard or ticket refers to its dispatcher without owning it: destroy (or
-// release) guards and tickets before the dispatcher that made them.
+// release) guards and tickets before the dispatcher that made them, and work
+// items before their workqueue.
 //
 // Every fallible operation comes twice: `try_x(...)` returns a
 // [[nodiscard]] apf::Result<T> and never throws an apf::Error (for code
@@ -36,6 +40,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -981,6 +986,555 @@ inline Result<std::string_view> try_metrics_content_type() {
 inline std::string_view metrics_content_type() {
   return try_metrics_content_type().unwrap();
 }
+
+// ---------------------------------------------------------------------------
+// Workqueues
+
+/// The kind of a Workqueue.
+enum class QueueKind : uint32_t {
+  /// First in, first out (client-go's default).
+  Fifo = APF_WQ_FIFO,
+  /// A fast and a slow lane; slow items only while the fast lane is empty.
+  TwoLane = APF_WQ_TWO_LANE,
+  /// Integer priorities, highest first, FIFO within one priority.
+  Priority = APF_WQ_PRIORITY,
+};
+
+/// A lane of a two-lane queue.
+enum class Lane : uint32_t {
+  Fast = APF_WQ_LANE_FAST,
+  Slow = APF_WQ_LANE_SLOW,
+};
+
+/// What Workqueue::next found.
+enum class GetStatus : uint32_t {
+  Item = APF_WQ_ITEM,
+  /// Nothing ready and the call was not to wait (timeout 0, poll).
+  Empty = APF_WQ_EMPTY,
+  /// The queue is shutting down and nothing is ready: stop working.
+  ShutDown = APF_WQ_SHUT_DOWN,
+  /// The timeout passed with nothing ready.
+  TimedOut = APF_WQ_TIMED_OUT,
+};
+
+inline std::string_view to_string(GetStatus s) noexcept {
+  switch (s) {
+  case GetStatus::Item:
+    return "item";
+  case GetStatus::Empty:
+    return "empty";
+  case GetStatus::ShutDown:
+    return "shut-down";
+  case GetStatus::TimedOut:
+    return "timed-out";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+inline const uint8_t *bytes(std::string_view key) noexcept {
+  return reinterpret_cast<const uint8_t *>(key.data());
+}
+
+} // namespace detail
+
+/// A rate limiter's description (owns an apf_wq_limiter). Each queue made
+/// with it copies it and keeps its own state, so a Limiter may be destroyed
+/// (or reused for other queues) as soon as the queue exists. Move-only.
+class Limiter {
+public:
+  using Raw = apf_wq_limiter;
+
+  /// Takes ownership of `raw`.
+  explicit Limiter(Raw *raw) noexcept : ptr_(raw) {}
+
+  /// client-go's default controller limiter: the larger of a per-item
+  /// exponential backoff (5 ms doubling up to 1000 s) and a shared token
+  /// bucket of 10 qps, burst 100. What a queue uses without a limiter.
+  static Result<Limiter> try_default_controller() {
+    return make([](Raw **out) { return apf_wq_limiter_new_default(out); });
+  }
+  /// One token bucket for all items: `qps` tokens a second (+infinity: no
+  /// limit), at most `burst` stored.
+  static Result<Limiter> try_token_bucket(double qps, uint32_t burst) {
+    return make([&](Raw **out) {
+      return apf_wq_limiter_new_token_bucket(qps, burst, out);
+    });
+  }
+  /// A token bucket per item.
+  static Result<Limiter> try_item_token_bucket(double qps, uint32_t burst) {
+    return make([&](Raw **out) {
+      return apf_wq_limiter_new_item_token_bucket(qps, burst, out);
+    });
+  }
+  /// Per-item exponential backoff: the n-th rate-limited add since the last
+  /// forget waits base * 2^(n-1), at most `max`.
+  static Result<Limiter> try_exponential(Nanos base, Nanos max) {
+    return make([&](Raw **out) {
+      return apf_wq_limiter_new_exponential(detail::to_u64(base),
+                                            detail::to_u64(max), out);
+    });
+  }
+  /// Per item: the first `max_fast_attempts` rate-limited adds wait `fast`,
+  /// later ones `slow`.
+  static Result<Limiter> try_fast_slow(Nanos fast, Nanos slow,
+                                       uint32_t max_fast_attempts) {
+    return make([&](Raw **out) {
+      return apf_wq_limiter_new_fast_slow(detail::to_u64(fast),
+                                          detail::to_u64(slow),
+                                          max_fast_attempts, out);
+    });
+  }
+  /// The longest delay of `limiters` (copied; at least one).
+  static Result<Limiter>
+  try_max_of(std::initializer_list<std::reference_wrapper<const Limiter>> limiters) {
+    std::vector<const Raw *> raw;
+    raw.reserve(limiters.size());
+    for (const Limiter &l : limiters) {
+      raw.push_back(l.capi());
+    }
+    return make([&](Raw **out) {
+      return apf_wq_limiter_new_max_of(raw.data(), raw.size(), out);
+    });
+  }
+
+  static Limiter default_controller() {
+    return try_default_controller().unwrap();
+  }
+  static Limiter token_bucket(double qps, uint32_t burst) {
+    return try_token_bucket(qps, burst).unwrap();
+  }
+  static Limiter item_token_bucket(double qps, uint32_t burst) {
+    return try_item_token_bucket(qps, burst).unwrap();
+  }
+  static Limiter exponential(Nanos base, Nanos max) {
+    return try_exponential(base, max).unwrap();
+  }
+  static Limiter fast_slow(Nanos fast, Nanos slow, uint32_t max_fast_attempts) {
+    return try_fast_slow(fast, slow, max_fast_attempts).unwrap();
+  }
+  static Limiter
+  max_of(std::initializer_list<std::reference_wrapper<const Limiter>> limiters) {
+    return try_max_of(limiters).unwrap();
+  }
+
+  const Raw *capi() const noexcept { return ptr_.get(); }
+  /// Gives up ownership (the caller frees it with apf_wq_limiter_free).
+  Raw *capi_release() noexcept { return ptr_.release(); }
+
+private:
+  struct Deleter {
+    void operator()(Raw *raw) const noexcept { apf_wq_limiter_free(raw); }
+  };
+
+  template <typename F> static Result<Limiter> make(F &&create) {
+    Raw *out = nullptr;
+    apf_status status = create(&out);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return Limiter(out);
+  }
+
+  std::unique_ptr<Raw, Deleter> ptr_;
+};
+
+/// How Workqueue::create builds a queue. The defaults are
+/// apf_wq_options_default's: a FIFO queue, real clock, unnamed, client-go's
+/// default controller limiter.
+struct WorkqueueOptions {
+  QueueKind kind = QueueKind::Fifo;
+  /// A clock that moves only by Workqueue::advance_clock (delays, rate
+  /// limits, timed metrics). get's timeout is real time either way.
+  bool manual_clock = false;
+  /// The `name` label of the queue's metrics; unnamed queues export none.
+  std::string name;
+  /// Borrowed, read only by Workqueue::create (which copies it); nullptr for
+  /// client-go's default controller limiter.
+  const Limiter *limiter = nullptr;
+  /// Items one generation of a per-item limiter's state holds (0: default).
+  uint64_t limiter_state_capacity = 0;
+  /// Per-item limiter state idle this long is forgotten (0: default).
+  Nanos limiter_idle_expiry = Nanos(0);
+  /// Items the queue's index holds before it first grows (0: as needed).
+  uint64_t capacity = 0;
+
+  WorkqueueOptions() = default;
+  explicit WorkqueueOptions(QueueKind k) : kind(k) {}
+
+  apf_wq_options to_c() const noexcept {
+    apf_wq_options raw{};
+    (void)apf_wq_options_default(&raw);
+    raw.kind = static_cast<uint32_t>(kind);
+    raw.manual_clock = manual_clock;
+    raw.name = name.data();
+    raw.name_len = name.size();
+    raw.limiter = limiter == nullptr ? nullptr : limiter->capi();
+    raw.limiter_state_capacity = limiter_state_capacity;
+    raw.limiter_idle_expiry_nanos = detail::to_u64(limiter_idle_expiry);
+    raw.capacity = capacity;
+    return raw;
+  }
+};
+
+/// Options of Workqueue::add_with. A default AddOptions is a plain add.
+struct AddOptions {
+  /// Add once this much time has passed on the queue's clock.
+  Nanos after = Nanos(0);
+  /// Also ask the rate limiter (the shorter of its delay and a non-zero
+  /// `after` wins).
+  bool rate_limited = false;
+  /// Two-lane queues; other kinds accept only Lane::Fast.
+  Lane lane = Lane::Fast;
+  /// Priority queues only (others fail with APF_ERR_WQ_WRONG_KIND).
+  std::optional<int32_t> priority;
+
+  apf_wq_add_opts to_c() const noexcept {
+    apf_wq_add_opts raw{};
+    raw.after_nanos = detail::to_u64(after);
+    raw.rate_limited = rate_limited;
+    raw.lane = static_cast<uint32_t>(lane);
+    raw.has_priority = priority.has_value();
+    raw.priority = priority.value_or(0);
+    return raw;
+  }
+};
+
+/// An item being processed: its key is not handed to any other worker until
+/// the item is done. Destroying it calls apf_wq_done (also while an
+/// exception unwinds), so a key added again meanwhile is queued again.
+/// Move-only; an empty item (default constructed, moved from, done or
+/// released) does nothing. Refers to its queue without owning it: destroy
+/// items before their Workqueue.
+class WorkItem {
+public:
+  WorkItem() noexcept = default;
+  /// Adopts the item of a successful apf_wq_get (result APF_WQ_ITEM).
+  WorkItem(apf_workqueue *queue, const apf_wq_item &raw) noexcept
+      : queue_(queue), handle_(raw.item),
+        key_(reinterpret_cast<const char *>(raw.key), raw.key_len),
+        lane_(static_cast<Lane>(raw.lane)), priority_(raw.priority) {}
+
+  WorkItem(WorkItem &&other) noexcept
+      : queue_(other.queue_), handle_(std::exchange(other.handle_, 0)),
+        key_(std::exchange(other.key_, std::string_view())),
+        lane_(other.lane_), priority_(other.priority_) {}
+  WorkItem &operator=(WorkItem &&other) noexcept {
+    if (this != &other) {
+      reset();
+      queue_ = other.queue_;
+      handle_ = std::exchange(other.handle_, 0);
+      key_ = std::exchange(other.key_, std::string_view());
+      lane_ = other.lane_;
+      priority_ = other.priority_;
+    }
+    return *this;
+  }
+  WorkItem(const WorkItem &) = delete;
+  WorkItem &operator=(const WorkItem &) = delete;
+  ~WorkItem() { reset(); }
+
+  /// Whether the item is still being processed through this object.
+  explicit operator bool() const noexcept { return handle_ != 0; }
+  /// The item's handle (0 when empty).
+  uint64_t handle() const noexcept { return handle_; }
+  /// The key (owned by the queue): valid while this object holds the item,
+  /// i.e. until done(), release(), a move from it, or its destruction.
+  std::string_view key() const noexcept { return key_; }
+  /// Two-lane queues: the lane it came from; Lane::Fast otherwise.
+  Lane lane() const noexcept { return lane_; }
+  /// Priority queues: its priority; 0 otherwise.
+  int32_t priority() const noexcept { return priority_; }
+
+  /// Finishes processing now. Empty afterwards, even on error (an empty
+  /// item gives APF_ERR_INVALID_HANDLE).
+  Result<void> try_done() {
+    key_ = std::string_view();
+    return detail::check(apf_wq_done(queue_, std::exchange(handle_, 0)));
+  }
+  void done() { try_done().unwrap(); }
+
+  /// Gives up ownership without finishing: the caller calls apf_wq_done.
+  uint64_t release() noexcept {
+    key_ = std::string_view();
+    return std::exchange(handle_, 0);
+  }
+
+private:
+  void reset() noexcept {
+    if (handle_ != 0) {
+      key_ = std::string_view();
+      // A destructor cannot report failure; a stale handle is the only way
+      // to fail here and leaves nothing to clean up.
+      (void)apf_wq_done(queue_, std::exchange(handle_, 0));
+    }
+  }
+
+  apf_workqueue *queue_ = nullptr;
+  uint64_t handle_ = 0;
+  std::string_view key_;
+  Lane lane_ = Lane::Fast;
+  int32_t priority_ = 0;
+};
+
+/// What Workqueue::next found: an item (status Item), or why there is none.
+struct GetResult {
+  GetStatus status = GetStatus::Empty;
+  /// Holds the item when status is Item; empty otherwise.
+  WorkItem item;
+
+  bool has_item() const noexcept { return status == GetStatus::Item; }
+  explicit operator bool() const noexcept { return has_item(); }
+  bool shut_down() const noexcept { return status == GetStatus::ShutDown; }
+  bool timed_out() const noexcept { return status == GetStatus::TimedOut; }
+  bool empty() const noexcept { return status == GetStatus::Empty; }
+};
+
+/// A work queue of byte-string keys with client-go's rules (a key added
+/// while queued is queued once; added while processing, it is queued again
+/// when done, so no key is processed by two workers at once; after shutdown
+/// adds are ignored and workers get what is ready, then nothing). Move-only
+/// owner of an apf_workqueue.
+///
+/// Threading: every member may be called from many threads at once (get
+/// from any number of workers); moving or destroying the queue must not race
+/// with its use. Shut it down, join the workers, then destroy it — and
+/// destroy its WorkItems first (destruction invalidates their handles).
+///
+/// Getting: get() blocks until an item arrives (std::nullopt: shut down);
+/// get(timeout) also gives std::nullopt on time-out; next(timeout) tells
+/// the cases apart (GetResult); poll() never blocks. Following the header's
+/// convention, try_get / try_next / try_poll are their Result forms.
+class Workqueue {
+public:
+  using Raw = apf_workqueue;
+
+  /// Takes ownership of `raw`.
+  explicit Workqueue(Raw *raw) noexcept : ptr_(raw) {}
+
+  static Result<Workqueue>
+  try_create(const WorkqueueOptions &options = WorkqueueOptions()) {
+    apf_wq_options raw = options.to_c();
+    Raw *out = nullptr;
+    apf_status status = apf_wq_new(&raw, &out);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return Workqueue(out);
+  }
+  static Workqueue create(const WorkqueueOptions &options = WorkqueueOptions()) {
+    return try_create(options).unwrap();
+  }
+
+  // Adding. Keys are arbitrary bytes, copied.
+
+  Result<void> try_add(std::string_view key) {
+    return detail::check(apf_wq_add(raw(), detail::bytes(key), key.size()));
+  }
+  /// Adds once `delay` has passed on the queue's clock (client-go AddAfter).
+  Result<void> try_add_after(std::string_view key, Nanos delay) {
+    return detail::check(apf_wq_add_after(raw(), detail::bytes(key), key.size(),
+                                          detail::to_u64(delay)));
+  }
+  /// Adds after the limiter's delay for the key, counting a failure of it.
+  Result<void> try_add_rate_limited(std::string_view key) {
+    return detail::check(
+        apf_wq_add_rate_limited(raw(), detail::bytes(key), key.size()));
+  }
+  /// Adds with a delay, rate limiting, a lane or a priority.
+  Result<void> try_add_with(std::string_view key, const AddOptions &options) {
+    apf_wq_add_opts raw_opts = options.to_c();
+    return detail::check(
+        apf_wq_add_with_opts(raw(), detail::bytes(key), key.size(), &raw_opts));
+  }
+  void add(std::string_view key) { try_add(key).unwrap(); }
+  void add_after(std::string_view key, Nanos delay) {
+    try_add_after(key, delay).unwrap();
+  }
+  void add_rate_limited(std::string_view key) {
+    try_add_rate_limited(key).unwrap();
+  }
+  void add_with(std::string_view key, const AddOptions &options) {
+    try_add_with(key, options).unwrap();
+  }
+
+  // Getting.
+
+  /// The next item, waiting up to `timeout` of real time (std::nullopt:
+  /// forever; zero or negative: not at all, status Empty).
+  Result<GetResult> try_next(std::optional<Nanos> timeout = std::nullopt) {
+    apf_wq_item out{};
+    apf_status status = apf_wq_get(
+        raw(),
+        timeout ? detail::to_u64(*timeout) : std::numeric_limits<uint64_t>::max(),
+        &out);
+    return adopt(status, out);
+  }
+  /// The next item without waiting (status Item, Empty or ShutDown).
+  Result<GetResult> try_next_now() {
+    apf_wq_item out{};
+    apf_status status = apf_wq_try_get(raw(), &out);
+    return adopt(status, out);
+  }
+  Result<std::optional<WorkItem>> try_get() { return item_of(try_next()); }
+  Result<std::optional<WorkItem>> try_get(Nanos timeout) {
+    return item_of(try_next(timeout));
+  }
+  Result<std::optional<WorkItem>> try_poll() { return item_of(try_next_now()); }
+
+  GetResult next(std::optional<Nanos> timeout = std::nullopt) {
+    return try_next(timeout).unwrap();
+  }
+  GetResult next_now() { return try_next_now().unwrap(); }
+  /// Blocks until an item is ready; std::nullopt once shut down and drained.
+  std::optional<WorkItem> get() { return try_get().unwrap(); }
+  /// As get(), also std::nullopt when `timeout` passes.
+  std::optional<WorkItem> get(Nanos timeout) {
+    return try_get(timeout).unwrap();
+  }
+  /// An item if one is ready now.
+  std::optional<WorkItem> poll() { return try_poll().unwrap(); }
+
+  // Rate limiter state.
+
+  /// Stops tracking the key's failures (its next rate-limited add waits the
+  /// first delay again). The item must still be done.
+  Result<void> try_forget(std::string_view key) {
+    return detail::check(apf_wq_forget(raw(), detail::bytes(key), key.size()));
+  }
+  void forget(std::string_view key) { try_forget(key).unwrap(); }
+  /// Rate-limited adds of the key counted since it was last forgotten.
+  Result<uint32_t> try_num_requeues(std::string_view key) {
+    uint32_t n = 0;
+    apf_status status =
+        apf_wq_num_requeues(raw(), detail::bytes(key), key.size(), &n);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return n;
+  }
+  uint32_t num_requeues(std::string_view key) {
+    return try_num_requeues(key).unwrap();
+  }
+
+  // Sizes (for information: they may change before you look).
+
+  /// Items ready to be handed out (client-go Len).
+  Result<size_t> try_len() { return size_of(apf_wq_len); }
+  /// Items waiting for a delay.
+  Result<size_t> try_waiting_len() { return size_of(apf_wq_waiting_len); }
+  /// Items being processed (live WorkItems).
+  Result<size_t> try_processing() { return size_of(apf_wq_processing); }
+  /// Ready items of one lane (two-lane queues only).
+  Result<size_t> try_lane_len(Lane lane) {
+    size_t n = 0;
+    apf_status status = apf_wq_lane_len(raw(), static_cast<uint32_t>(lane), &n);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return n;
+  }
+  size_t len() { return try_len().unwrap(); }
+  size_t waiting_len() { return try_waiting_len().unwrap(); }
+  size_t processing() { return try_processing().unwrap(); }
+  size_t lane_len(Lane lane) { return try_lane_len(lane).unwrap(); }
+
+  // Shutting down.
+
+  /// Adds are ignored from now on, delayed items are dropped, workers get
+  /// what is ready and then nothing; blocked workers wake. Idempotent.
+  Result<void> try_shut_down() { return detail::check(apf_wq_shut_down(raw())); }
+  /// shut_down, then wait until every item handed out is done (by other
+  /// threads).
+  Result<void> try_shut_down_with_drain() {
+    return detail::check(apf_wq_shut_down_with_drain(raw()));
+  }
+  Result<bool> try_shutting_down() {
+    bool out = false;
+    apf_status status = apf_wq_shutting_down(raw(), &out);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return out;
+  }
+  void shut_down() { try_shut_down().unwrap(); }
+  void shut_down_with_drain() { try_shut_down_with_drain().unwrap(); }
+  bool shutting_down() { return try_shutting_down().unwrap(); }
+
+  /// Moves a manual clock forward; delayed items whose time comes are added
+  /// before it returns (an error with the real clock).
+  Result<void> try_advance_clock(Nanos by) {
+    return detail::check(apf_wq_advance_clock(raw(), detail::to_u64(by)));
+  }
+  void advance_clock(Nanos by) { try_advance_clock(by).unwrap(); }
+
+  /// client-go's workqueue metrics, OpenMetrics text ending with "# EOF".
+  Result<std::string> try_metrics_text() {
+    std::string text(4096, '\0');
+    for (;;) {
+      size_t len = 0;
+      apf_status status =
+          apf_wq_metrics_text(raw(), text.data(), text.size(), &len);
+      if (status == APF_OK) {
+        text.resize(len);
+        return text;
+      }
+      if (status != APF_ERR_INSUFFICIENT_SIZE) {
+        return Error::last(status);
+      }
+      // The text may grow between the calls: retry with the new size.
+      text.assign(len + 1, '\0');
+    }
+  }
+  std::string metrics_text() { return try_metrics_text().unwrap(); }
+
+  Raw *capi() noexcept { return ptr_.get(); }
+  const Raw *capi() const noexcept { return ptr_.get(); }
+  /// Gives up ownership (the caller frees it with apf_wq_free).
+  Raw *capi_release() noexcept { return ptr_.release(); }
+
+private:
+  struct Deleter {
+    void operator()(Raw *raw) const noexcept { apf_wq_free(raw); }
+  };
+
+  Raw *raw() const noexcept { return ptr_.get(); }
+
+  Result<GetResult> adopt(apf_status status, const apf_wq_item &out) {
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    GetResult got;
+    got.status = static_cast<GetStatus>(out.result);
+    if (got.has_item()) {
+      got.item = WorkItem(raw(), out);
+    }
+    return got;
+  }
+
+  static Result<std::optional<WorkItem>> item_of(Result<GetResult> got) {
+    if (!got) {
+      return got.error();
+    }
+    GetResult &g = got.value();
+    if (!g.has_item()) {
+      return std::optional<WorkItem>();
+    }
+    return std::optional<WorkItem>(std::move(g.item));
+  }
+
+  Result<size_t> size_of(apf_status (*read)(Raw *, size_t *)) {
+    size_t n = 0;
+    apf_status status = read(raw(), &n);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return n;
+  }
+
+  std::unique_ptr<Raw, Deleter> ptr_;
+};
 
 } // namespace apf
 

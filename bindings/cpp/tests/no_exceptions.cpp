@@ -50,6 +50,32 @@ int main() {
   CHECK(now.ok() && now.value() >= std::chrono::seconds(1));
   CHECK(!d.try_reconfigure("kind: [unterminated").ok());
   CHECK(d.try_stats_text().ok());
+
+  // The workqueue through Result alone.
+  CHECK(!apf::Limiter::try_exponential(std::chrono::seconds(2),
+                                       std::chrono::seconds(1))
+             .ok());
+  auto limiter = apf::Limiter::try_exponential(std::chrono::seconds(1),
+                                               std::chrono::seconds(8));
+  CHECK(limiter.ok());
+  apf::WorkqueueOptions wq_options(apf::QueueKind::TwoLane);
+  wq_options.manual_clock = true;
+  wq_options.limiter = &limiter.value();
+  auto wq_made = apf::Workqueue::try_create(wq_options);
+  CHECK(wq_made.ok());
+  apf::Workqueue wq = std::move(wq_made).value();
+  CHECK(wq.try_add_rate_limited("k").ok());
+  CHECK(wq.try_waiting_len().value_or(0) == 1);
+  CHECK(wq.try_advance_clock(std::chrono::seconds(1)).ok());
+  auto got = wq.try_poll();
+  CHECK(got.ok() && got.value().has_value());
+  apf::WorkItem item = std::move(*got.value());
+  CHECK(item.key() == "k");
+  CHECK(item.try_done().ok());
+  CHECK(item.try_done().error().status() == APF_ERR_INVALID_HANDLE);
+  CHECK(wq.try_shut_down().ok());
+  auto after = wq.try_next(std::chrono::milliseconds(1));
+  CHECK(after.ok() && after.value().shut_down());
   std::puts("no-exceptions: ok");
   return 0;
 }
