@@ -17,7 +17,7 @@
 //! cargo run --release --example workqueue_latency -- --items 1000000 --consumers 1000
 //! ```
 
-use apf::workqueue::Workqueue;
+use apf::workqueue::{Config, Workqueue};
 use hdrhistogram::Histogram;
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
@@ -97,6 +97,7 @@ struct Args {
     items: u64,
     consumers: usize,
     rounds: usize,
+    timed_metrics: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -104,6 +105,7 @@ fn parse_args() -> Result<Args, String> {
         items: 1_000_000,
         consumers: 1000,
         rounds: 2000,
+        timed_metrics: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -113,6 +115,9 @@ fn parse_args() -> Result<Args, String> {
             "--items" => args.items = number()?,
             "--consumers" => args.consumers = number()? as usize,
             "--rounds" => args.rounds = number()? as usize,
+            "--timed-metrics" => {
+                args.timed_metrics = value.parse().map_err(|e| format!("{flag}: {e}"))?
+            }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -220,7 +225,16 @@ fn main() {
             std::process::exit(2);
         }
     };
-    run("workqueue", Arc::new(Workqueue::<u64>::new()), &args);
+    let config = Config {
+        timed_metrics: args.timed_metrics,
+        capacity: args.items as usize,
+        ..Config::default()
+    };
+    run(
+        "workqueue",
+        Arc::new(Workqueue::<u64>::with_config(config)),
+        &args,
+    );
     run(
         "plain (client-go design: one mutex, one condvar)",
         Arc::new(PlainWorkqueue::default()),
