@@ -350,7 +350,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     /// Items tracked at all: queued, processing or waiting.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(not(loom))]
     pub(crate) fn tracked(&self) -> usize {
         lock(&self.state).table.len()
     }

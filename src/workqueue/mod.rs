@@ -80,6 +80,9 @@ mod queue;
 mod strategy;
 mod table;
 
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub mod differential;
 #[cfg(all(test, loom))]
 mod loom_tests;
 #[cfg(all(test, not(loom)))]

@@ -59,7 +59,7 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     }
 
     /// Items tracked at all (queued, processing or waiting).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(not(loom))]
     pub(crate) fn tracked(&self) -> usize {
         self.shared.tracked()
     }

@@ -79,7 +79,7 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
         }
     }
 
-    #[cfg(all(test, not(loom)))]
+    #[cfg(not(loom))]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -1117,326 +1117,25 @@ mod priority {
 }
 
 mod model {
-    //! Property tests against plain reference models.
-    use super::*;
+    //! Property tests against the plain reference models of
+    //! [`differential`](super::super::differential).
+    use super::super::differential::{check, Kind, Op, KEYS};
     use proptest::prelude::*;
-    use std::collections::{HashMap, HashSet};
-
-    #[derive(Clone, Debug)]
-    enum Op {
-        Add(u8, u8),
-        AddAfter(u8, u8, u8),
-        TryGet,
-        Done(u8),
-        Advance(u8),
-        ShutDown,
-    }
 
     fn ops() -> impl Strategy<Value = Vec<Op>> {
         let op = prop_oneof![
-            4 => (0u8..6, 0u8..4).prop_map(|(k, h)| Op::Add(k, h)),
-            3 => (0u8..6, 0u8..4, 0u8..5).prop_map(|(k, h, d)| Op::AddAfter(k, h, d)),
+            4 => (0..KEYS, 0u8..4).prop_map(|(k, h)| Op::Add(k, h)),
+            3 => (0..KEYS, 0u8..4, 0u8..5).prop_map(|(k, h, d)| Op::AddAfter(k, h, d)),
             4 => Just(Op::TryGet),
-            3 => (0u8..6).prop_map(Op::Done),
+            3 => (0..KEYS).prop_map(Op::Done),
             2 => (0u8..4).prop_map(Op::Advance),
             1 => Just(Op::ShutDown),
         ];
         proptest::collection::vec(op, 1..80)
     }
 
-    /// What the model of a strategy must do.
-    trait Order {
-        type Hint: Copy + PartialEq + std::fmt::Debug;
-        fn hint(h: u8) -> Self::Hint;
-        fn push(&mut self, k: u8, h: Self::Hint);
-        fn touch(&mut self, k: u8, h: Self::Hint);
-        fn pop(&mut self) -> Option<(u8, Self::Hint)>;
-        fn contains(&self, k: u8) -> bool;
-        fn len(&self) -> usize;
-        fn merge(held: Self::Hint, new: Self::Hint) -> Self::Hint;
-    }
-
-    #[derive(Default)]
-    struct FifoModel(Vec<u8>);
-
-    impl Order for FifoModel {
-        type Hint = ();
-        fn hint(_: u8) {}
-        fn push(&mut self, k: u8, _: ()) {
-            self.0.push(k);
-        }
-        fn touch(&mut self, _: u8, _: ()) {}
-        fn pop(&mut self) -> Option<(u8, ())> {
-            (!self.0.is_empty()).then(|| (self.0.remove(0), ()))
-        }
-        fn contains(&self, k: u8) -> bool {
-            self.0.contains(&k)
-        }
-        fn len(&self) -> usize {
-            self.0.len()
-        }
-        fn merge(_: (), _: ()) {}
-    }
-
-    /// Items in arrival order with a rank; `pop` takes the first of the
-    /// best rank.
-    #[derive(Default)]
-    struct RankedModel<const LANES: bool>(Vec<(u8, i32)>);
-
-    impl<const LANES: bool> RankedModel<LANES> {
-        fn position(&self, k: u8) -> Option<usize> {
-            self.0.iter().position(|&(x, _)| x == k)
-        }
-    }
-
-    impl Order for RankedModel<true> {
-        type Hint = Lane;
-        fn hint(h: u8) -> Lane {
-            if h.is_multiple_of(2) {
-                Lane::Fast
-            } else {
-                Lane::Slow
-            }
-        }
-        fn push(&mut self, k: u8, h: Lane) {
-            self.0.push((k, i32::from(h == Lane::Fast)));
-        }
-        fn touch(&mut self, k: u8, h: Lane) {
-            let i = self.position(k).unwrap();
-            if self.0[i].1 != i32::from(h == Lane::Fast) {
-                self.0.remove(i);
-                self.push(k, h);
-            }
-        }
-        fn pop(&mut self) -> Option<(u8, Lane)> {
-            let best = self.0.iter().map(|e| e.1).max()?;
-            let i = self.0.iter().position(|e| e.1 == best).unwrap();
-            let (k, r) = self.0.remove(i);
-            Some((k, if r == 1 { Lane::Fast } else { Lane::Slow }))
-        }
-        fn contains(&self, k: u8) -> bool {
-            self.position(k).is_some()
-        }
-        fn len(&self) -> usize {
-            self.0.len()
-        }
-        fn merge(_: Lane, new: Lane) -> Lane {
-            new
-        }
-    }
-
-    impl Order for RankedModel<false> {
-        type Hint = i32;
-        fn hint(h: u8) -> i32 {
-            i32::from(h) - 1
-        }
-        fn push(&mut self, k: u8, h: i32) {
-            self.0.push((k, h));
-        }
-        fn touch(&mut self, k: u8, h: i32) {
-            let i = self.position(k).unwrap();
-            if h > self.0[i].1 {
-                self.0.remove(i);
-                self.push(k, h);
-            }
-        }
-        fn pop(&mut self) -> Option<(u8, i32)> {
-            let best = self.0.iter().map(|e| e.1).max()?;
-            let i = self.0.iter().position(|e| e.1 == best).unwrap();
-            Some(self.0.remove(i))
-        }
-        fn contains(&self, k: u8) -> bool {
-            self.position(k).is_some()
-        }
-        fn len(&self) -> usize {
-            self.0.len()
-        }
-        fn merge(held: i32, new: i32) -> i32 {
-            held.max(new)
-        }
-    }
-
-    /// client-go's rules written out naively, with either add policy.
-    struct Model<O: Order> {
-        merged: bool,
-        order: O,
-        processing: HashSet<u8>,
-        /// Dirty while processing, with the hint to queue it with.
-        deferred: HashMap<u8, O::Hint>,
-        /// key -> (ready at, first-add sequence, hint)
-        waiting: HashMap<u8, (u64, u64, O::Hint)>,
-        seq: u64,
-        now: u64,
-        shut: bool,
-    }
-
-    impl<O: Order + Default> Model<O> {
-        fn new(merged: bool) -> Self {
-            Model {
-                merged,
-                order: O::default(),
-                processing: HashSet::new(),
-                deferred: HashMap::new(),
-                waiting: HashMap::new(),
-                seq: 0,
-                now: 0,
-                shut: false,
-            }
-        }
-
-        fn add(&mut self, k: u8, h: O::Hint) {
-            if !self.shut {
-                self.ready(k, h);
-            }
-        }
-
-        fn ready(&mut self, k: u8, h: O::Hint) {
-            if self.order.contains(k) {
-                self.order.touch(k, h);
-            } else if let Some(held) = self.deferred.get_mut(&k) {
-                *held = O::merge(*held, h);
-            } else {
-                let mut h = h;
-                if self.merged {
-                    if let Some((_, _, waited)) = self.waiting.remove(&k) {
-                        h = O::merge(waited, h);
-                    }
-                }
-                if self.processing.contains(&k) {
-                    self.deferred.insert(k, h);
-                } else {
-                    self.order.push(k, h);
-                }
-            }
-        }
-
-        fn add_after(&mut self, k: u8, h: O::Hint, d: u64) {
-            if self.shut {
-                return;
-            }
-            if d == 0 {
-                return self.add(k, h);
-            }
-            if self.merged && (self.order.contains(k) || self.deferred.contains_key(&k)) {
-                return self.ready(k, h);
-            }
-            let at = self.now + d;
-            match self.waiting.get_mut(&k) {
-                Some(w) => {
-                    w.0 = w.0.min(at);
-                    w.2 = O::merge(w.2, h);
-                }
-                None => {
-                    self.waiting.insert(k, (at, self.seq, h));
-                    self.seq += 1;
-                }
-            }
-        }
-
-        fn try_get(&mut self) -> Result<(u8, O::Hint), TryGetError> {
-            match self.order.pop() {
-                Some((k, h)) => {
-                    self.processing.insert(k);
-                    Ok((k, h))
-                }
-                None if self.shut => Err(TryGetError::ShutDown),
-                None => Err(TryGetError::Empty),
-            }
-        }
-
-        fn done(&mut self, k: u8) -> Result<(), WorkqueueError> {
-            if !self.processing.remove(&k) {
-                return Err(WorkqueueError::NotProcessing);
-            }
-            if let Some(h) = self.deferred.remove(&k) {
-                self.order.push(k, h);
-            }
-            Ok(())
-        }
-
-        fn advance(&mut self, d: u64) {
-            let target = self.now + d;
-            loop {
-                let next = self
-                    .waiting
-                    .iter()
-                    .filter(|(_, w)| w.0 <= target)
-                    .min_by_key(|(_, w)| (w.0, w.1))
-                    .map(|(&k, &w)| (k, w));
-                let Some((k, (at, _, h))) = next else {
-                    break;
-                };
-                self.now = at;
-                self.waiting.remove(&k);
-                self.ready(k, h);
-            }
-            self.now = target;
-        }
-
-        fn shut_down(&mut self) {
-            self.shut = true;
-            self.waiting.clear();
-        }
-    }
-
-    /// Run `ops` on a real queue and on the model, comparing
-    /// every observable result.
-    fn run<O: Order<Hint = H> + Default, S: QueueStrategy<u8, Hint = H>, H>(
-        merged: bool,
-        strategy: S,
-        ops: Vec<Op>,
-    ) -> Result<(), TestCaseError>
-    where
-        H: Copy + PartialEq + std::fmt::Debug + Default + Send + Sync + 'static,
-    {
-        let (config, clock) = manual();
-        let mode = if merged {
-            super::super::core::Mode::Merged
-        } else {
-            super::super::core::Mode::Independent
-        };
-        let q = Workqueue::build(config, strategy, mode);
-        super::super::core::Shared::install_timer(q.shared());
-        let mut m: Model<O> = Model::new(merged);
-        for op in ops {
-            match op {
-                Op::Add(k, h) => {
-                    q.add_with(k, O::hint(h));
-                    m.add(k, O::hint(h));
-                }
-                Op::AddAfter(k, h, d) => {
-                    let delay = u64::from(d) * 1_000_000;
-                    q.shared().add_after(k, delay, O::hint(h), false);
-                    m.add_after(k, O::hint(h), delay);
-                }
-                Op::TryGet => {
-                    prop_assert_eq!(q.try_get_with_hint(), m.try_get());
-                }
-                Op::Done(k) => {
-                    prop_assert_eq!(q.done(&k), m.done(k));
-                }
-                Op::Advance(d) => {
-                    let d = u64::from(d) * 1_000_000;
-                    clock.advance(Duration::from_nanos(d));
-                    m.advance(d);
-                }
-                Op::ShutDown => {
-                    q.shut_down();
-                    m.shut_down();
-                }
-            }
-            prop_assert_eq!(q.len(), m.order.len());
-            prop_assert_eq!(q.shared().waiting_len(), m.waiting.len());
-            let tracked: HashSet<u8> = m
-                .processing
-                .iter()
-                .chain(m.waiting.keys())
-                .copied()
-                .chain((0..6).filter(|&k| m.order.contains(k)))
-                .collect();
-            prop_assert_eq!(q.tracked(), tracked.len());
-        }
-        Ok(())
+    fn matches(kind: Kind, ops: Vec<Op>) -> Result<(), TestCaseError> {
+        check(kind, &ops).map_err(TestCaseError::fail)
     }
 
     proptest! {
@@ -1444,126 +1143,22 @@ mod model {
 
         #[test]
         fn delaying_fifo_matches_the_model(ops in ops()) {
-            run::<FifoModel, Fifo, ()>(false, Fifo::default(), ops)?;
+            matches(Kind::DelayingFifo, ops)?;
         }
 
         #[test]
         fn two_lane_matches_the_model(ops in ops()) {
-            run::<RankedModel<true>, TwoLane, Lane>(false, TwoLane::default(), ops)?;
+            matches(Kind::TwoLane, ops)?;
         }
 
         #[test]
         fn independent_priorities_match_the_model(ops in ops()) {
-            run::<RankedModel<false>, Priority, i32>(false, Priority::default(), ops)?;
+            matches(Kind::IndependentPriorities, ops)?;
         }
 
         #[test]
         fn priority_queue_matches_the_model(ops in ops()) {
-            run::<RankedModel<false>, Priority, i32>(true, Priority::default(), ops)?;
+            matches(Kind::PriorityQueue, ops)?;
         }
     }
-}
-
-// ----- get with a timeout ---------------------------------------------------
-
-#[test]
-fn get_timeout_reports_items_time_outs_and_shutdown() {
-    let (config, manual) = manual();
-    let q = DelayingQueue::with_config(config);
-    assert_eq!(
-        q.get_timeout(Duration::ZERO),
-        Err(GetTimeoutError::TimedOut)
-    );
-    assert_eq!(
-        q.get_timeout(Duration::from_micros(100)),
-        Err(GetTimeoutError::TimedOut)
-    );
-    assert_eq!(q.parked(), 0, "a timed-out worker leaves the parked list");
-    q.add_after("a", ms(5));
-    assert_eq!(
-        q.get_timeout(Duration::from_micros(100)),
-        Err(GetTimeoutError::TimedOut),
-        "the timeout is real time, not the manual clock's"
-    );
-    manual.advance(ms(5));
-    assert_eq!(q.get_timeout(Duration::ZERO), Ok("a"));
-    q.done(&"a").unwrap();
-    // A parked worker is woken by an add and by shutdown.
-    let q = Arc::new(q);
-    let waiter = {
-        let q = q.clone();
-        thread::spawn(move || q.get_timeout(Duration::from_secs(3600)))
-    };
-    wait_until("worker parks", || q.parked() == 1);
-    q.add("b");
-    assert_eq!(waiter.join_within(), Ok("b"));
-    let waiter = {
-        let q = q.clone();
-        thread::spawn(move || q.get_timeout(Duration::from_secs(3600)))
-    };
-    wait_until("worker parks", || q.parked() == 1);
-    q.shut_down();
-    assert_eq!(waiter.join_within(), Err(GetTimeoutError::ShutDown));
-    let pq = PriorityQueue::with_config(Config::with_clock(Clock::manual().0));
-    pq.add_with_opts(
-        "p",
-        AddOpts {
-            priority: 3,
-            ..AddOpts::default()
-        },
-    );
-    assert_eq!(pq.get_with_priority_timeout(ms(1)), Ok(("p", 3)));
-}
-
-#[test]
-fn timed_out_workers_racing_hand_offs_lose_no_item() {
-    // Workers with tiny timeouts time out while adds hand items to them: an
-    // item handed to a worker that just timed out must still reach it.
-    const ITEMS: u32 = 2000;
-    let q = Arc::new(Workqueue::with_config(Config::with_clock(
-        Clock::manual().0,
-    )));
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let done = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..4)
-        .map(|w| {
-            let (q, got, done) = (q.clone(), got.clone(), done.clone());
-            thread::spawn(move || {
-                let timeout = Duration::from_micros(1 + w * 20);
-                while !done.load(Ordering::SeqCst) {
-                    match q.get_timeout(timeout) {
-                        Ok(x) => {
-                            crate::sync::lock(&got).push(x);
-                            q.done(&x).unwrap();
-                        }
-                        Err(GetTimeoutError::TimedOut) => {}
-                        Err(GetTimeoutError::ShutDown) => return,
-                    }
-                }
-            })
-        })
-        .collect();
-    for i in 0..ITEMS {
-        q.add(i);
-        if i % 64 == 0 {
-            thread::yield_now();
-        }
-    }
-    wait_until("every item is taken", || {
-        crate::sync::lock(&got).len() >= ITEMS as usize
-    });
-    done.store(true, Ordering::SeqCst);
-    q.shut_down();
-    for w in workers {
-        w.join_within();
-    }
-    let mut got = crate::sync::lock(&got).clone();
-    got.sort_unstable();
-    assert_eq!(
-        got,
-        (0..ITEMS).collect::<Vec<_>>(),
-        "each item exactly once"
-    );
-    assert_eq!(q.parked(), 0);
-    assert_eq!(q.tracked(), 0);
 }
