@@ -125,7 +125,10 @@ fn decode(handle: u64) -> Option<(usize, u32, u32)> {
     Some((index % SHARDS, (index / SHARDS) as u32, generation))
 }
 
-fn home_shard() -> usize {
+/// The shard the calling thread inserts into: threads are spread over the
+/// shards round robin, so workers on different threads rarely share a lock.
+/// Also used by the workqueue's item handles.
+pub(crate) fn home_shard() -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local! {
         static HOME: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;

@@ -15,15 +15,13 @@
 //! is reused first in, first out, so the "already done" diagnosis lasts as
 //! long as possible.
 
+use crate::ffi::slab::{home_shard, SHARDS};
 use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 
 /// A queue item: an arbitrary byte string.
 pub(crate) type Key = Arc<[u8]>;
-
-/// Number of shards (a power of two).
-const SHARDS: usize = 16;
 
 struct Slot {
     generation: u32,
@@ -50,14 +48,6 @@ pub(crate) enum Stale {
 pub(crate) struct ItemSlab {
     shards: Box<[CachePadded<Mutex<Shard>>]>,
     salt: u32,
-}
-
-fn home_shard() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static HOME: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
-    }
-    HOME.try_with(|h| *h).unwrap_or(0)
 }
 
 /// A salt that differs between queues of one process (and between runs).
