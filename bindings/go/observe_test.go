@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -308,6 +310,7 @@ func TestClosedDispatcherAnswers503(t *testing.T) {
 func TestScrapesRaceRequests(t *testing.T) {
 	d := newTestDispatcher(t, Options{})
 	var wg sync.WaitGroup
+	var handled atomic.Int64
 	stop := make(chan struct{})
 	for i := 0; i < 4; i++ {
 		wg.Add(1)
@@ -323,6 +326,7 @@ func TestScrapesRaceRequests(t *testing.T) {
 					t.Error(err)
 					return
 				}
+				handled.Add(1)
 			}
 		}()
 	}
@@ -347,6 +351,10 @@ func TestScrapesRaceRequests(t *testing.T) {
 		}()
 	}
 	scrapers.Wait()
+	// On a loaded machine the scrapers may finish before the workers ran.
+	for handled.Load() < 100 && !t.Failed() {
+		runtime.Gosched()
+	}
 	close(stop)
 	wg.Wait()
 	text, err := d.MetricsText()

@@ -152,16 +152,23 @@ TEST(Dumps, AMovedFromDispatcherGivesErrors) {
 TEST(Metrics, ScrapesRaceRequests) {
   auto d = narrow_dispatcher();
   std::atomic<bool> stop{false};
+  std::atomic<int> started{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < 2; t++) {
     workers.emplace_back([&] {
       while (!stop.load()) {
         auto decision = d.start(alice());
+        started.fetch_add(1);
         // A guard finishes, a ticket cancels, when destroyed.
       }
     });
   }
-  for (int i = 0; i < 30; i++) {
+  // At least 30 scrapes, and on until the workers have really run (on a
+  // loaded machine they may not have started by the 30th).
+  for (int i = 0; i < 30 || started.load() < 100; i++) {
+    if (i >= 30) {
+      std::this_thread::yield();
+    }
     std::string text = d.metrics_text();
     ASSERT_EQ(text.substr(text.size() - 6), "# EOF\n");
     EXPECT_LE(sample(text, m("current_executing_requests")), narrow_limit);
