@@ -98,6 +98,8 @@ struct Args {
     consumers: usize,
     rounds: usize,
     timed_metrics: bool,
+    /// Run only the queue whose name starts with this (all when empty).
+    only: String,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -106,6 +108,7 @@ fn parse_args() -> Result<Args, String> {
         consumers: 1000,
         rounds: 2000,
         timed_metrics: true,
+        only: String::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -115,6 +118,7 @@ fn parse_args() -> Result<Args, String> {
             "--items" => args.items = number()?,
             "--consumers" => args.consumers = number()? as usize,
             "--rounds" => args.rounds = number()? as usize,
+            "--only" => args.only = value.clone(),
             "--timed-metrics" => {
                 args.timed_metrics = value.parse().map_err(|e| format!("{flag}: {e}"))?
             }
@@ -230,14 +234,16 @@ fn main() {
         capacity: args.items as usize,
         ..Config::default()
     };
-    run(
-        "workqueue",
-        Arc::new(Workqueue::<u64>::with_config(config)),
-        &args,
-    );
-    run(
-        "plain (client-go design: one mutex, one condvar)",
-        Arc::new(PlainWorkqueue::default()),
-        &args,
-    );
+    if "workqueue".starts_with(&args.only) {
+        let q = Workqueue::<u64>::with_config(config);
+        run("workqueue", Arc::new(q), &args);
+    }
+    if "plain".starts_with(&args.only) {
+        let q = PlainWorkqueue::default();
+        run(
+            "plain (client-go design: one mutex, one condvar)",
+            Arc::new(q),
+            &args,
+        );
+    }
 }

@@ -9,7 +9,9 @@ const CHUNK_BITS: u32 = 9;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
 pub(crate) struct ChunkVec<V> {
-    chunks: Vec<Box<[V]>>,
+    /// Fixed-size chunks: an offset masked to `CHUNK - 1` needs no bounds
+    /// check (these arrays are indexed several times per queue operation).
+    chunks: Vec<Box<[V; CHUNK]>>,
 }
 
 impl<V: Default> ChunkVec<V> {
@@ -17,12 +19,14 @@ impl<V: Default> ChunkVec<V> {
         ChunkVec { chunks: Vec::new() }
     }
 
-    /// Make `index` addressable, filling new elements with `V::default()`.
-    pub(crate) fn ensure(&mut self, index: usize) {
-        while index >= self.chunks.len() * CHUNK {
-            let chunk: Box<[V]> = (0..CHUNK).map(|_| V::default()).collect();
-            self.chunks.push(chunk);
-        }
+    /// Add a chunk of `V::default()`s.
+    #[cold]
+    fn grow(&mut self) {
+        let chunk: Box<[V]> = (0..CHUNK).map(|_| V::default()).collect();
+        let Ok(chunk) = chunk.try_into() else {
+            unreachable!("the iterator yields exactly CHUNK elements")
+        };
+        self.chunks.push(chunk);
     }
 
     /// The element at `index`, if it was ever made addressable.
@@ -33,11 +37,15 @@ impl<V: Default> ChunkVec<V> {
             .map(|c| &c[index & (CHUNK - 1)])
     }
 
-    /// The element at `index`, growing the vector if needed.
+    /// The element at `index`, growing the vector (filling new elements
+    /// with `V::default()`) if needed.
     #[inline]
     pub(crate) fn at(&mut self, index: usize) -> &mut V {
-        self.ensure(index);
-        &mut self.chunks[index >> CHUNK_BITS][index & (CHUNK - 1)]
+        let chunk = index >> CHUNK_BITS;
+        while chunk >= self.chunks.len() {
+            self.grow();
+        }
+        &mut self.chunks[chunk][index & (CHUNK - 1)]
     }
 }
 

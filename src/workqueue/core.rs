@@ -21,7 +21,6 @@ use super::table::{short_hash, ItemTable, Phase};
 use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Instant, Timer};
 use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard};
-use smallvec::SmallVec;
 use std::time::Duration;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -104,16 +103,38 @@ fn wait<'a, G>(cv: &Condvar, guard: MutexGuard<'a, G>) -> MutexGuard<'a, G> {
 type Wake<T, H> = (Arc<Waiter<T, H>>, Option<(T, H)>);
 
 /// Hand-offs decided under the lock and carried out after it is released.
-pub(crate) struct Wakes<T, H>(SmallVec<[Wake<T, H>; 2]>);
+/// An operation hands off at most one item except when a timer releases
+/// many at once, so the first is kept apart and the rest in a `Vec` that
+/// costs nothing while empty (this is built and dropped on every call).
+pub(crate) struct Wakes<T, H> {
+    first: Option<Wake<T, H>>,
+    more: Vec<Wake<T, H>>,
+}
 
 impl<T, H> Wakes<T, H> {
+    #[inline]
     fn new() -> Self {
-        Wakes(SmallVec::new())
+        Wakes {
+            first: None,
+            more: Vec::new(),
+        }
     }
 
+    fn push(&mut self, wake: Wake<T, H>) {
+        if self.first.is_none() {
+            self.first = Some(wake);
+        } else {
+            self.more.push(wake);
+        }
+    }
+
+    #[inline]
     fn run(self) {
-        for (waiter, payload) in self.0 {
+        if let Some((waiter, payload)) = self.first {
             waiter.deliver(payload);
+            for (waiter, payload) in self.more {
+                waiter.deliver(payload);
+            }
         }
     }
 }
@@ -377,7 +398,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         inner.shutting_down = true;
         inner.drain = drain;
         for waiter in inner.waiters.drain(..) {
-            wakes.0.push((waiter, None));
+            wakes.push((waiter, None));
         }
         inner.forget_waiting();
         if !drain {
@@ -481,7 +502,7 @@ impl<T: Item, S: QueueStrategy<T>> Inner<T, S> {
     ) {
         if let Some(waiter) = self.waiters.pop() {
             let item = self.begin(slot, now);
-            wakes.0.push((waiter, Some((item, hint))));
+            wakes.push((waiter, Some((item, hint))));
         } else {
             let entry = self.table.entry_mut(slot);
             entry.phase = Phase::Queued;
