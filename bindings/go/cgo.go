@@ -183,17 +183,30 @@ func (d *Dispatcher) statsTextC() (string, error) {
 	if p == nil {
 		return "", ErrClosed
 	}
-	buf := make([]byte, 4096)
+	defer runtime.KeepAlive(d)
+	return readText(4096, func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_stats_text(p, buf, size, n, e)
+	})
+}
+
+// textFill is one of the C functions that copy a text into (buf, size),
+// report its length in *n and, when buf is too small, fail with
+// APF_ERR_INSUFFICIENT_SIZE.
+type textFill func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t
+
+// readText runs fill until the text fits, starting from guess bytes. The
+// library makes each text anew on every call, so it may have grown since a
+// call reported its size: a retry leaves some room to spare.
+func readText(guess int, fill textFill) (string, error) {
+	buf := make([]byte, max(guess, 1))
 	for {
 		var n C.size_t
 		var e cerr
-		st := C.go_apf_stats_text(p, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &e.e)
-		err := e.err(st)
+		err := e.err(fill((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &e.e))
 		if errors.Is(err, StatusInsufficientSize) {
-			buf = make([]byte, int(n)+1)
+			buf = make([]byte, int(n)+1+int(n)/8)
 			continue
 		}
-		runtime.KeepAlive(d)
 		if err != nil {
 			return "", err
 		}

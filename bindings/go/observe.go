@@ -9,7 +9,6 @@ import (
 	"path"
 	"runtime"
 	"sync/atomic"
-	"unsafe"
 )
 
 // Kubernetes' paths of the debug dumps; DebugHandler serves them.
@@ -89,23 +88,16 @@ func (d *Dispatcher) text(kind textKind) (string, error) {
 	if p == nil {
 		return "", ErrClosed
 	}
-	buf := make([]byte, max(4096, int(sizeHints[kind].Load())))
-	for {
-		var n C.size_t
-		var e cerr
-		st := C.go_apf_observe(p, C.int(kind), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &e.e)
-		runtime.KeepAlive(d)
-		err := e.err(st)
-		if errors.Is(err, StatusInsufficientSize) {
-			buf = make([]byte, int(n)+1+int(n)/8)
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		sizeHints[kind].Store(int64(n) + 1 + int64(n)/8)
-		return string(buf[:n]), nil
+	defer runtime.KeepAlive(d)
+	text, err := readText(max(4096, int(sizeHints[kind].Load())),
+		func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t {
+			return C.go_apf_observe(p, C.int(kind), buf, size, n, e)
+		})
+	if err != nil {
+		return "", err
 	}
+	sizeHints[kind].Store(int64(len(text)) + 1 + int64(len(text))/8)
+	return text, nil
 }
 
 // MetricsHandler serves d's metrics for Prometheus (mount it at /metrics,

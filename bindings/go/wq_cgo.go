@@ -33,7 +33,6 @@ package apf
 import "C"
 
 import (
-	"errors"
 	"unsafe"
 )
 
@@ -237,20 +236,7 @@ func wqAdvanceClockC(p unsafe.Pointer, nanos uint64) error {
 }
 
 func wqMetricsTextC(p unsafe.Pointer) (string, error) {
-	buf := make([]byte, 4096)
-	for {
-		var n C.size_t
-		var e cerr
-		st := C.go_apf_wq_metrics_text((*C.apf_workqueue)(p),
-			(*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &e.e)
-		err := e.err(st)
-		if errors.Is(err, StatusInsufficientSize) {
-			buf = make([]byte, int(n)+1)
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
+	return readText(4096, func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_wq_metrics_text((*C.apf_workqueue)(p), buf, size, n, e)
+	})
 }

@@ -243,6 +243,26 @@ inline Result<void> check(apf_status status) {
   return Error::last(status);
 }
 
+/// Runs `fill(buf, len, &out_len)` (one of the C text functions) until the
+/// text fits, starting from `guess` bytes: the text is made anew on each
+/// call and may have grown since the last one said how long it was.
+template <typename Fill>
+Result<std::string> read_text(Fill fill, size_t guess = 16384) {
+  std::string text(guess, '\0');
+  for (;;) {
+    size_t len = 0;
+    apf_status status = fill(text.data(), text.size(), &len);
+    if (status == APF_OK) {
+      text.resize(len);
+      return text;
+    }
+    if (status != APF_ERR_INSUFFICIENT_SIZE) {
+      return Error::last(status);
+    }
+    text.assign(len + 1, '\0');
+  }
+}
+
 } // namespace detail
 
 // ---------------------------------------------------------------------------
@@ -791,21 +811,11 @@ public:
 
   /// Per-level statistics as text.
   Result<std::string> try_stats_text() {
-    std::string text(4096, '\0');
-    for (;;) {
-      size_t len = 0;
-      apf_status status =
-          apf_dispatcher_stats_text(ptr_.get(), text.data(), text.size(), &len);
-      if (status == APF_OK) {
-        text.resize(len);
-        return text;
-      }
-      if (status != APF_ERR_INSUFFICIENT_SIZE) {
-        return Error::last(status);
-      }
-      // Levels may be added between the calls: retry with the new size.
-      text.assign(len + 1, '\0');
-    }
+    return detail::read_text(
+        [this](char *buf, size_t len, size_t *out_len) {
+          return apf_dispatcher_stats_text(ptr_.get(), buf, len, out_len);
+        },
+        4096);
   }
   std::string stats_text() { return try_stats_text().unwrap(); }
 
@@ -813,7 +823,7 @@ public:
   /// the OpenMetrics text format (serve it at /metrics with the
   /// Content-Type apf::metrics_content_type() gives).
   Result<std::string> try_metrics_text() const {
-    return read_text([this](char *buf, size_t len, size_t *out_len) {
+    return detail::read_text([this](char *buf, size_t len, size_t *out_len) {
       return apf_dispatcher_metrics_text(ptr_.get(), buf, len, out_len);
     });
   }
@@ -822,7 +832,7 @@ public:
   /// The table of Kubernetes' /debug/api_priority_and_fairness/
   /// dump_priority_levels: one line per priority level.
   Result<std::string> try_dump_priority_levels() const {
-    return read_text([this](char *buf, size_t len, size_t *out_len) {
+    return detail::read_text([this](char *buf, size_t len, size_t *out_len) {
       return apf_dispatcher_dump_priority_levels(ptr_.get(), buf, len, out_len);
     });
   }
@@ -833,7 +843,7 @@ public:
   /// The table of Kubernetes' /debug/api_priority_and_fairness/dump_queues:
   /// one line per queue of every level that queues.
   Result<std::string> try_dump_queues() const {
-    return read_text([this](char *buf, size_t len, size_t *out_len) {
+    return detail::read_text([this](char *buf, size_t len, size_t *out_len) {
       return apf_dispatcher_dump_queues(ptr_.get(), buf, len, out_len);
     });
   }
@@ -844,7 +854,7 @@ public:
   /// the request's user, verb, path and object columns (Kubernetes'
   /// ?includeRequestDetails=1).
   Result<std::string> try_dump_requests(bool include_details = false) const {
-    return read_text([this, include_details](char *buf, size_t len, size_t *out_len) {
+    return detail::read_text([this, include_details](char *buf, size_t len, size_t *out_len) {
       return apf_dispatcher_dump_requests(ptr_.get(), include_details, buf, len,
                                           out_len);
     });
@@ -933,24 +943,6 @@ private:
   explicit Dispatcher(Owned raw)
       : callbacks_(std::make_unique<Callbacks>()), ptr_(std::move(raw)) {}
 
-  /// Runs `fill(buf, len, &out_len)` (one of the C text functions) until
-  /// the text fits: it is made anew on each call and may have grown since
-  /// the last one said how long it was.
-  template <typename Fill> static Result<std::string> read_text(Fill fill) {
-    std::string text(16384, '\0');
-    for (;;) {
-      size_t len = 0;
-      apf_status status = fill(text.data(), text.size(), &len);
-      if (status == APF_OK) {
-        text.resize(len);
-        return text;
-      }
-      if (status != APF_ERR_INSUFFICIENT_SIZE) {
-        return Error::last(status);
-      }
-      text.assign(len + 1, '\0');
-    }
-  }
 
   /// How many completion callbacks this thread is running.
   static int &callback_depth() noexcept {
@@ -1471,21 +1463,11 @@ public:
 
   /// client-go's workqueue metrics, OpenMetrics text ending with "# EOF".
   Result<std::string> try_metrics_text() {
-    std::string text(4096, '\0');
-    for (;;) {
-      size_t len = 0;
-      apf_status status =
-          apf_wq_metrics_text(raw(), text.data(), text.size(), &len);
-      if (status == APF_OK) {
-        text.resize(len);
-        return text;
-      }
-      if (status != APF_ERR_INSUFFICIENT_SIZE) {
-        return Error::last(status);
-      }
-      // The text may grow between the calls: retry with the new size.
-      text.assign(len + 1, '\0');
-    }
+    return detail::read_text(
+        [this](char *buf, size_t len, size_t *out_len) {
+          return apf_wq_metrics_text(raw(), buf, len, out_len);
+        },
+        4096);
   }
   std::string metrics_text() { return try_metrics_text().unwrap(); }
 
