@@ -286,7 +286,8 @@ fn simulate_a_workload_file_writes_a_report_and_charts() {
         "shop-frontend  workload-low",
         "verdict: PASS — 1 of 1 flows expected to be served",
         "  ok    shop-frontend  workload-low  100.0% of demand",
-        "one core)",
+        "requests/s",
+        " on one core: ",
         "charts: ",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
@@ -356,7 +357,8 @@ fn plain_apf_runs_the_noisy_neighbour_scenario() {
         "  ok    node-heartbeat ×500",
         "  ok    leader-election ×3",
         "queue-full",
-        "one core)",
+        "requests/s",
+        " on one core: ",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
