@@ -240,6 +240,14 @@ typedef uint32_t apf_wq_get_result;
 // follow). Request handles may be used from any thread.
 typedef struct apf_dispatcher apf_dispatcher;
 
+// One priority level's queues and seats, without classification: the
+// caller gives each request's flow hash and work estimate.
+//
+// Thread safety: every function may be called on one queueset from any
+// number of threads at once, except `apf_queueset_free`, which must be the
+// last call. Request handles may be used from any thread.
+typedef struct apf_queueset apf_queueset;
+
 // A work queue of byte-string keys (client-go's rules: an item added while
 // queued is queued once; one added while being processed is queued again
 // only after `apf_wq_done`, so no key is ever processed by two workers at
@@ -291,6 +299,71 @@ typedef struct apf_options {
 // handle of a queued request that was just decided.
 typedef void (*apf_completion_callback)(void *user, uint64_t request);
 
+// A queueset's configuration (`apf_queueset_config_default` fills in
+// Kubernetes' defaults).
+typedef struct apf_queueset_config {
+  // Seats that may be in use at once (Kubernetes' CurrentCL); 0 to 2^30.
+  // With 0, every request queues (or, without queues, is rejected).
+  uint32_t concurrency_limit;
+  // Number of queues; 0: no queuing (a request that does not fit is
+  // rejected with `APF_REJECT_CONCURRENCY_LIMIT`).
+  uint32_t queues;
+  // Queues dealt to each flow (shuffle sharding); 1 to `queues`.
+  uint32_t hand_size;
+  // Requests one queue may hold; at least 1 when queuing.
+  uint32_t queue_length_limit;
+  // G, the initial guess of a request's service time, in nanoseconds;
+  // must be positive.
+  uint64_t service_time_guess_ns;
+  // The longest a request may wait in a queue, in nanoseconds; 0 for no
+  // limit of the queueset's own (a request's deadline still applies).
+  uint64_t wait_limit_ns;
+} apf_queueset_config;
+
+// Seats a request occupies: `initial_seats` while it executes, then
+// `final_seats` for `additional_latency_nanos` after it finishes (0 for
+// none). Seats of 0 count as 1; seats above a level's limit are capped.
+typedef struct apf_work_estimate {
+  uint32_t initial_seats;
+  uint32_t final_seats;
+  uint64_t additional_latency_nanos;
+} apf_work_estimate;
+
+// The decision on a request started at a queueset.
+typedef struct apf_queueset_decision {
+  // An `apf_outcome`.
+  uint32_t outcome;
+  // An `apf_reject_reason`.
+  uint32_t reject_reason;
+  // The request's handle (0 when rejected), used with the
+  // `apf_queueset_request_*` functions.
+  uint64_t request;
+  // For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
+  // `apf_queueset_dump_json` lists it while it waits; otherwise 0.
+  uint64_t waiting_id;
+} apf_queueset_decision;
+
+// A queueset's gauges and counters at one moment.
+typedef struct apf_queueset_stats {
+  uint32_t concurrency_limit;
+  uint32_t queues;
+  // Requests executing (not counting lingering seats).
+  uint32_t executing;
+  // Requests waiting in queues.
+  uint32_t waiting;
+  // Seats held by executing requests and by finished ones during their
+  // additional latency.
+  uint64_t seats_in_use;
+  // Seats (max of initial and final) of the waiting requests.
+  uint64_t seats_waiting;
+  // Requests that started executing, over the queueset's life.
+  uint64_t dispatched;
+  uint64_t rejected_queue_full;
+  uint64_t rejected_time_out;
+  uint64_t rejected_cancelled;
+  uint64_t rejected_concurrency_limit;
+} apf_queueset_stats;
+
 // A borrowed string: `ptr` to `len` bytes of UTF-8. Strings libapf gives
 // out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
 // UID is the empty string).
@@ -334,15 +407,6 @@ typedef struct apf_request_digest {
   // A resource request (true) or a non-resource URL (false).
   bool is_resource_request;
 } apf_request_digest;
-
-// Seats a request occupies: `initial_seats` while it executes, then
-// `final_seats` for `additional_latency_nanos` after it finishes (0 for
-// none). Seats of 0 count as 1; seats above a level's limit are capped.
-typedef struct apf_work_estimate {
-  uint32_t initial_seats;
-  uint32_t final_seats;
-  uint64_t additional_latency_nanos;
-} apf_work_estimate;
 
 // The decision on a started request.
 typedef struct apf_decision {
@@ -638,6 +702,127 @@ apf_status apf_dispatcher_dump_queues(const struct apf_dispatcher *dispatcher, c
 // `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
 // for `len` bytes; `out_len` NULL or writable.
 apf_status apf_dispatcher_dump_requests(const struct apf_dispatcher *dispatcher, bool include_details, char *buf, size_t len, size_t *out_len);
+
+// Fill `*out` with Kubernetes' defaults for a queuing level: 1 seat, 64
+// queues, hand size 8, queue length limit 50, G = 3 ms, a 15 s wait limit.
+//
+// # Safety
+// `out` NULL or writable.
+apf_status apf_queueset_config_default(struct apf_queueset_config *out);
+
+// Make a queueset named `(name, name_len)` (UTF-8; for errors and dumps)
+// from `config`, on a manual clock that starts at 0 and moves only through
+// `apf_queueset_advance_clock` if `manual_clock`, else on the real
+// monotonic clock (0 at creation). `APF_ERR_CONFIG` names the bad field.
+// Free it with `apf_queueset_free`.
+//
+// # Safety
+// `name` readable for `name_len` bytes (or NULL with 0); `config` NULL or
+// readable; `out` NULL or writable.
+apf_status apf_queueset_new(const char *name, size_t name_len, const struct apf_queueset_config *config, bool manual_clock, struct apf_queueset **out);
+
+// Free a queueset: executing requests are finished, waiting ones
+// cancelled (no notification). NULL is a no-op.
+//
+// # Safety
+// `qs` NULL or a queueset not yet freed, with no other call on it running
+// or following.
+void apf_queueset_free(struct apf_queueset *qs);
+
+// Switch to `config`; on error (`APF_ERR_CONFIG`) the old one stays. Queues
+// and waiting requests are kept; a larger concurrency limit dispatches at
+// once. Queues beyond a smaller `queues` drain before they go.
+//
+// # Safety
+// `qs` NULL or live; `config` NULL or readable.
+apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_queueset_config *config);
+
+// Decide on a request of flow `flow_hash` (shuffle sharding deals its
+// queues from it). `estimate` NULL means one seat, no additional latency.
+// `deadline_nanos`: the latest time on the queueset's clock
+// (`apf_queueset_now`) at which it may still start, 0 for none. `tag`: the
+// caller's number for the request's kind (e.g. its flow schema), shown by
+// dumps. On `APF_OK`, `*out`: `APF_OUTCOME_EXECUTE` (run it, then
+// `apf_queueset_request_finish`), `APF_OUTCOME_QUEUED` (wait, poll, take
+// its completion, or cancel it) or `APF_OUTCOME_REJECTED`.
+//
+// # Safety
+// `qs` NULL or live; `estimate` NULL or readable; `out` NULL or writable.
+apf_status apf_queueset_start(struct apf_queueset *qs, uint64_t flow_hash, const struct apf_work_estimate *estimate, uint64_t deadline_nanos, uint32_t tag, struct apf_queueset_decision *out);
+
+// `apf_request_wait` for a queueset's request.
+//
+// # Safety
+// `qs` NULL or live; `out_outcome`, `out_reason` NULL or writable.
+apf_status apf_queueset_request_wait(struct apf_queueset *qs, uint64_t request, uint64_t timeout_nanos, uint32_t *out_outcome, uint32_t *out_reason);
+
+// `apf_request_poll` for a queueset's request.
+//
+// # Safety
+// `qs` NULL or live; `out_outcome`, `out_reason` NULL or writable.
+apf_status apf_queueset_request_poll(struct apf_queueset *qs, uint64_t request, uint32_t *out_outcome, uint32_t *out_reason);
+
+// `apf_request_cancel` for a queueset's request.
+//
+// # Safety
+// `qs` NULL or live; `out_cancelled` NULL or writable.
+apf_status apf_queueset_request_cancel(struct apf_queueset *qs, uint64_t request, bool *out_cancelled);
+
+// `apf_request_finish` for a queueset's request (`end_nanos` on the
+// queueset's clock, 0 for now).
+//
+// # Safety
+// `qs` NULL or live.
+apf_status apf_queueset_request_finish(struct apf_queueset *qs, uint64_t request, uint64_t end_nanos);
+
+// A file descriptor readable while decided requests wait in the
+// queueset's completion queue (see `apf_dispatcher_completion_fd`).
+//
+// # Safety
+// `qs` NULL or live; `out_fd` NULL or writable.
+apf_status apf_queueset_completion_fd(struct apf_queueset *qs, int *out_fd);
+
+// Take the oldest decided request from the completion queue (see
+// `apf_dispatcher_take_completion`); then poll it.
+//
+// # Safety
+// `qs` NULL or live; `out_request`, `out_some` NULL or writable.
+apf_status apf_queueset_take_completion(struct apf_queueset *qs, uint64_t *out_request, bool *out_some);
+
+// Move a manual clock forward by `nanos`, firing wait limits, deadlines and
+// ends of additional latency on the way. `APF_ERR_NOT_MANUAL_CLOCK` for a
+// real clock.
+//
+// # Safety
+// `qs` NULL or live.
+apf_status apf_queueset_advance_clock(struct apf_queueset *qs, uint64_t nanos);
+
+// The queueset's clock, in nanoseconds since its epoch.
+//
+// # Safety
+// `qs` NULL or live; `out_nanos` NULL or writable.
+apf_status apf_queueset_now(const struct apf_queueset *qs, uint64_t *out_nanos);
+
+// Whether no request executes, waits, or holds seats (lingering
+// additional latency included).
+//
+// # Safety
+// `qs` NULL or live; `out_idle` NULL or writable.
+apf_status apf_queueset_is_idle(const struct apf_queueset *qs, bool *out_idle);
+
+// The queueset's gauges and counters.
+//
+// # Safety
+// `qs` NULL or live; `out` NULL or writable.
+apf_status apf_queueset_read_stats(const struct apf_queueset *qs, struct apf_queueset_stats *out);
+
+// The queueset's state as JSON (gauges, counters, queues, waiting
+// requests), copied into `buf` as `apf_dispatcher_stats_text` does.
+//
+// # Safety
+// `qs` NULL or live; `buf` NULL (with `len` 0) or writable for `len`
+// bytes; `out_len` NULL or writable.
+apf_status apf_queueset_dump_json(const struct apf_queueset *qs, char *buf, size_t len, size_t *out_len);
 
 // Classify a request and decide on it.
 //

@@ -432,6 +432,12 @@ impl RequestTicket {
         }
     }
 
+    /// The request's arrival number in its level ([`Waiting::id`]), while it
+    /// waits: what dumps list waiting requests by.
+    pub fn waiting_id(&self) -> Option<u64> {
+        self.waiting.as_ref().map(Waiting::id)
+    }
+
     /// Block until the request is dispatched or rejected.
     pub fn wait(mut self) -> Result<RequestGuard, RejectReason> {
         let waiting = self.waiting.take().expect("a live ticket is waiting");

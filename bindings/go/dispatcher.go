@@ -44,14 +44,33 @@ type Dispatcher struct {
 type core struct {
 	// ptr is the *C.apf_dispatcher, nil once closed (accessed atomically;
 	// atomic.Pointer cannot hold an incomplete C type).
-	ptr     unsafe.Pointer
+	ptr   unsafe.Pointer
+	names names
+	completer
+	once sync.Once
+}
+
+// completer is the Go side of one libapf completion queue (a dispatcher's
+// or a queueset's): the goroutines waiting for queued requests, and the
+// one goroutine that wakes them.
+type completer struct {
 	waiters *waiters
-	names   names
 	// file is a duplicate of libapf's completion fd, registered with Go's
 	// network poller; closing it stops the completion goroutine.
 	file     *os.File
 	loopDone chan struct{}
-	once     sync.Once
+}
+
+func newCompleter() completer {
+	return completer{waiters: newWaiters(), loopDone: make(chan struct{})}
+}
+
+// stop ends the completion goroutine and wakes every waiter with ErrClosed.
+// Call it once, before freeing the C object.
+func (c *completer) stop() {
+	_ = c.file.Close()
+	<-c.loopDone
+	c.waiters.close()
 }
 
 // NewBuiltin makes a dispatcher with Kubernetes' built-in configuration
@@ -75,14 +94,19 @@ func newDispatcher(config []byte, builtin bool, opts Options) (*Dispatcher, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &core{waiters: newWaiters(), loopDone: make(chan struct{})}
+	c := &core{completer: newCompleter()}
 	atomic.StorePointer(&c.ptr, unsafe.Pointer(p))
-	raw, err := c.openCompletions(p)
+	fd, err := completionFd(p)
 	if err != nil {
 		freeC(p)
 		return nil, err
 	}
-	go c.completionLoop(p, raw)
+	raw, err := c.openCompletions(fd)
+	if err != nil {
+		freeC(p)
+		return nil, err
+	}
+	go c.completionLoop(raw, func(batch []C.uint64_t) (int, error) { return takeCompletions(p, batch) })
 	d := &Dispatcher{c: c}
 	runtime.SetFinalizer(d, (*Dispatcher).Close)
 	return d, nil
@@ -115,20 +139,14 @@ func (c *core) load() *C.apf_dispatcher {
 func (c *core) close() {
 	c.once.Do(func() {
 		p := (*C.apf_dispatcher)(atomic.SwapPointer(&c.ptr, nil))
-		_ = c.file.Close()
-		<-c.loopDone
-		c.waiters.close()
+		c.stop()
 		freeC(p)
 	})
 }
 
 // openCompletions switches libapf's completion queue on and wraps a
 // duplicate of its fd (libapf keeps and closes its own) for the poller.
-func (c *core) openCompletions(p *C.apf_dispatcher) (syscall.RawConn, error) {
-	fd, err := completionFd(p)
-	if err != nil {
-		return nil, err
-	}
+func (c *completer) openCompletions(fd int) (syscall.RawConn, error) {
 	syscall.ForkLock.RLock()
 	dup, err := syscall.Dup(fd)
 	if err == nil {
@@ -152,12 +170,12 @@ func (c *core) openCompletions(p *C.apf_dispatcher) (syscall.RawConn, error) {
 // requests: it sleeps in the poller until the completion fd is readable,
 // takes every decided request from libapf (which makes the fd unreadable
 // again once the queue is empty) and wakes each one's waiter.
-func (c *core) completionLoop(p *C.apf_dispatcher, raw syscall.RawConn) {
+func (c *completer) completionLoop(raw syscall.RawConn, take func([]C.uint64_t) (int, error)) {
 	defer close(c.loopDone)
 	batch := make([]C.uint64_t, 64)
 	drain := func(uintptr) bool {
 		for {
-			n, err := takeCompletions(p, batch)
+			n, err := take(batch)
 			for _, h := range batch[:n] {
 				c.waiters.wake(uint64(h))
 			}

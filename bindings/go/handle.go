@@ -83,45 +83,56 @@ func (d *Dispatcher) execute(h uint64, res *Result, execFn func()) (err error) {
 	return nil
 }
 
+// requestOps are the per-request calls a queued request's waiter needs,
+// on a dispatcher or on a queueset.
+type requestOps interface {
+	pollC(h uint64) (uint32, RejectReason, error)
+	cancelC(h uint64) (bool, error)
+}
+
 // await parks until queued request h is decided or ctx ends, and returns
 // the decision: outcomeExecute (the request now holds its seats) or
 // outcomeRejected with the reason.
 func (d *Dispatcher) await(ctx context.Context, h uint64) (uint32, RejectReason, error) {
+	return awaitDecision(ctx, d.c.waiters, d, h)
+}
+
+func awaitDecision(ctx context.Context, w *waiters, ops requestOps, h uint64) (uint32, RejectReason, error) {
 	for {
-		wake, ok := d.c.waiters.add(h)
+		wake, ok := w.add(h)
 		if !ok {
 			return 0, 0, ErrClosed
 		}
 		// A decision made before the waiter was registered woke nobody.
-		outcome, reason, err := d.pollC(h)
+		outcome, reason, err := ops.pollC(h)
 		if err != nil || outcome != outcomeQueued {
-			d.c.waiters.remove(h, wake)
+			w.remove(h, wake)
 			return outcome, reason, err
 		}
 		select {
 		case <-wake:
-			d.c.waiters.woken(wake)
-			outcome, reason, err = d.pollC(h)
+			w.woken(wake)
+			outcome, reason, err = ops.pollC(h)
 			if err != nil || outcome != outcomeQueued {
 				return outcome, reason, err
 			}
 			// Still queued: the wake was not for this decision; wait again.
 		case <-ctx.Done():
-			d.c.waiters.remove(h, wake)
-			return d.abandon(ctx, h)
+			w.remove(h, wake)
+			return abandon(ctx, ops, h)
 		}
 	}
 }
 
 // abandon cancels queued request h because its context ended.
-func (d *Dispatcher) abandon(ctx context.Context, h uint64) (uint32, RejectReason, error) {
-	outcome, reason, err := d.pollC(h)
+func abandon(ctx context.Context, ops requestOps, h uint64) (uint32, RejectReason, error) {
+	outcome, reason, err := ops.pollC(h)
 	if err != nil || outcome != outcomeQueued {
 		return outcome, reason, err
 	}
 	// If the request is decided between the poll and the cancellation,
 	// libapf finishes a dispatch at once; either way it did not run.
-	if _, err := d.cancelC(h); err != nil {
+	if _, err := ops.cancelC(h); err != nil {
 		return 0, 0, err
 	}
 	reason = Cancelled

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include "shim.h"
 
-static uint32_t go_apf_fail(uint32_t st, go_apf_err *e) {
+uint32_t go_apf_fail(uint32_t st, go_apf_err *e) {
 	if (st == APF_OK) {
 		return st;
 	}

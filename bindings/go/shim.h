@@ -13,6 +13,10 @@ typedef struct {
 	size_t len;
 } go_apf_err;
 
+// Returns st; if it is an error, copies the thread's last error message
+// into *e first (qs_shim.c uses it too).
+uint32_t go_apf_fail(uint32_t st, go_apf_err *e);
+
 uint32_t go_apf_start(apf_dispatcher *d,
 		const char *user, size_t user_len,
 		const char *groups_buf, const size_t *group_lens, size_t n_groups,

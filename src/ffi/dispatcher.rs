@@ -4,7 +4,7 @@
 use super::cast::{copy_text_out, free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
-use super::slab::{Entry, RequestSlab};
+use super::slab::RequestSlab;
 use super::status::{apf_status, fail};
 use crate::clock::{Clock, Instant, ManualClock};
 use crate::config::Config;
@@ -105,13 +105,7 @@ impl Castable for apf_dispatcher {
 
 impl Drop for FfiDispatcher {
     fn drop(&mut self) {
-        self.completion.close();
-        for entry in self.requests.drain() {
-            if let Entry::Waiting(w) = &entry {
-                w.waker.silence();
-            }
-            drop(entry);
-        }
+        super::request::close_requests(&self.requests, &self.completion);
     }
 }
 

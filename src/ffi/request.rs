@@ -1,16 +1,17 @@
 //! Requests: start, wait, poll, cancel, finish.
 
 use super::cast::bytes_from_raw;
-use super::completion::RequestWaker;
+use super::completion::{Completion, RequestWaker};
 use super::dispatcher::apf_dispatcher;
 use super::names::apf_str;
-use super::slab::{Entry, Retired, Stale, Waiting};
+use super::slab::{Entry, RequestSlab, Retired, Stale, Waiting};
 use super::status::{apf_status, fail};
 use crate::classification::RequestDigest;
 use crate::clock::Instant;
 use crate::dispatcher::Outcome;
 use crate::level::{RequestGuard, RequestTicket};
 use crate::queueset::RejectReason;
+use crate::sync::Arc;
 use crate::work_estimate::WorkEstimate;
 use smallvec::SmallVec;
 use std::ffi::c_char;
@@ -142,7 +143,7 @@ macro_rules! digest_str {
     };
 }
 
-fn to_estimate(e: Option<&apf_work_estimate>) -> WorkEstimate {
+pub(crate) fn to_estimate(e: Option<&apf_work_estimate>) -> WorkEstimate {
     match e {
         None => WorkEstimate::new(1, 0, Duration::ZERO),
         Some(e) => WorkEstimate::new(
@@ -255,7 +256,7 @@ pub unsafe extern "C" fn apf_start_request(
                 Ok(handle) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, handle),
                 Err(entry) => return too_many(entry),
             },
-            Outcome::Queued(ticket) => match enqueue(d, ticket) {
+            Outcome::Queued(ticket) => match enqueue(&d.requests, &d.completion, ticket) {
                 Ok(r) => r,
                 Err(status) => return status,
             },
@@ -274,7 +275,7 @@ pub unsafe extern "C" fn apf_start_request(
     }
 }
 
-fn too_many(entry: Entry) -> apf_status {
+pub(crate) fn too_many(entry: Entry) -> apf_status {
     // Dropping the entry finishes (or cancels) the request at once.
     drop(entry);
     fail(
@@ -285,19 +286,21 @@ fn too_many(entry: Entry) -> apf_status {
 
 /// Store a queued request and register its waker. If the decision came in
 /// before the waker was registered, report it as the start's outcome.
-fn enqueue(
-    d: &super::dispatcher::FfiDispatcher,
+/// Shared by dispatchers and bare queuesets (`super::queueset`).
+pub(crate) fn enqueue(
+    requests: &RequestSlab,
+    completion: &Arc<Completion>,
     ticket: RequestTicket,
 ) -> Result<(apf_outcome, apf_reject_reason, u64), apf_status> {
-    let waker = RequestWaker::new(d.completion.clone());
+    let waker = RequestWaker::new(completion.clone());
     let entry = Entry::Waiting(Box::new(Waiting {
         ticket,
         waker: waker.clone(),
     }));
-    let handle = d.requests.insert(entry).map_err(too_many)?;
+    let handle = requests.insert(entry).map_err(too_many)?;
     waker.set_handle(handle);
     let std_waker = Waker::from(waker);
-    let early = d.requests.with(handle, |mut occ| {
+    let early = requests.with(handle, |mut occ| {
         let Entry::Waiting(w) = occ.entry() else {
             unreachable!("just inserted as waiting");
         };
@@ -335,12 +338,12 @@ fn enqueue(
 }
 
 /// The current state of a request, taking the decision if there is one.
-fn poll_request(
-    d: &super::dispatcher::FfiDispatcher,
+pub(crate) fn poll_request(
+    requests: &RequestSlab,
     handle: u64,
     action: &str,
 ) -> Result<(apf_outcome, apf_reject_reason), apf_status> {
-    let result = d.requests.with(handle, |mut occ| match occ.entry() {
+    let result = requests.with(handle, |mut occ| match occ.entry() {
         Entry::Executing(_) => (
             apf_outcome::APF_OUTCOME_EXECUTE,
             apf_reject_reason::APF_REJECT_NONE,
@@ -405,15 +408,7 @@ pub unsafe extern "C" fn apf_request_wait(
         let d = try_ref_from_ptr!(dispatcher);
         let out_outcome = try_out!(out_outcome);
         let out_reason = try_out!(out_reason);
-        let waker = d.requests.with(request, |mut occ| match occ.entry() {
-            Entry::Waiting(w) => Some(w.waker.clone()),
-            Entry::Executing(_) => None,
-        });
-        if let Ok(Some(waker)) = waker {
-            let timeout = (timeout_nanos != u64::MAX).then(|| Duration::from_nanos(timeout_nanos));
-            waker.wait_decided(timeout);
-        }
-        match poll_request(d, request, "apf_request_wait") {
+        match wait_request(&d.requests, request, timeout_nanos, "apf_request_wait") {
             Ok((outcome, reason)) => {
                 out_outcome.write(outcome as u32);
                 out_reason.write(reason as u32);
@@ -447,7 +442,7 @@ pub unsafe extern "C" fn apf_request_poll(
         let d = try_ref_from_ptr!(dispatcher);
         let out_outcome = try_out!(out_outcome);
         let out_reason = try_out!(out_reason);
-        match poll_request(d, request, "apf_request_poll") {
+        match poll_request(&d.requests, request, "apf_request_poll") {
             Ok((outcome, reason)) => {
                 out_outcome.write(outcome as u32);
                 out_reason.write(reason as u32);
@@ -477,21 +472,12 @@ pub unsafe extern "C" fn apf_request_cancel(
     ffi_panic_boundary! {
         let d = try_ref_from_ptr!(dispatcher);
         let out = try_out!(out_cancelled);
-        let taken = d.requests.with(request, |mut occ| match occ.entry() {
-            Entry::Executing(_) => None,
-            Entry::Waiting(_) => Some(occ.retire(Retired::Cancelled)),
-        });
-        match taken {
-            Ok(Some(Entry::Waiting(w))) => {
-                w.waker.silence();
-                out.write(w.ticket.cancel());
+        match cancel_request(&d.requests, request, "apf_request_cancel") {
+            Ok(cancelled) => {
+                out.write(cancelled);
                 apf_status::APF_OK
             }
-            Ok(_) => fail(
-                apf_status::APF_ERR_REQUEST_EXECUTING,
-                format_args!("apf_request_cancel: request {request:#x} is executing; finish it"),
-            ),
-            Err(stale) => stale_error(request, stale, "apf_request_cancel"),
+            Err(status) => status,
         }
     }
 }
@@ -513,23 +499,95 @@ pub unsafe extern "C" fn apf_request_finish(
 ) -> apf_status {
     ffi_panic_boundary! {
         let d = try_ref_from_ptr!(dispatcher);
-        let taken = d.requests.with(request, |mut occ| match occ.entry() {
-            Entry::Executing(_) => Some(occ.retire(Retired::Finished)),
-            Entry::Waiting(_) => None,
-        });
-        match taken {
-            Ok(Some(Entry::Executing(guard))) => {
-                let end = if end_nanos == 0 { d.now() } else { Instant::from_nanos(end_nanos) };
-                guard.finish_at(end);
-                apf_status::APF_OK
-            }
-            Ok(_) => fail(
-                apf_status::APF_ERR_REQUEST_QUEUED,
-                format_args!(
-                    "apf_request_finish: request {request:#x} is queued; wait for it, poll it, or cancel it"
-                ),
-            ),
-            Err(stale) => stale_error(request, stale, "apf_request_finish"),
+        finish_request(&d.requests, request, end_nanos, || d.now(), "apf_request_finish")
+    }
+}
+
+/// Block until a queued request is decided or `timeout_nanos` pass (see
+/// `apf_request_wait`), then report its state.
+pub(crate) fn wait_request(
+    requests: &RequestSlab,
+    request: u64,
+    timeout_nanos: u64,
+    action: &str,
+) -> Result<(apf_outcome, apf_reject_reason), apf_status> {
+    let waker = requests.with(request, |mut occ| match occ.entry() {
+        Entry::Waiting(w) => Some(w.waker.clone()),
+        Entry::Executing(_) => None,
+    });
+    if let Ok(Some(waker)) = waker {
+        let timeout = (timeout_nanos != u64::MAX).then(|| Duration::from_nanos(timeout_nanos));
+        waker.wait_decided(timeout);
+    }
+    poll_request(requests, request, action)
+}
+
+/// Cancel a queued request (see `apf_request_cancel`): true if it was
+/// still waiting.
+pub(crate) fn cancel_request(
+    requests: &RequestSlab,
+    request: u64,
+    action: &str,
+) -> Result<bool, apf_status> {
+    let taken = requests.with(request, |mut occ| match occ.entry() {
+        Entry::Executing(_) => None,
+        Entry::Waiting(_) => Some(occ.retire(Retired::Cancelled)),
+    });
+    match taken {
+        Ok(Some(Entry::Waiting(w))) => {
+            w.waker.silence();
+            Ok(w.ticket.cancel())
         }
+        Ok(_) => Err(fail(
+            apf_status::APF_ERR_REQUEST_EXECUTING,
+            format_args!("{action}: request {request:#x} is executing; finish it"),
+        )),
+        Err(stale) => Err(stale_error(request, stale, action)),
+    }
+}
+
+/// Finish an executing request (see `apf_request_finish`); `end_nanos` 0
+/// means `now()`.
+pub(crate) fn finish_request(
+    requests: &RequestSlab,
+    request: u64,
+    end_nanos: u64,
+    now: impl FnOnce() -> Instant,
+    action: &str,
+) -> apf_status {
+    let taken = requests.with(request, |mut occ| match occ.entry() {
+        Entry::Executing(_) => Some(occ.retire(Retired::Finished)),
+        Entry::Waiting(_) => None,
+    });
+    match taken {
+        Ok(Some(Entry::Executing(guard))) => {
+            let end = if end_nanos == 0 {
+                now()
+            } else {
+                Instant::from_nanos(end_nanos)
+            };
+            guard.finish_at(end);
+            apf_status::APF_OK
+        }
+        Ok(_) => fail(
+            apf_status::APF_ERR_REQUEST_QUEUED,
+            format_args!(
+                "{action}: request {request:#x} is queued; wait for it, poll it, or cancel it"
+            ),
+        ),
+        Err(stale) => stale_error(request, stale, action),
+    }
+}
+
+/// Retire every live request of a dispatcher or queueset being freed:
+/// executing ones are finished, waiting ones cancelled without a
+/// completion notification.
+pub(crate) fn close_requests(requests: &RequestSlab, completion: &Completion) {
+    completion.close();
+    for entry in requests.drain() {
+        if let Entry::Waiting(w) = &entry {
+            w.waker.silence();
+        }
+        drop(entry);
     }
 }

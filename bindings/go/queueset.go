@@ -1,0 +1,370 @@
+package apf
+
+// #include <stdlib.h>
+// #include "qs_shim.h"
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// QueueSetConfig configures a QueueSet: one priority level's fair queuing.
+type QueueSetConfig struct {
+	// ConcurrencyLimit is the seats that may be in use at once (0: every
+	// request queues, or is rejected without queues).
+	ConcurrencyLimit uint32
+	// Queues is the number of queues; 0 means no queuing (a request that
+	// does not fit is rejected with ConcurrencyLimit).
+	Queues uint32
+	// HandSize is the queues dealt to each flow (shuffle sharding).
+	HandSize uint32
+	// QueueLengthLimit is the requests one queue may hold.
+	QueueLengthLimit uint32
+	// ServiceTimeGuess is G (0: libapf's default, 3 ms).
+	ServiceTimeGuess time.Duration
+	// WaitLimit is the longest a request waits in a queue; 0 for no limit
+	// of the queueset's own (the context's deadline still applies).
+	WaitLimit time.Duration
+}
+
+// QueueSet is one priority level's queues and seats driven directly: the
+// caller classifies requests itself and gives each one's flow hash and
+// work estimate (libapf's side of Kubernetes' fairqueuing.QueueSet; see
+// the k8sfq module). All methods may be called from any goroutine.
+type QueueSet struct {
+	c *qsCore
+}
+
+type qsCore struct {
+	// ptr is the *C.apf_queueset, nil once closed (accessed atomically).
+	ptr unsafe.Pointer
+	completer
+	once sync.Once
+}
+
+// QueueSetTicket is the decision on a request started at a QueueSet.
+type QueueSetTicket struct {
+	// Queued: the request waits; Await it. Otherwise it executes (Finish
+	// it) unless Rejected.
+	Queued   bool
+	Rejected bool
+	// Reason is why it was rejected.
+	Reason RejectReason
+	// WaitingID is the request's number in QueueSetDump.WaitingRequests
+	// while it waits.
+	WaitingID uint64
+	handle    uint64
+}
+
+// NewQueueSet makes a queueset named name (for errors and dumps); with
+// manualClock it runs on a clock that starts at 0 and moves only through
+// AdvanceClock.
+func NewQueueSet(name string, cfg QueueSetConfig, manualClock bool) (*QueueSet, error) {
+	if err := checkVersion(); err != nil {
+		return nil, err
+	}
+	ccfg, err := cfg.toC()
+	if err != nil {
+		return nil, err
+	}
+	var p *C.apf_queueset
+	var e cerr
+	n, nl := cstr(name)
+	st := C.go_apf_qs_new(n, nl, &ccfg, C.bool(manualClock), &p, &e.e)
+	runtime.KeepAlive(name)
+	if err := e.err(st); err != nil {
+		return nil, err
+	}
+	c := &qsCore{completer: newCompleter()}
+	atomic.StorePointer(&c.ptr, unsafe.Pointer(p))
+	var fd C.int
+	if err := e.err(C.go_apf_qs_completion_fd(p, &fd, &e.e)); err != nil {
+		C.apf_queueset_free(p)
+		return nil, err
+	}
+	raw, err := c.openCompletions(int(fd))
+	if err != nil {
+		C.apf_queueset_free(p)
+		return nil, err
+	}
+	go c.completionLoop(raw, func(batch []C.uint64_t) (int, error) {
+		var got C.size_t
+		var e cerr
+		st := C.go_apf_qs_take(p, unsafe.SliceData(batch), C.size_t(len(batch)), &got, &e.e)
+		return int(got), e.err(st)
+	})
+	q := &QueueSet{c: c}
+	runtime.SetFinalizer(q, (*QueueSet).Close)
+	return q, nil
+}
+
+func (cfg QueueSetConfig) toC() (C.apf_queueset_config, error) {
+	var c C.apf_queueset_config
+	var e cerr
+	if err := e.err(C.go_apf_qs_config_default(&c, &e.e)); err != nil {
+		return c, err
+	}
+	c.concurrency_limit = C.uint32_t(cfg.ConcurrencyLimit)
+	c.queues = C.uint32_t(cfg.Queues)
+	c.hand_size = C.uint32_t(cfg.HandSize)
+	c.queue_length_limit = C.uint32_t(cfg.QueueLengthLimit)
+	if cfg.ServiceTimeGuess > 0 {
+		c.service_time_guess_ns = C.uint64_t(cfg.ServiceTimeGuess)
+	}
+	c.wait_limit_ns = 0
+	if cfg.WaitLimit > 0 {
+		c.wait_limit_ns = C.uint64_t(cfg.WaitLimit)
+	}
+	return c, nil
+}
+
+// Close frees the queueset: executing requests are finished, waiting ones
+// cancelled (their Await returns ErrClosed). Idempotent.
+func (q *QueueSet) Close() error {
+	runtime.SetFinalizer(q, nil)
+	q.c.once.Do(func() {
+		p := (*C.apf_queueset)(atomic.SwapPointer(&q.c.ptr, nil))
+		q.c.stop()
+		C.apf_queueset_free(p)
+	})
+	return nil
+}
+
+func (q *QueueSet) load() *C.apf_queueset {
+	return (*C.apf_queueset)(atomic.LoadPointer(&q.c.ptr))
+}
+
+// Reconfigure switches to cfg; on error the old configuration stays.
+func (q *QueueSet) Reconfigure(cfg QueueSetConfig) error {
+	maybeGC()
+	p := q.load()
+	if p == nil {
+		return ErrClosed
+	}
+	ccfg, err := cfg.toC()
+	if err != nil {
+		return err
+	}
+	var e cerr
+	st := C.go_apf_qs_reconfigure(p, &ccfg, &e.e)
+	runtime.KeepAlive(q)
+	return e.err(st)
+}
+
+// Start decides on a request of flow flowHash. deadline is on the
+// queueset's clock (see Now); 0 for none. tag is the caller's number for
+// the request's kind, shown in dumps.
+func (q *QueueSet) Start(flowHash uint64, est WorkEstimate, deadline time.Duration, tag uint32) (QueueSetTicket, error) {
+	maybeGC()
+	p := q.load()
+	if p == nil {
+		return QueueSetTicket{}, ErrClosed
+	}
+	var dec C.apf_queueset_decision
+	var e cerr
+	st := C.go_apf_qs_start(p, C.uint64_t(flowHash), C.uint32_t(est.InitialSeats), C.uint32_t(est.FinalSeats),
+		C.uint64_t(est.AdditionalLatency), C.uint64_t(max(deadline, 0)), C.uint32_t(tag), &dec, &e.e)
+	runtime.KeepAlive(q)
+	if err := e.err(st); err != nil {
+		return QueueSetTicket{}, err
+	}
+	t := QueueSetTicket{handle: uint64(dec.request), WaitingID: uint64(dec.waiting_id)}
+	switch uint32(dec.outcome) {
+	case outcomeQueued:
+		t.Queued = true
+	case outcomeRejected:
+		t.Rejected, t.Reason = true, RejectReason(dec.reject_reason)
+	}
+	return t, nil
+}
+
+// Await parks until a queued request is dispatched (true: run it, then
+// Finish it) or rejected (false, with the reason); if ctx ends first the
+// request is cancelled (Cancelled, or TimeOut for a passed deadline).
+func (q *QueueSet) Await(ctx context.Context, t *QueueSetTicket) (bool, RejectReason, error) {
+	outcome, reason, err := awaitDecision(ctx, q.c.waiters, q, t.handle)
+	if err != nil {
+		return false, 0, err
+	}
+	t.Queued = false
+	if outcome == outcomeExecute {
+		return true, NoReason, nil
+	}
+	t.Rejected, t.Reason = true, reason
+	return false, reason, nil
+}
+
+// Finish ends an executing request (its additional latency counts from now).
+func (q *QueueSet) Finish(t *QueueSetTicket) error {
+	maybeGC()
+	p := q.load()
+	if p == nil {
+		return ErrClosed
+	}
+	var e cerr
+	st := C.go_apf_qs_finish(p, C.uint64_t(t.handle), &e.e)
+	runtime.KeepAlive(q)
+	return e.err(st)
+}
+
+func (q *QueueSet) pollC(h uint64) (uint32, RejectReason, error) {
+	maybeGC()
+	p := q.load()
+	if p == nil {
+		return 0, 0, ErrClosed
+	}
+	var o, r C.uint32_t
+	var e cerr
+	st := C.go_apf_qs_poll(p, C.uint64_t(h), &o, &r, &e.e)
+	runtime.KeepAlive(q)
+	return uint32(o), RejectReason(r), e.err(st)
+}
+
+func (q *QueueSet) cancelC(h uint64) (bool, error) {
+	maybeGC()
+	p := q.load()
+	if p == nil {
+		return false, ErrClosed
+	}
+	var cancelled C.bool
+	var e cerr
+	st := C.go_apf_qs_cancel(p, C.uint64_t(h), &cancelled, &e.e)
+	runtime.KeepAlive(q)
+	return bool(cancelled), e.err(st)
+}
+
+// AdvanceClock moves a manual clock forward, firing what falls due.
+func (q *QueueSet) AdvanceClock(by time.Duration) error {
+	if by < 0 {
+		return &Error{Status: StatusInvalidParameter, Message: "AdvanceClock: negative duration"}
+	}
+	p := q.load()
+	if p == nil {
+		return ErrClosed
+	}
+	var e cerr
+	st := C.go_apf_qs_advance(p, C.uint64_t(by), &e.e)
+	runtime.KeepAlive(q)
+	return e.err(st)
+}
+
+// Now is the queueset's clock: time since its creation (or 0 of a manual
+// clock).
+func (q *QueueSet) Now() (time.Duration, error) {
+	p := q.load()
+	if p == nil {
+		return 0, ErrClosed
+	}
+	var n C.uint64_t
+	var e cerr
+	st := C.go_apf_qs_now(p, &n, &e.e)
+	runtime.KeepAlive(q)
+	return time.Duration(n), e.err(st)
+}
+
+// IsIdle reports whether no request executes, waits or holds seats.
+func (q *QueueSet) IsIdle() (bool, error) {
+	p := q.load()
+	if p == nil {
+		return false, ErrClosed
+	}
+	var idle C.bool
+	var e cerr
+	st := C.go_apf_qs_is_idle(p, &idle, &e.e)
+	runtime.KeepAlive(q)
+	return bool(idle), e.err(st)
+}
+
+// QueueSetStats are a queueset's gauges and counters.
+type QueueSetStats struct {
+	ConcurrencyLimit, Queues, Executing, Waiting uint32
+	SeatsInUse, SeatsWaiting, Dispatched         uint64
+	RejectedQueueFull, RejectedTimeOut           uint64
+	RejectedCancelled, RejectedConcurrencyLimit  uint64
+}
+
+// Stats reads the queueset's gauges and counters.
+func (q *QueueSet) Stats() (QueueSetStats, error) {
+	p := q.load()
+	if p == nil {
+		return QueueSetStats{}, ErrClosed
+	}
+	var s C.apf_queueset_stats
+	var e cerr
+	st := C.go_apf_qs_stats(p, &s, &e.e)
+	runtime.KeepAlive(q)
+	return QueueSetStats{
+		ConcurrencyLimit: uint32(s.concurrency_limit), Queues: uint32(s.queues),
+		Executing: uint32(s.executing), Waiting: uint32(s.waiting),
+		SeatsInUse: uint64(s.seats_in_use), SeatsWaiting: uint64(s.seats_waiting),
+		Dispatched: uint64(s.dispatched), RejectedQueueFull: uint64(s.rejected_queue_full),
+		RejectedTimeOut: uint64(s.rejected_time_out), RejectedCancelled: uint64(s.rejected_cancelled),
+		RejectedConcurrencyLimit: uint64(s.rejected_concurrency_limit),
+	}, e.err(st)
+}
+
+// QueueSetDump is a queueset's state at one moment (apf_queueset_dump_json).
+type QueueSetDump struct {
+	NowNanos                 uint64           `json:"now_ns"`
+	CurrentR                 float64          `json:"current_r"`
+	ConcurrencyLimit         uint32           `json:"concurrency_limit"`
+	Executing                int              `json:"executing"`
+	Waiting                  int              `json:"waiting"`
+	SeatsInUse               int              `json:"seats_in_use"`
+	SeatsWaiting             int              `json:"seats_waiting"`
+	Dispatched               int              `json:"dispatched"`
+	RejectedQueueFull        int              `json:"rejected_queue_full"`
+	RejectedTimeOut          int              `json:"rejected_time_out"`
+	RejectedCancelled        int              `json:"rejected_cancelled"`
+	RejectedConcurrencyLimit int              `json:"rejected_concurrency_limit"`
+	Queues                   []QueueDump      `json:"queues"`
+	WaitingRequests          []WaitingRequest `json:"waiting_requests"`
+}
+
+// QueueDump is one queue; virtual times are in seat-seconds.
+type QueueDump struct {
+	Index           int     `json:"index"`
+	Waiting         int     `json:"waiting"`
+	Executing       int     `json:"executing"`
+	SeatsInUse      int     `json:"seats_in_use"`
+	NextDispatchR   float64 `json:"next_dispatch_r"`
+	InitialSeatsSum int     `json:"initial_seats_sum"`
+	MaxSeatsSum     int     `json:"max_seats_sum"`
+	TotalWorkSum    float64 `json:"total_work_sum"`
+}
+
+// WaitingRequest is one waiting request, queue by queue, head first.
+type WaitingRequest struct {
+	Queue               int    `json:"queue"`
+	Position            int    `json:"position"`
+	ID                  uint64 `json:"id"`
+	Tag                 uint32 `json:"tag"`
+	ArrivalNanos        uint64 `json:"arrival_ns"`
+	InitialSeats        uint32 `json:"initial_seats"`
+	FinalSeats          uint32 `json:"final_seats"`
+	AdditionalLatencyNs uint64 `json:"additional_latency_ns"`
+}
+
+// Dump reads the queueset's state.
+func (q *QueueSet) Dump() (QueueSetDump, error) {
+	p := q.load()
+	if p == nil {
+		return QueueSetDump{}, ErrClosed
+	}
+	text, err := readText(4096, func(buf *C.char, n C.size_t, outLen *C.size_t, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_qs_dump(p, buf, n, outLen, e)
+	})
+	runtime.KeepAlive(q)
+	var d QueueSetDump
+	if err != nil {
+		return d, err
+	}
+	err = json.Unmarshal([]byte(text), &d)
+	return d, err
+}

@@ -1,0 +1,103 @@
+package apf
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func newTestQueueSet(t *testing.T, limit uint32) *QueueSet {
+	t.Helper()
+	q, err := NewQueueSet("test", QueueSetConfig{ConcurrencyLimit: limit, Queues: 4, HandSize: 2, QueueLengthLimit: 2}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close() })
+	return q
+}
+
+func TestQueueSetQueuesDispatchesAndDumps(t *testing.T) {
+	q := newTestQueueSet(t, 1)
+	first, err := q.Start(1, WorkEstimate{InitialSeats: 1}, 0, 7)
+	if err != nil || first.Queued || first.Rejected {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	second, err := q.Start(2, WorkEstimate{InitialSeats: 1}, 0, 9)
+	if err != nil || !second.Queued {
+		t.Fatalf("second: %+v %v", second, err)
+	}
+	d, err := q.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Waiting != 1 || d.Executing != 1 || len(d.WaitingRequests) != 1 ||
+		d.WaitingRequests[0].Tag != 9 || d.WaitingRequests[0].ID != second.WaitingID {
+		t.Fatalf("dump: %+v", d)
+	}
+	done := make(chan bool)
+	go func() {
+		run, _, err := q.Await(context.Background(), &second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- run
+	}()
+	if idle, _ := q.IsIdle(); idle {
+		t.Fatal("idle with requests in it")
+	}
+	if err := q.Finish(&first); err != nil {
+		t.Fatal(err)
+	}
+	if !<-done {
+		t.Fatal("the queued request was not dispatched when the first finished")
+	}
+	if err := q.Finish(&second); err != nil {
+		t.Fatal(err)
+	}
+	if idle, _ := q.IsIdle(); !idle {
+		t.Fatal("not idle after both finished")
+	}
+	st, _ := q.Stats()
+	if st.Dispatched != 2 || st.Executing != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
+func TestQueueSetDeadlineCancelAndReconfigure(t *testing.T) {
+	q := newTestQueueSet(t, 1)
+	busy, _ := q.Start(1, WorkEstimate{}, 0, 0)
+	timed, _ := q.Start(2, WorkEstimate{}, 10*time.Millisecond, 0)
+	if !timed.Queued {
+		t.Fatalf("%+v", timed)
+	}
+	if err := q.AdvanceClock(20 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	run, reason, err := q.Await(context.Background(), &timed)
+	if err != nil || run || reason != TimeOut {
+		t.Fatalf("deadline: run %v reason %v err %v", run, reason, err)
+	}
+	gone, _ := q.Start(3, WorkEstimate{}, 0, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	run, reason, err = q.Await(ctx, &gone)
+	if err != nil || run || reason != Cancelled {
+		t.Fatalf("cancel: run %v reason %v err %v", run, reason, err)
+	}
+	// A larger limit dispatches waiting requests at once.
+	waiting, _ := q.Start(4, WorkEstimate{}, 0, 0)
+	if err := q.Reconfigure(QueueSetConfig{ConcurrencyLimit: 2, Queues: 4, HandSize: 2, QueueLengthLimit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if run, _, err := q.Await(context.Background(), &waiting); !run || err != nil {
+		t.Fatalf("after raising the limit: %v %v", run, err)
+	}
+	err = q.Reconfigure(QueueSetConfig{ConcurrencyLimit: 2, Queues: 4, HandSize: 9, QueueLengthLimit: 2})
+	var e *Error
+	if !errors.As(err, &e) || e.Status != StatusConfig {
+		t.Fatalf("hand size above queues: %v", err)
+	}
+	_ = q.Finish(&waiting)
+	_ = q.Finish(&busy)
+}
