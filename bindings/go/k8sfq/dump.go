@@ -1,0 +1,72 @@
+package k8sfq
+
+import (
+	"fmt"
+
+	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/util/flowcontrol/debug"
+	"k8s.io/klog/v2"
+)
+
+// seatSeconds formats virtual time as Kubernetes' SeatSeconds prints it.
+func seatSeconds(v float64) string { return fmt.Sprintf("%.8fss", v) }
+
+// Dump is the queueset's state in Kubernetes' debug shape. libapf lists
+// the waiting requests queue by queue; executing requests are counted per
+// queue but not listed (RequestsExecuting and QueuelessExecutingRequests
+// stay empty).
+func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
+	d, err := qs.q.Dump()
+	if err != nil {
+		klog.ErrorS(err, "libapf queueset dump", "priorityLevel", qs.name)
+		return debug.QueueSetDump{}
+	}
+	out := debug.QueueSetDump{
+		Queues:       make([]debug.QueueDump, len(d.Queues)),
+		Waiting:      d.Waiting,
+		Executing:    d.Executing,
+		SeatsInUse:   d.SeatsInUse,
+		SeatsWaiting: d.SeatsWaiting,
+		Dispatched:   d.Dispatched,
+		Rejected:     d.RejectedQueueFull + d.RejectedTimeOut + d.RejectedCancelled + d.RejectedConcurrencyLimit,
+		Timedout:     d.RejectedTimeOut,
+		Cancelled:    d.RejectedCancelled,
+	}
+	slot := make(map[int]int, len(d.Queues))
+	for i, q := range d.Queues {
+		slot[q.Index] = i
+		out.Queues[i] = debug.QueueDump{
+			QueueSum: debug.QueueSum{
+				InitialSeatsSum: q.InitialSeatsSum,
+				MaxSeatsSum:     q.MaxSeatsSum,
+				TotalWorkSum:    seatSeconds(q.TotalWorkSum),
+			},
+			NextDispatchR:     seatSeconds(q.NextDispatchR),
+			ExecutingRequests: q.Executing,
+			SeatsInUse:        q.SeatsInUse,
+		}
+	}
+	for _, w := range d.WaitingRequests {
+		i, ok := slot[w.Queue]
+		if !ok {
+			continue
+		}
+		rd := debug.RequestDump{MatchedFlowSchema: qs.tags.name(w.Tag)}
+		if v, ok := qs.queued.Load(w.ID); ok {
+			r := v.(*request)
+			rd.FlowDistinguisher = r.flowDistinguisher
+			rd.ArriveTime = r.arrival
+			rd.WorkEstimate = r.estimate
+			if includeRequestDetails {
+				if u, ok := genericrequest.UserFrom(r.ctx); ok {
+					rd.UserName = u.GetName()
+				}
+				if ri, ok := genericrequest.RequestInfoFrom(r.ctx); ok {
+					rd.RequestInfo = *ri
+				}
+			}
+		}
+		out.Queues[i].Requests = append(out.Queues[i].Requests, rd)
+	}
+	return out
+}

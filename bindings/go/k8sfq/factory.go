@@ -1,0 +1,126 @@
+package k8sfq
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	apf "github.com/libapf/apf-go"
+	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
+	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
+)
+
+// Factory makes libapf queuesets for Kubernetes' APF controller
+// (fairqueuing.QueueSetFactory).
+type Factory struct {
+	manual bool
+	mu     sync.Mutex
+	// sets and now: a manual factory's queuesets and its clock, which
+	// AdvanceClock moves for all of them at once.
+	sets []*apf.QueueSet
+	now  time.Duration
+}
+
+var _ fq.QueueSetFactory = (*Factory)(nil)
+
+// NewFactory makes queuesets on the real monotonic clock.
+func NewFactory() *Factory { return &Factory{} }
+
+// NewManualFactory makes queuesets on libapf's manual clock, which moves
+// only through AdvanceClock (for tests and simulations on a fake clock).
+func NewManualFactory() *Factory { return &Factory{manual: true} }
+
+// AdvanceClock moves a manual factory's clock, and every queueset's, by d.
+func (f *Factory) AdvanceClock(d time.Duration) error {
+	if !f.manual {
+		return fmt.Errorf("k8sfq: AdvanceClock on a factory with the real clock")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now += d
+	for _, q := range f.sets {
+		if err := q.AdvanceClock(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newQueueSet makes a libapf queueset (validating the configuration) and,
+// for a manual factory, brings its clock to the factory's.
+func (f *Factory) newQueueSet(name string, cfg apf.QueueSetConfig) (*apf.QueueSet, error) {
+	q, err := apf.NewQueueSet(name, cfg, f.manual)
+	if err != nil {
+		return nil, err
+	}
+	if f.manual {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if err := q.AdvanceClock(f.now); err != nil {
+			_ = q.Close()
+			return nil, err
+		}
+		f.sets = append(f.sets, q)
+	}
+	return q, nil
+}
+
+// BeginConstruction checks the queuing configuration and makes the
+// queueset, which admits nothing until Complete gives its concurrency
+// limit.
+func (f *Factory) BeginConstruction(qCfg fq.QueuingConfig, reqs metrics.RatioedGaugePair,
+	execSeats metrics.RatioedGauge, seatDemand metrics.Gauge) (fq.QueueSetCompleter, error) {
+	cfg, err := toConfig(qCfg, 0)
+	if err != nil {
+		return nil, err
+	}
+	q, err := f.newQueueSet(qCfg.Name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("priority level %q: %w", qCfg.Name, err)
+	}
+	qs := &queueSet{
+		f: f, q: q, name: qCfg.Name,
+		reqs: reqs, execSeats: execSeats, seatDemand: seatDemand,
+	}
+	return &completer{qs: qs, qCfg: qCfg}, nil
+}
+
+// completer holds a checked queuing configuration until Complete.
+type completer struct {
+	qs   *queueSet
+	qCfg fq.QueuingConfig
+}
+
+// Complete applies the queuing configuration with the dispatching one.
+func (c *completer) Complete(dCfg fq.DispatchingConfig) fq.QueueSet {
+	c.qs.apply(c.qCfg, dCfg)
+	return c.qs
+}
+
+// toConfig maps Kubernetes' queuing configuration and concurrency limit
+// onto libapf's. As in Kubernetes, a non-positive DesiredNumQueues means no
+// queuing: a request that does not fit is rejected.
+func toConfig(q fq.QueuingConfig, limit int) (apf.QueueSetConfig, error) {
+	if limit < 0 {
+		return apf.QueueSetConfig{}, fmt.Errorf("priority level %q: negative concurrency limit %d", q.Name, limit)
+	}
+	cfg := apf.QueueSetConfig{ConcurrencyLimit: uint32(min(limit, math.MaxUint32))}
+	if q.DesiredNumQueues <= 0 {
+		return cfg, nil
+	}
+	if q.HandSize <= 0 || q.HandSize > q.DesiredNumQueues {
+		return cfg, fmt.Errorf("priority level %q: handSize %d must be between 1 and the number of queues %d",
+			q.Name, q.HandSize, q.DesiredNumQueues)
+	}
+	if q.QueueLengthLimit <= 0 {
+		return cfg, fmt.Errorf("priority level %q: queueLengthLimit %d must be positive", q.Name, q.QueueLengthLimit)
+	}
+	if q.DesiredNumQueues > math.MaxUint32 || q.QueueLengthLimit > math.MaxUint32 {
+		return cfg, fmt.Errorf("priority level %q: queues or queueLengthLimit out of range", q.Name)
+	}
+	cfg.Queues = uint32(q.DesiredNumQueues)
+	cfg.HandSize = uint32(q.HandSize)
+	cfg.QueueLengthLimit = uint32(q.QueueLengthLimit)
+	return cfg, nil
+}

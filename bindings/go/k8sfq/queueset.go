@@ -1,0 +1,236 @@
+package k8sfq
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apf "github.com/libapf/apf-go"
+	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
+	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
+	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
+	"k8s.io/klog/v2"
+)
+
+// queueSet is one priority level's libapf queueset seen as Kubernetes'
+// fairqueuing.QueueSet.
+type queueSet struct {
+	f    *Factory
+	q    *apf.QueueSet
+	name string
+
+	// The gauges the controller passed in, fed where Kubernetes' queueset
+	// feeds them.
+	reqs       metrics.RatioedGaugePair
+	execSeats  metrics.RatioedGauge
+	seatDemand metrics.Gauge
+
+	// Requests and seats as Kubernetes counts them: waiting, and executing
+	// (seats: the request's max seats, from dispatch to finish).
+	waiting, executing       atomic.Int64
+	seatsWaiting, seatsInUse atomic.Int64
+
+	mu   sync.Mutex
+	qCfg fq.QueuingConfig
+
+	tags tagTable
+	// queued maps the waiting id of each queued request to the request,
+	// for Dump's request details.
+	queued sync.Map
+}
+
+var _ fq.QueueSet = (*queueSet)(nil)
+
+// apply puts a checked configuration in force and sets the gauges'
+// denominators as Kubernetes does: the waiting gauge's is the queues'
+// total capacity, the executing ones' the concurrency denominator.
+func (qs *queueSet) apply(qCfg fq.QueuingConfig, dCfg fq.DispatchingConfig) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if qCfg.DesiredNumQueues <= 0 {
+		qCfg.QueueLengthLimit, qCfg.HandSize = qs.qCfg.QueueLengthLimit, qs.qCfg.HandSize
+	}
+	qs.qCfg = qCfg
+	cfg, err := toConfig(qCfg, dCfg.ConcurrencyLimit)
+	if err == nil {
+		err = qs.q.Reconfigure(cfg)
+	}
+	if err != nil {
+		// Both configurations were checked before Complete; only a negative
+		// or oversized concurrency limit gets here.
+		klog.ErrorS(err, "libapf queueset reconfiguration refused; the previous configuration stays", "priorityLevel", qs.name)
+	}
+	qll := max(qCfg.QueueLengthLimit, 1)
+	if qCfg.DesiredNumQueues > 0 {
+		qll *= qCfg.DesiredNumQueues
+	}
+	qs.reqs.RequestsWaiting.SetDenominator(float64(qll))
+	qs.reqs.RequestsExecuting.SetDenominator(float64(dCfg.ConcurrencyDenominator))
+	qs.execSeats.SetDenominator(float64(dCfg.ConcurrencyDenominator))
+}
+
+// BeginConfigChange checks a new queuing configuration; Complete applies it.
+func (qs *queueSet) BeginConfigChange(qCfg fq.QueuingConfig) (fq.QueueSetCompleter, error) {
+	if _, err := toConfig(qCfg, 0); err != nil {
+		return nil, err
+	}
+	return &completer{qs: qs, qCfg: qCfg}, nil
+}
+
+// IsIdle: no request waits or executes (Kubernetes' sense: seats still
+// held for additional latency do not count).
+func (qs *queueSet) IsIdle() bool {
+	return qs.waiting.Load() == 0 && qs.executing.Load() == 0
+}
+
+func (qs *queueSet) noteDemand() {
+	qs.seatDemand.Set(float64(qs.seatsInUse.Load() + qs.seatsWaiting.Load()))
+}
+
+// request is one request between StartRequest and the end of Finish.
+type request struct {
+	qs                *queueSet
+	ctx               context.Context
+	ticket            apf.QueueSetTicket
+	fsName            string
+	flowDistinguisher string
+	estimate          fcrequest.WorkEstimate
+	seats             int
+	queueNote         fq.QueueNoteFn
+	arrival           time.Time
+}
+
+func clampSeats(s uint64) uint32 {
+	return uint32(min(s, uint64(^uint32(0))))
+}
+
+// StartRequest decides at once whether the request executes, waits in a
+// queue (libapf deals the queue from hashValue) or is rejected (nil).
+func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstimate, hashValue uint64,
+	flowDistinguisher, fsName string, descr1, descr2 interface{}, queueNoteFn fq.QueueNoteFn) (fq.Request, bool) {
+	est := apf.WorkEstimate{
+		InitialSeats:      clampSeats(width.InitialSeats),
+		FinalSeats:        clampSeats(width.FinalSeats),
+		AdditionalLatency: width.AdditionalLatency,
+	}
+	t, err := qs.q.Start(hashValue, est, 0, qs.tags.id(fsName))
+	if err != nil {
+		klog.ErrorS(err, "libapf queueset refused to start a request; rejecting it", "priorityLevel", qs.name, "flowSchema", fsName)
+		return nil, qs.IsIdle()
+	}
+	if t.Rejected {
+		metrics.AddReject(ctx, qs.name, fsName, t.Reason.String())
+		return nil, qs.IsIdle()
+	}
+	r := &request{
+		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
+		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn,
+	}
+	if !t.Queued {
+		r.executing()
+		return r, false
+	}
+	r.arrival = time.Now()
+	qs.queued.Store(t.WaitingID, r)
+	if queueNoteFn != nil {
+		queueNoteFn(true)
+	}
+	qs.waiting.Add(1)
+	qs.seatsWaiting.Add(int64(r.seats))
+	qs.reqs.RequestsWaiting.Add(1)
+	metrics.AddRequestsInQueues(ctx, qs.name, fsName, 1)
+	metrics.AddSeatsInQueues(ctx, qs.name, fsName, r.seats)
+	qs.noteDemand()
+	return r, false
+}
+
+// executing counts the request as executing.
+func (r *request) executing() {
+	qs := r.qs
+	qs.executing.Add(1)
+	qs.seatsInUse.Add(int64(r.seats))
+	qs.reqs.RequestsExecuting.Add(1)
+	qs.execSeats.Add(float64(r.seats))
+	metrics.AddRequestsExecuting(r.ctx, qs.name, r.fsName, 1)
+	metrics.AddSeatConcurrencyInUse(qs.name, r.fsName, r.seats)
+	qs.noteDemand()
+}
+
+// leftQueue counts the request out of its queue.
+func (r *request) leftQueue() {
+	qs := r.qs
+	qs.queued.Delete(r.ticket.WaitingID)
+	if r.queueNote != nil {
+		r.queueNote(false)
+	}
+	qs.waiting.Add(-1)
+	qs.seatsWaiting.Add(-int64(r.seats))
+	qs.reqs.RequestsWaiting.Add(-1)
+	metrics.AddRequestsInQueues(r.ctx, qs.name, r.fsName, -1)
+	metrics.AddSeatsInQueues(r.ctx, qs.name, r.fsName, -r.seats)
+}
+
+// Finish waits while the request is queued (until it is dispatched or its
+// context ends), runs execute if it was dispatched, and gives its seats
+// back when execute returns or panics.
+func (r *request) Finish(execute func()) (idle bool) {
+	qs := r.qs
+	if r.ticket.Queued {
+		run, _, err := qs.q.Await(r.ctx, &r.ticket)
+		r.leftQueue()
+		if err != nil || !run {
+			// Kubernetes labels every rejection after waiting "time-out".
+			metrics.AddReject(r.ctx, qs.name, r.fsName, "time-out")
+			qs.noteDemand()
+			return qs.IsIdle()
+		}
+		r.executing()
+	}
+	defer func() {
+		if err := qs.q.Finish(&r.ticket); err != nil {
+			klog.ErrorS(err, "libapf queueset: finishing a request", "priorityLevel", qs.name)
+		}
+		qs.executing.Add(-1)
+		qs.seatsInUse.Add(-int64(r.seats))
+		qs.reqs.RequestsExecuting.Add(-1)
+		qs.execSeats.Add(-float64(r.seats))
+		metrics.AddRequestsExecuting(r.ctx, qs.name, r.fsName, -1)
+		metrics.AddSeatConcurrencyInUse(qs.name, r.fsName, -r.seats)
+		qs.noteDemand()
+		idle = qs.IsIdle()
+	}()
+	execute()
+	return false
+}
+
+// tagTable numbers flow schema names for libapf's request tags.
+type tagTable struct {
+	ids   sync.Map // string -> uint32
+	mu    sync.Mutex
+	names []string
+}
+
+func (t *tagTable) id(name string) uint32 {
+	if v, ok := t.ids.Load(name); ok {
+		return v.(uint32)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.ids.Load(name); ok {
+		return v.(uint32)
+	}
+	id := uint32(len(t.names))
+	t.names = append(t.names, name)
+	t.ids.Store(name, id)
+	return id
+}
+
+func (t *tagTable) name(id uint32) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(id) < len(t.names) {
+		return t.names[id]
+	}
+	return ""
+}
