@@ -363,3 +363,110 @@ fn plain_apf_runs_the_noisy_neighbour_scenario() {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
 }
+
+/// A stand-in for kubectl: records its arguments, prints `config` (or
+/// fails with `fail` on stderr).
+fn fake_kubectl(dir: &std::path::Path, config: &str, fail: Option<&str>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let yaml = dir.join("objects.yaml");
+    std::fs::write(&yaml, config).unwrap();
+    let script = dir.join("kubectl");
+    let body = match fail {
+        None => format!(
+            "#!/bin/sh\necho \"$@\" > '{}'\ncat '{}'\n",
+            dir.join("args").display(),
+            yaml.display()
+        ),
+        Some(msg) => format!("#!/bin/sh\necho '{msg}' >&2\nexit 1\n"),
+    };
+    std::fs::write(&script, body).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+fn apf_with_kubectl(kubectl: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_apf"))
+        .args(args)
+        .env("APF_KUBECTL", kubectl)
+        .output()
+        .expect("the apf binary runs")
+}
+
+#[test]
+fn check_and_simulate_read_a_cluster_through_kubectl() {
+    let dir = scratch("from-cluster");
+    let kubectl = fake_kubectl(&dir, &Config::builtin().to_yaml(), None);
+    let out = apf_with_kubectl(
+        &kubectl,
+        &[
+            "check",
+            "--from-cluster",
+            "--kubeconfig",
+            "/k/config",
+            "--context",
+            "prod",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("the cluster's objects: valid"),
+        "{}",
+        stdout(&out)
+    );
+    let args = std::fs::read_to_string(dir.join("args")).unwrap();
+    assert!(
+        args.starts_with("--kubeconfig /k/config --context prod get flowschemas.v1.flowcontrol.apiserver.k8s.io,"),
+        "{args}"
+    );
+    assert!(args.trim_end().ends_with("-o yaml"), "{args}");
+
+    let out = apf_with_kubectl(
+        &kubectl,
+        &["simulate", "--from-cluster", "--duration", "2s"],
+    );
+    assert!(
+        out.status.success() || out.status.code() == Some(3),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("the cluster's configuration"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn from_cluster_reports_kubectl_failures_and_invalid_objects() {
+    let dir = scratch("from-cluster-fail");
+    let kubectl = fake_kubectl(&dir, "", Some("error: You must be logged in to the server"));
+    let out = apf_with_kubectl(&kubectl, &["check", "--from-cluster"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("You must be logged in"),
+        "{}",
+        stderr(&out)
+    );
+
+    let bad = "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: bad}\nspec:\n  type: Limited\n  limited:\n    nominalConcurrencyShares: 1\n    limitResponse: {type: Queue, queuing: {queues: 4, handSize: 9, queueLengthLimit: 5}}\n";
+    let dir = scratch("from-cluster-bad");
+    let kubectl = fake_kubectl(&dir, bad, None);
+    let out = apf_with_kubectl(&kubectl, &["check", "--from-cluster"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("bad") && stderr(&out).contains("handSize"),
+        "{}",
+        stderr(&out)
+    );
+
+    let missing = apf_with_kubectl(
+        std::path::Path::new("/nonexistent/kubectl"),
+        &["check", "--from-cluster"],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("APF_KUBECTL"),
+        "{}",
+        stderr(&missing)
+    );
+}

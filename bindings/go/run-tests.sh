@@ -2,8 +2,13 @@
 # Build libapf and run the Go binding's tests: go vet, `go test -race`
 # (real goroutine concurrency against the C library), then the `-tags debug`
 # build, which forces a garbage collection inside every call into C so
-# lifetime mistakes fail at once. The Kubernetes comparison (k8scompare/, a
-# separate module) is not run here: see run-compare.sh.
+# lifetime mistakes fail at once. Then the k8sfq module (libapf behind
+# k8s.io/apiserver's own fair-queuing interfaces, and the config watcher):
+# its tests against Kubernetes' APF controller, plus one short pass of its
+# controller benchmark so that it keeps running. The module cache persists
+# between runs (GOMODCACHE); GOFLAGS=-mod=mod lets go fetch what go.sum
+# lists. The Kubernetes comparison (k8scompare/, a separate module) is not
+# run here: see run-compare.sh.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,3 +31,11 @@ cd "$here"
 go vet ./...
 go test -race -count=1 -timeout 300s ./...
 go test -race -tags debug -short -count=1 -timeout 300s ./...
+
+# k8sfq: first run on a fresh machine downloads k8s.io/apiserver and
+# client-go and builds them (about 2-3 minutes on 2 cores); later runs
+# reuse the module and build caches.
+cd "$here/k8sfq"
+export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
+go vet ./...
+go test -count=1 -timeout 600s -bench ControllerHandle -benchtime=200x ./...

@@ -43,13 +43,31 @@ enum Command {
     Defaults,
 }
 
+/// Reading the configuration from a live cluster, through `kubectl`.
+#[derive(Args, Clone, Default)]
+struct ClusterArgs {
+    /// Read the FlowSchemas and PriorityLevelConfigurations of the cluster
+    /// of the current kubeconfig (runs `kubectl get ... -o yaml`; the
+    /// program is $APF_KUBECTL if set)
+    #[arg(long)]
+    from_cluster: bool,
+    /// The kubeconfig to use with --from-cluster
+    #[arg(long, value_name = "FILE", requires = "from_cluster")]
+    kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use with --from-cluster
+    #[arg(long, value_name = "NAME", requires = "from_cluster")]
+    context: Option<String>,
+}
+
 #[derive(Args)]
 struct SimulateArgs {
     /// FlowSchemas and PriorityLevelConfigurations (YAML or JSON, as
     /// `kubectl get flowschemas,prioritylevelconfigurations -o yaml` prints
     /// them) [default: Kubernetes' built-in configuration]
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "from_cluster")]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// The workload (see docs/workload-format.md) [default: the built-in
     /// noisy-neighbour scenario]
     #[arg(long, value_name = "FILE")]
@@ -68,7 +86,13 @@ struct SimulateArgs {
 #[derive(Args)]
 struct CheckArgs {
     /// The file to check
-    file: PathBuf,
+    #[arg(
+        required_unless_present = "from_cluster",
+        conflicts_with = "from_cluster"
+    )]
+    file: Option<PathBuf>,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// The file is a workload, not a configuration
     #[arg(long)]
     workload: bool,
@@ -132,6 +156,49 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The cluster's FlowSchemas and PriorityLevelConfigurations as YAML, from
+/// `kubectl` (or $APF_KUBECTL) with the given kubeconfig and context.
+fn read_cluster(args: &ClusterArgs) -> Result<Vec<u8>, String> {
+    let program = std::env::var_os("APF_KUBECTL").unwrap_or_else(|| "kubectl".into());
+    let mut cmd = std::process::Command::new(&program);
+    if let Some(k) = &args.kubeconfig {
+        cmd.arg("--kubeconfig").arg(k);
+    }
+    if let Some(c) = &args.context {
+        cmd.arg("--context").arg(c);
+    }
+    cmd.args([
+        "get",
+        "flowschemas.v1.flowcontrol.apiserver.k8s.io,prioritylevelconfigurations.v1.flowcontrol.apiserver.k8s.io",
+        "-o",
+        "yaml",
+    ]);
+    let shown = Path::new(&program).display().to_string();
+    let out = cmd.output().map_err(|e| {
+        format!("--from-cluster: running {shown}: {e} (install kubectl, or set APF_KUBECTL)")
+    })?;
+    if !out.status.success() {
+        return Err(format!(
+            "--from-cluster: {shown} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(out.stdout)
+}
+
+/// The configuration to simulate: the cluster's, a file's, or the
+/// built-in one.
+fn load_source(path: Option<&Path>, cluster: &ClusterArgs) -> Result<(Config, String), String> {
+    if !cluster.from_cluster {
+        return load_config(path);
+    }
+    let bytes = read_cluster(cluster)?;
+    let config = Config::from_slice(&bytes)
+        .map_err(|e| config_errors(Path::new("the cluster's objects"), &e))?;
+    Ok((config, "the cluster's configuration".to_string()))
+}
+
 fn load_config(path: Option<&Path>) -> Result<(Config, String), String> {
     match path {
         None => Ok((
@@ -155,7 +222,7 @@ fn config_errors(path: &Path, errors: &ConfigErrors) -> String {
 }
 
 fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
-    let (config, config_name) = load_config(args.config.as_deref())?;
+    let (config, config_name) = load_source(args.config.as_deref(), &args.cluster)?;
     let valid = config
         .validate()
         .map_err(|e| config_errors(args.config.as_deref().unwrap_or(Path::new("config")), &e))?;
@@ -312,8 +379,14 @@ impl Progress {
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode, String> {
-    let bytes = read(&args.file)?;
-    let name = args.file.display();
+    let (bytes, file) = match &args.file {
+        Some(f) => (read(f)?, f.clone()),
+        None => (
+            read_cluster(&args.cluster)?,
+            PathBuf::from("the cluster's objects"),
+        ),
+    };
+    let name = file.display();
     if args.workload {
         let w = Workload::from_slice(&bytes).map_err(|e| {
             format!(
@@ -331,10 +404,8 @@ fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let config = Config::from_slice(&bytes).map_err(|e| config_errors(&args.file, &e))?;
-    let valid = config
-        .validate()
-        .map_err(|e| config_errors(&args.file, &e))?;
+    let config = Config::from_slice(&bytes).map_err(|e| config_errors(&file, &e))?;
+    let valid = config.validate().map_err(|e| config_errors(&file, &e))?;
     println!(
         "{name}: valid: {} priority levels, {} flow schemas",
         valid.priority_levels().len(),
