@@ -30,6 +30,7 @@ mod measure;
 mod sim;
 
 use apf::clock::Clock;
+use apf::queueset::vtime::{to_seat_seconds, total_work};
 use apf::queueset::{Admission, QueueSet, RejectReason, Request};
 use apf::work_estimate::WorkEstimate;
 use k8s::*;
@@ -361,4 +362,17 @@ fn a_panic_while_executing_still_finishes_the_request() {
     );
     let st = qs.stats();
     assert_eq!((st.requests_executing, st.seats_in_use), (0, 0));
+}
+
+#[test]
+fn a_request_holds_its_wider_phase_and_is_charged_both_phases() {
+    // TestRequestSeats: a request holds max(initial, final) seats.
+    for (initial, final_seats) in [(3, 3), (1, 3), (3, 1)] {
+        let e = WorkEstimate::new(initial, final_seats, Duration::ZERO);
+        assert_eq!(e.max_seats(), 3, "{initial} then {final_seats} seats");
+    }
+    // TestRequestWork: 3 seats for G = 2 s, then 50 seats for 70 s of
+    // additional latency: 3 · 2 + 50 · 70 = 3506 seat-seconds.
+    let work = total_work(3, 50, Duration::from_secs(70), Duration::from_secs(2));
+    assert_eq!(to_seat_seconds(work), 3506.0);
 }
