@@ -376,3 +376,59 @@ fn a_request_holds_its_wider_phase_and_is_charged_both_phases() {
     let work = total_work(3, 50, Duration::from_secs(70), Duration::from_secs(2));
     assert_eq!(to_seat_seconds(work), 3506.0);
 }
+
+#[test]
+fn the_head_with_the_least_virtual_finish_goes_only_when_it_fits() {
+    // TestFindDispatchQueueLocked's wide cases, through the public API:
+    // limit 50; queue B's 25-seat head has the least virtual finish, queue
+    // A's 10-seat head a later one. With 24 seats free nothing is
+    // dispatched (A's head would fit, but it is not next); once 25 are
+    // free, B's head goes; A's head waits for its own seats.
+    let (clock, manual) = Clock::manual();
+    let qs = QueueSet::new(k8s_cfg(4, 10, 1, 50), clock).expect("valid");
+    let flows = disjoint_flows(4, 1, 3);
+    let (fa, fb, fc) = (flows[0], flows[1], flows[2]);
+    let start = |flow, estimate| {
+        qs.start(&Request {
+            flow_hash: flow,
+            estimate,
+            deadline: None,
+        })
+    };
+    let exec = |flow, estimate| match start(flow, estimate) {
+        Admission::Execute(g) => g,
+        other => panic!("expected to execute: {other:?}"),
+    };
+    let seats = |n| WorkEstimate::new(n, 0, Duration::ZERO);
+    // A's first request is charged a final seat for 1 s, which puts A's
+    // queue about 1 s of virtual time ahead; its seat lingers for that 1 s.
+    let a0 = exec(fa, WorkEstimate::new(1, 1, Duration::from_secs(1)));
+    let c1 = exec(fc, seats(25));
+    let c2 = exec(fc, seats(24));
+    assert_eq!(qs.stats().seats_in_use, 50);
+    let Admission::Queued(mut a1) = start(fa, seats(10)) else {
+        panic!("the level is full: A's request waits");
+    };
+    let Admission::Queued(mut b1) = start(fb, seats(25)) else {
+        panic!("the level is full: B's request waits");
+    };
+    manual.advance(Duration::from_millis(5));
+    drop(a0); // executed 5 ms; its final seat lingers until 1.005 s
+    drop(c2);
+    assert_eq!(qs.stats().seats_in_use, 26, "24 seats free");
+    assert!(b1.poll().is_none(), "B's head needs 25");
+    assert!(a1.poll().is_none(), "A's head fits but is not next");
+    manual.advance(Duration::from_secs(1));
+    let b = b1
+        .poll()
+        .expect("25 seats free: B's head goes")
+        .expect("not refused");
+    assert!(a1.poll().is_none(), "50 seats in use again");
+    drop(c1);
+    let a = a1
+        .poll()
+        .expect("A's head goes once 10 are free")
+        .expect("not refused");
+    assert_eq!(qs.stats().seats_in_use, 35);
+    drop((a, b));
+}
