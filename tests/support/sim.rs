@@ -337,7 +337,10 @@ struct Pending {
 
 /// The estimate the queueset holds seats for: initial seats clamped to
 /// [1, limit], final seats over the limit reduced to it with the latency
-/// stretched to keep the final work.
+/// stretched to keep the final work. The harness checks every dispatch
+/// against this rule. Kubernetes does not cap initial seats above the limit
+/// (`tests/k8s_departures.rs`, issue 10): when the core follows it, this
+/// rule follows the core.
 pub fn clamp(e: WorkEstimate, limit: u32) -> WorkEstimate {
     let mut e = WorkEstimate {
         initial_seats: e.initial_seats.clamp(1, limit.max(1)),
