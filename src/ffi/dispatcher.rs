@@ -4,7 +4,7 @@
 use super::cast::{copy_text_out, free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
-use super::slab::{Entry, RequestSlab};
+use super::slab::{Entry, RequestSlab, Retired};
 use super::status::{apf_status, fail};
 use crate::clock::{Clock, Instant, ManualClock};
 use crate::config::Config;
@@ -44,7 +44,7 @@ pub struct apf_options {
     /// The longest a request waits in a queue, in nanoseconds (default 15 s).
     pub wait_limit_ns: u64,
     /// How often borrowing recomputes the levels' limits, in nanoseconds
-    /// (default 10 s). Must be positive.
+    /// (default 10 s). At least 100 ms (100000000).
     pub borrowing_period_ns: u64,
     /// Run on a manual clock that starts at 0 and moves only through
     /// `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
@@ -76,8 +76,12 @@ impl apf_options {
         if self.service_time_guess_ns == 0 {
             return Err("service_time_guess_ns must be positive".into());
         }
-        if self.borrowing_period_ns == 0 {
-            return Err("borrowing_period_ns must be positive".into());
+        let min = crate::clock::duration_nanos(crate::borrowing::MIN_ADJUSTMENT_PERIOD);
+        if self.borrowing_period_ns < min {
+            return Err(format!(
+                "borrowing_period_ns must be at least {min} (100 ms), not {}",
+                self.borrowing_period_ns
+            ));
         }
         Ok(DispatcherOptions {
             server_concurrency_limit: self.server_concurrency_limit,
@@ -106,7 +110,7 @@ impl Castable for apf_dispatcher {
 impl Drop for FfiDispatcher {
     fn drop(&mut self) {
         self.completion.close();
-        for entry in self.requests.drain() {
+        for entry in self.requests.drain(Retired::Cancelled) {
             if let Entry::Waiting(w) = &entry {
                 w.waker.silence();
             }
@@ -333,8 +337,12 @@ pub unsafe extern "C" fn apf_dispatcher_reconfigure(
 
 /// Move a manual clock forward by `nanos`, firing what falls due on the way
 /// (queue wait limits and deadlines, borrowing adjustments), each at its own
-/// time. Completion notifications for requests decided on the way happen
-/// before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real clock.
+/// time. Borrowing periods that pass with nothing else falling due in
+/// between are coalesced into one adjustment at the last one's end, so any
+/// `nanos` (even `UINT64_MAX`) costs work in proportion to what happens, not
+/// to the time passed. Completion notifications for requests decided on the
+/// way happen before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real
+/// clock.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or live.
@@ -384,11 +392,13 @@ pub unsafe extern "C" fn apf_dispatcher_now(
 /// The callback runs on whatever thread decided the request: one finishing
 /// another request, one advancing the manual clock, or libapf's timer
 /// thread. It runs with no libapf lock held and may call any libapf
-/// function, except this one on the same dispatcher (`APF_ERR_IN_CALLBACK`)
-/// and `apf_dispatcher_free` of the same dispatcher (ignored); it should be
-/// quick. `callback` and
-/// `user` must be usable from any thread. When this function returns, no
-/// call of the previous callback is still running.
+/// function, except this one, on any dispatcher (`APF_ERR_IN_CALLBACK`:
+/// it would wait for running callbacks, and two dispatchers' callbacks
+/// replacing each other's on two threads would wait for each other for
+/// ever), and `apf_dispatcher_free` of the same dispatcher (ignored); it
+/// should be quick. `callback` and `user` must be usable from any thread.
+/// When this function returns `APF_OK`, no call of the previous callback is
+/// still running.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or live; `callback` NULL or a function that is
@@ -406,7 +416,7 @@ pub unsafe extern "C" fn apf_dispatcher_set_completion_callback(
             Ok(()) => apf_status::APF_OK,
             Err(status) => fail(
                 status,
-                "apf_dispatcher_set_completion_callback called from inside a completion callback",
+                "apf_dispatcher_set_completion_callback called from inside a completion callback (of this or another dispatcher): refused",
             ),
         }
     }
@@ -505,7 +515,9 @@ pub unsafe extern "C" fn apf_test_panic(dispatcher: *const apf_dispatcher) -> ap
     ffi_panic_boundary! {
         // SAFETY: NULL or live, per the contract.
         match unsafe { super::cast::try_from(dispatcher) } {
-            Some(d) => d.requests.panic_while_locked(),
+            Some(d) => d.requests.panic_while_locked(
+                "apf_test_panic: deliberate panic while holding a request-slab lock",
+            ),
             None => panic!("apf_test_panic: deliberate panic"),
         }
         #[allow(unreachable_code)]
