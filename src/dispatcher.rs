@@ -307,6 +307,13 @@ impl Dispatcher {
         lock(&self.schema_names).get(id as usize).cloned()
     }
 
+    /// What validating the configuration in force noted: mandatory objects
+    /// added, and flow schemas that name a missing priority level (kept,
+    /// matching nothing, as Kubernetes keeps them). Each names its object.
+    pub fn config_notices(&self) -> Vec<crate::config::Notice> {
+        self.snapshot.with(|s| s.config.notices().to_vec())
+    }
+
     /// Levels removed from the configuration that still hold requests
     /// (Kubernetes' quiescing levels).
     pub fn quiescing_levels(&self) -> Vec<Arc<Level>> {
@@ -457,7 +464,7 @@ fn build_levels(
             };
             let nominal_cl = nominal.get(i).map_or(limit, |l| l.nominal_cl);
             let max_seats = if pl.is_exempt() {
-                u64::MAX
+                u64::from(crate::work_estimate::EXEMPT_MAX_SEATS)
             } else {
                 level_max_seats(nominal_cl, hand) as u64
             };

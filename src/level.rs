@@ -190,11 +190,21 @@ impl Level {
             LevelKind::Exempt(e) => LevelStats {
                 exempt: true,
                 queueset: QueueSetStats {
-                    seats_in_use: e.seats.load(Ordering::Relaxed) as u32,
-                    requests_executing: e.executing.load(Ordering::Relaxed) as u32,
+                    // Saturated, not wrapped; `seats_in_use` has the full sum.
+                    seats_in_use: saturate(e.seats.load(Ordering::Relaxed)),
+                    requests_executing: saturate(e.executing.load(Ordering::Relaxed)),
                     ..QueueSetStats::default()
                 },
             },
+        }
+    }
+
+    /// Seats held here now, without truncation (an exempt level counts them
+    /// in 64 bits).
+    pub fn seats_in_use(&self) -> u64 {
+        match &self.kind {
+            LevelKind::Limited(qs) => u64::from(qs.stats().seats_in_use),
+            LevelKind::Exempt(e) => e.seats.load(Ordering::Relaxed),
         }
     }
 
@@ -349,6 +359,10 @@ impl ExemptSeats {
         tally.end(start, end);
         tally.release(seats.min(u32::MAX as u64) as u32);
     }
+}
+
+fn saturate(x: u64) -> u32 {
+    x.min(u64::from(u32::MAX)) as u32
 }
 
 pub(crate) enum LevelOutcome {

@@ -11,7 +11,6 @@ use std::ptr::{null, null_mut};
 use std::sync::{mpsc, Barrier};
 use std::time::Duration;
 
-
 /// One level with one seat, for every user.
 const ONE_SEAT: &str = r#"
 apiVersion: flowcontrol.apiserver.k8s.io/v1
@@ -178,7 +177,10 @@ fn a_request_handle_of_another_dispatcher_is_invalid_even_when_its_slot_is_live(
     // Both requests are still executing where they belong.
     assert_eq!(poll(&a, ra.request), Ok(EXECUTE));
     assert_eq!(poll(&b, rb.request), Ok(EXECUTE));
-    assert_eq!(poll(&b, ra.request), Err(apf_status::APF_ERR_INVALID_HANDLE));
+    assert_eq!(
+        poll(&b, ra.request),
+        Err(apf_status::APF_ERR_INVALID_HANDLE)
+    );
     // SAFETY: live dispatchers, their own handles.
     unsafe {
         assert_eq!(apf_request_finish(a.0, ra.request, 0), apf_status::APF_OK);
@@ -258,7 +260,10 @@ fn two_dispatchers_callbacks_replacing_each_others_do_not_deadlock() {
     let seen: Vec<apf_status> = statuses.try_iter().collect();
     assert_eq!(
         seen,
-        vec![apf_status::APF_ERR_IN_CALLBACK, apf_status::APF_ERR_IN_CALLBACK],
+        vec![
+            apf_status::APF_ERR_IN_CALLBACK,
+            apf_status::APF_ERR_IN_CALLBACK
+        ],
         "refused inside a callback instead of waiting"
     );
     // Outside callbacks, the same call works.
@@ -313,4 +318,56 @@ fn a_borrowing_period_below_the_minimum_is_refused_by_field_name() {
             last_error()
         );
     }
+}
+
+#[test]
+fn a_flow_schema_naming_a_missing_level_loads_and_is_named_in_the_notices() {
+    let text = r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: orphan}
+spec:
+  priorityLevelConfiguration: {name: no-such-level}
+  matchingPrecedence: 100
+  rules:
+  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
+    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
+"#;
+    let notices = |d: *mut apf_dispatcher| {
+        let mut len = 0usize;
+        // SAFETY: a size query: NULL buffer with length 0.
+        let st = unsafe { apf_dispatcher_config_notices(d, null_mut(), 0, &mut len) };
+        assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
+        let mut buf = vec![0 as c_char; len + 1];
+        // SAFETY: buffer writable for its length.
+        let st = unsafe { apf_dispatcher_config_notices(d, buf.as_mut_ptr(), buf.len(), &mut len) };
+        assert_eq!(st, apf_status::APF_OK);
+        // SAFETY: NUL-terminated by the call.
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut d = null_mut();
+    // SAFETY: text readable for its length; NULL options; out writable.
+    let st =
+        unsafe { apf_dispatcher_new_from_config(text.as_ptr().cast(), text.len(), null(), &mut d) };
+    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
+    let d = D(d);
+    let n = notices(d.0);
+    assert!(
+        n.lines()
+            .any(|l| l.contains("orphan") && l.contains("no-such-level")),
+        "{n}"
+    );
+    // The same through a reconfiguration of another dispatcher.
+    let other = new_dispatcher();
+    assert!(!notices(other.0).contains("orphan"));
+    // SAFETY: live dispatcher; text readable for its length.
+    let st = unsafe { apf_dispatcher_reconfigure(other.0, text.as_ptr().cast(), text.len()) };
+    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
+    assert!(
+        notices(other.0).contains("FlowSchema \"orphan\""),
+        "{}",
+        notices(other.0)
+    );
 }

@@ -354,7 +354,11 @@ impl Inner {
         // The real clock's timer fires at the current time, so a stalled
         // process adjusts once, as Kubernetes' periodic goroutine does.
         let period = crate::clock::duration_nanos(self.period);
-        let behind = self.clock.horizon().as_nanos().saturating_sub(at.as_nanos());
+        let behind = self
+            .clock
+            .horizon()
+            .as_nanos()
+            .saturating_sub(at.as_nanos());
         if steady && behind / period >= COALESCE_AFTER_PERIODS {
             let last = at.as_nanos() + behind / period * period;
             if let Some(timer) = lock(&self.timer).as_ref() {
@@ -739,7 +743,10 @@ mod tests {
         let (stepwise, next_s, calls_s) = run(false);
         assert_eq!(coalesced, stepwise);
         assert_eq!(next_c, next_s);
-        assert!(calls_c < calls_s, "{calls_c} adjustments, not fewer than {calls_s}");
+        assert!(
+            calls_c < calls_s,
+            "{calls_c} adjustments, not fewer than {calls_s}"
+        );
     }
 
     #[test]

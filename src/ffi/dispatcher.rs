@@ -171,7 +171,7 @@ impl FfiDispatcher {
                 level.name,
                 s.exempt,
                 q.concurrency_limit,
-                q.seats_in_use,
+                level.seats_in_use(),
                 q.requests_executing,
                 q.requests_waiting,
                 dispatched,
@@ -500,6 +500,40 @@ pub unsafe extern "C" fn apf_dispatcher_stats_text(
         }
         // SAFETY: `buf`/`len` and `out_len` per the contract.
         unsafe { copy_text_out("stats text", &d.stats_text(), buf, len, out_len) }
+    }
+}
+
+/// The notices of the configuration in force, one a line, each naming its
+/// object (`FlowSchema "NAME": ...`): mandatory objects that were added, and
+/// flow schemas naming a priority level that does not exist. Such a schema
+/// is accepted, as Kubernetes accepts it, but matches no request (it is
+/// "dangling"); read this after `apf_dispatcher_new_from_config` or
+/// `apf_dispatcher_reconfigure` to warn about it. Empty when there is
+/// nothing to note. Copied out as `apf_dispatcher_stats_text` copies.
+///
+/// # Safety
+/// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
+/// for `len` bytes; `out_len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_dispatcher_config_notices(
+    dispatcher: *mut apf_dispatcher,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        if out_len.is_null() {
+            return fail(apf_status::APF_ERR_NULL_POINTER, "out_len is NULL");
+        }
+        let text: String = d
+            .inner
+            .config_notices()
+            .iter()
+            .map(|n| format!("{n}\n"))
+            .collect();
+        // SAFETY: `buf`/`len` and `out_len` per the contract.
+        unsafe { copy_text_out("config notices", &text, buf, len, out_len) }
     }
 }
 

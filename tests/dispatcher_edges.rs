@@ -1,0 +1,121 @@
+//! The dispatcher at the edges of its input, on the manual clock: an exempt
+//! request claiming every seat there is, and a configuration whose flow
+//! schema names a priority level that does not exist.
+#![cfg(not(loom))]
+
+use apf::classification::RequestDigest;
+use apf::clock::Clock;
+use apf::config::Config;
+use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
+use apf::work_estimate::{WorkEstimate, EXEMPT_MAX_SEATS};
+use std::time::Duration;
+
+fn admin() -> RequestDigest<'static> {
+    RequestDigest {
+        user: "admin",
+        groups: &["system:masters", "system:authenticated"],
+        verb: "get",
+        is_resource_request: true,
+        resource: "pods",
+        namespace: "default",
+        path: "/api/v1/namespaces/default/pods",
+        ..RequestDigest::default()
+    }
+}
+
+/// The limits borrowing gives the limited levels while one exempt request
+/// of `seats` runs through a whole adjustment period.
+fn limits_with_exempt_request(seats: u32) -> (Vec<(String, Option<u32>)>, u64) {
+    let (clock, manual) = Clock::manual();
+    let d = Dispatcher::builtin(DispatcherOptions::default(), clock);
+    let decision = d.start_request(
+        &admin(),
+        WorkEstimate::new(seats, seats, Duration::ZERO),
+        None,
+    );
+    assert_eq!(decision.priority_level.name, "exempt");
+    let Outcome::Execute(guard) = decision.outcome else {
+        panic!("exempt requests execute at once")
+    };
+    let held = d.level("exempt").unwrap().seats_in_use();
+    manual.advance(Duration::from_secs(10));
+    let limits = d.current_limits();
+    drop(guard);
+    (limits, held)
+}
+
+#[test]
+fn an_exempt_request_is_capped_as_kubernetes_caps_estimates() {
+    let (huge, held) = limits_with_exempt_request(u32::MAX);
+    assert_eq!(held, u64::from(EXEMPT_MAX_SEATS), "seats capped");
+    // The borrowing that follows is what a request at the cap causes, not
+    // every limited level squeezed to its floor.
+    let (at_cap, _) = limits_with_exempt_request(EXEMPT_MAX_SEATS);
+    assert_eq!(huge, at_cap);
+    let (idle, _) = limits_with_exempt_request(1);
+    let sum = |l: &[(String, Option<u32>)]| l.iter().filter_map(|(_, cl)| *cl).sum::<u32>();
+    assert!(
+        sum(&huge) + EXEMPT_MAX_SEATS >= sum(&idle),
+        "limited levels lose at most the cap: {huge:?} vs {idle:?}"
+    );
+}
+
+#[test]
+fn many_exempt_requests_are_counted_without_truncation() {
+    let (clock, _manual) = Clock::manual();
+    let d = Dispatcher::builtin(DispatcherOptions::default(), clock);
+    let exempt = d.level("exempt").unwrap();
+    let mut held = Vec::new();
+    for _ in 0..1000 {
+        held.push(d.start_request(
+            &admin(),
+            WorkEstimate::new(u32::MAX, 0, Duration::ZERO),
+            None,
+        ));
+    }
+    assert_eq!(exempt.seats_in_use(), 1000 * u64::from(EXEMPT_MAX_SEATS));
+    assert_eq!(
+        u64::from(exempt.stats().queueset.seats_in_use),
+        exempt.seats_in_use()
+    );
+    drop(held);
+    assert_eq!(exempt.seats_in_use(), 0);
+}
+
+/// A cluster dump whose flow schema names a priority level nobody created.
+const DANGLING: &str = r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: orphan}
+spec:
+  priorityLevelConfiguration: {name: no-such-level}
+  matchingPrecedence: 100
+  rules:
+  - subjects: [{kind: Group, group: {name: "system:masters"}}]
+    resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}]
+"#;
+
+#[test]
+fn a_flow_schema_naming_a_missing_level_is_accepted_dangling_with_a_warning() {
+    let config = Config::from_yaml_str(DANGLING).expect("parses");
+    let (clock, _manual) = Clock::manual();
+    let d = Dispatcher::new(&config, DispatcherOptions::default(), clock).expect("accepted");
+    let warnings = d.config_notices();
+    assert!(
+        warnings
+            .iter()
+            .any(|n| n.to_string().contains("orphan") && n.to_string().contains("no-such-level")),
+        "{warnings:?}"
+    );
+    // Dangling: it matches nothing, so the request falls through to the
+    // next schema (exempt, for system:masters).
+    let decision = d.start_request(&admin(), WorkEstimate::new(1, 0, Duration::ZERO), None);
+    assert_eq!(decision.flow_schema.name, "exempt");
+    // A reconfiguration to it is accepted too.
+    let d = Dispatcher::builtin(DispatcherOptions::default(), Clock::manual().0);
+    d.reconfigure(&config).expect("accepted");
+    assert!(d
+        .config_notices()
+        .iter()
+        .any(|n| n.to_string().contains("orphan")));
+}
