@@ -224,6 +224,24 @@ impl Level {
         }
     }
 
+    /// Whether a request of the flow schema with id `tag` waits or executes
+    /// here.
+    pub(crate) fn tag_busy(&self, tag: u32) -> bool {
+        match &self.kind {
+            LevelKind::Limited(qs) => qs.tag_busy(tag),
+            LevelKind::Exempt(e) => lock(&e.locked).tallies.is_busy(tag),
+        }
+    }
+
+    /// Drop what the flow schema with id `tag` left here (its id is about
+    /// to be reused).
+    pub(crate) fn forget_tag(&self, tag: u32) {
+        match &self.kind {
+            LevelKind::Limited(qs) => qs.forget_tag(tag),
+            LevelKind::Exempt(e) => lock(&e.locked).tallies.remove(tag),
+        }
+    }
+
     /// Requests dispatched at this level, over all flow schemas.
     pub fn dispatched(&self) -> u64 {
         self.tag_stats().iter().map(|(_, t)| t.dispatched).sum()

@@ -119,3 +119,78 @@ fn a_flow_schema_naming_a_missing_level_is_accepted_dangling_with_a_warning() {
         .iter()
         .any(|n| n.to_string().contains("orphan")));
 }
+
+/// A configuration with one flow schema, `name`, for group `tenants`, at a
+/// small level of its own.
+fn one_schema(name: &str) -> Config {
+    Config::from_yaml_str(&format!(
+        r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {{name: tenants}}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 10
+    limitResponse: {{type: Queue, queuing: {{queues: 4, handSize: 2, queueLengthLimit: 5}}}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {{name: {name}}}
+spec:
+  priorityLevelConfiguration: {{name: tenants}}
+  matchingPrecedence: 100
+  rules:
+  - subjects: [{{kind: Group, group: {{name: tenants}}}}]
+    nonResourceRules: [{{verbs: ["*"], nonResourceURLs: ["*"]}}]
+"#
+    ))
+    .unwrap()
+}
+
+fn tenant() -> RequestDigest<'static> {
+    RequestDigest {
+        user: "t",
+        groups: &["tenants", "system:authenticated"],
+        verb: "get",
+        path: "/healthz",
+        ..RequestDigest::default()
+    }
+}
+
+#[test]
+fn ids_of_removed_flow_schemas_are_reused_once_their_requests_are_gone() {
+    let (clock, _manual) = Clock::manual();
+    let d = Dispatcher::new(&one_schema("gen-0"), DispatcherOptions::default(), clock).unwrap();
+    let first = d.start_request(&tenant(), WorkEstimate::new(1, 0, Duration::ZERO), None);
+    assert_eq!(first.flow_schema.name, "gen-0");
+    let old_id = first.flow_schema.id;
+    let Outcome::Execute(guard) = first.outcome else {
+        panic!("free seats")
+    };
+    drop(first.flow_schema);
+    // gen-0 is removed while its request runs: its id is kept.
+    d.reconfigure(&one_schema("gen-1")).unwrap();
+    assert_eq!(d.schema_name(old_id).as_deref(), Some("gen-0"));
+    let tenants = d.level("tenants").unwrap();
+    assert!(tenants.tag_stats().iter().any(|(tag, _)| *tag == old_id));
+    drop(guard);
+    // Once it finished, the next reconfiguration frees it and drops its
+    // tallies; a new name reuses it, starting from zero.
+    d.reconfigure(&one_schema("gen-2")).unwrap();
+    let reused = d.start_request(&tenant(), WorkEstimate::new(1, 0, Duration::ZERO), None);
+    assert_eq!(reused.flow_schema.name, "gen-2");
+    assert_eq!(reused.flow_schema.id, old_id, "the freed id is reused");
+    assert_eq!(d.schema_name(old_id).as_deref(), Some("gen-2"));
+    drop(reused);
+    let stats = tenants.tag_stats();
+    let (_, gen2) = stats.iter().find(|(tag, _)| *tag == old_id).unwrap();
+    assert_eq!(gen2.dispatched, 1, "gen-0's count is not inherited");
+    // Over a long life of renames, ids stay few.
+    for i in 3..120 {
+        d.reconfigure(&one_schema(&format!("gen-{i}"))).unwrap();
+    }
+    let ids: Vec<u32> = d.flow_schemas().iter().map(|s| s.id).collect();
+    assert!(ids.iter().all(|&id| id < 16), "{ids:?}");
+    assert!(d.schema_name(200).is_none());
+}
