@@ -121,7 +121,11 @@ pub struct Dispatcher {
     schema_ids: Mutex<SchemaIds>,
     /// Levels removed by a reconfiguration while requests were still in
     /// them (Kubernetes' quiescing levels), until they are idle.
-    retired: Mutex<Vec<Arc<Level>>>,
+    /// Kubernetes keeps them in borrowing (their shares in the share sum,
+    /// their limit adjusted) until a configuration change finds them idle;
+    /// so do we: these are the levels after the configured ones in the
+    /// adjuster, with the borrowing config they had.
+    retired: Mutex<Vec<(Arc<Level>, LevelConfig)>>,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -227,18 +231,23 @@ impl Dispatcher {
         let valid = config.validate()?;
         // Ids freed since the last reconfiguration go to this one's names.
         self.reclaim_schema_ids();
-        let borrowing = borrowing_levels(&valid);
         let old = self.snapshot.load_full();
+        let quiescing = self.quiescing_after(&old, &valid);
+        let mut borrowing = borrowing_levels(&valid);
+        borrowing.extend(quiescing.iter().map(|(_, c)| c.clone()));
         let mut built = None;
         self.adjuster
             .reconfigure(self.options.server_concurrency_limit, &borrowing, |cls| {
                 let levels = build_levels(&valid, &old.levels, cls, &self.options, &self.clock);
-                *lock(&self.table) = levels.clone();
-                built = Some(levels);
+                // The quiescing levels' CurrentCLs follow the new ones'.
+                let mut table = levels.clone();
+                table.extend(quiescing.iter().map(|(l, _)| l.clone()));
+                *lock(&self.table) = table.clone();
+                built = Some((levels, table));
             })?;
-        let levels = built.expect("publish runs on success");
-        attach_demand(&self.adjuster, &levels);
-        self.retire(&old.levels, &levels);
+        let (levels, table) = built.expect("publish runs on success");
+        attach_demand(&self.adjuster, &table);
+        *lock(&self.retired) = quiescing;
         let snapshot = Snapshot::new(valid, levels, &mut lock(&self.schema_ids));
         let gone: Vec<Arc<Schema>> = old
             .schemas
@@ -263,7 +272,7 @@ impl Dispatcher {
     /// executing anywhere is kept for a later one.
     fn reclaim_schema_ids(&self) {
         let mut levels = self.levels();
-        levels.extend(lock(&self.retired).iter().cloned());
+        levels.extend(lock(&self.retired).iter().map(|(l, _)| l.clone()));
         // Level locks are taken under `schema_ids` (never the other way
         // round), so a schema revived meanwhile cannot lose its counts.
         let mut ids = lock(&self.schema_ids);
@@ -359,21 +368,51 @@ impl Dispatcher {
     /// Levels removed from the configuration that still hold requests
     /// (Kubernetes' quiescing levels).
     pub fn quiescing_levels(&self) -> Vec<Arc<Level>> {
-        let mut retired = lock(&self.retired);
-        retired.retain(|l| !l.is_idle());
-        retired.clone()
+        let retired = lock(&self.retired);
+        retired
+            .iter()
+            .filter(|(l, _)| !l.is_idle())
+            .map(|(l, _)| l.clone())
+            .collect()
     }
 
-    /// Keep the levels of `old` that are not in `new` while they hold
-    /// requests.
-    fn retire(&self, old: &[Arc<Level>], new: &[Arc<Level>]) {
-        let mut retired = lock(&self.retired);
-        for level in old {
-            if !new.iter().any(|l| Arc::ptr_eq(l, level)) && !level.is_idle() {
-                retired.push(level.clone());
+    /// The levels that quiesce once `valid` replaces `old`: those of `old`
+    /// that `valid` drops (a level stays when its name and exemptness do)
+    /// and earlier quiescing ones, while they hold requests, each with the
+    /// borrowing config it had. As in Kubernetes, an idle one is dropped at
+    /// this configuration change. One whose name the new configuration (or
+    /// a newer quiescing level) uses again drains outside borrowing, since
+    /// borrowing tells levels apart by name.
+    fn quiescing_after(
+        &self,
+        old: &Snapshot,
+        valid: &ValidConfig,
+    ) -> Vec<(Arc<Level>, LevelConfig)> {
+        let stays = |l: &Level| {
+            valid
+                .priority_levels()
+                .iter()
+                .any(|pl| pl.name == l.name && pl.is_exempt() == l.is_exempt())
+        };
+        let removed_now = old
+            .levels
+            .iter()
+            .zip(borrowing_levels(&old.config))
+            .filter(|(l, _)| !stays(l))
+            .map(|(l, c)| (l.clone(), c));
+        let earlier = lock(&self.retired).clone();
+        let mut out: Vec<(Arc<Level>, LevelConfig)> = Vec::new();
+        for (level, config) in removed_now.chain(earlier) {
+            let taken = valid
+                .priority_levels()
+                .iter()
+                .any(|pl| pl.name == level.name)
+                || out.iter().any(|(l, _)| l.name == level.name);
+            if !level.is_idle() && !taken {
+                out.push((level, config));
             }
         }
-        retired.retain(|l| !l.is_idle());
+        out
     }
 }
 

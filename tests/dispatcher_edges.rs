@@ -194,3 +194,85 @@ fn ids_of_removed_flow_schemas_are_reused_once_their_requests_are_gone() {
     assert!(ids.iter().all(|&id| id < 16), "{ids:?}");
     assert!(d.schema_name(200).is_none());
 }
+
+/// Two limited levels, `stays` and (optionally) `goes`, 50 shares each.
+fn two_levels(with_goes: bool) -> Config {
+    let level = |name: &str| {
+        format!(
+            r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {{name: {name}}}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 50
+    lendablePercent: 0
+    limitResponse: {{type: Queue, queuing: {{queues: 4, handSize: 2, queueLengthLimit: 5}}}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {{name: to-{name}}}
+spec:
+  priorityLevelConfiguration: {{name: {name}}}
+  matchingPrecedence: 100
+  rules:
+  - subjects: [{{kind: Group, group: {{name: {name}}}}}]
+    nonResourceRules: [{{verbs: ["*"], nonResourceURLs: ["*"]}}]
+---
+"#
+        )
+    };
+    let mut text = level("stays");
+    if with_goes {
+        text += &level("goes");
+    }
+    Config::from_yaml_str(&text).unwrap()
+}
+
+#[test]
+fn a_removed_level_keeps_its_shares_in_borrowing_until_it_has_drained() {
+    let (clock, manual) = Clock::manual();
+    let d = Dispatcher::new(&two_levels(true), DispatcherOptions::default(), clock).unwrap();
+    let digest = RequestDigest {
+        user: "u",
+        groups: &["goes", "system:authenticated"],
+        verb: "get",
+        path: "/x",
+        ..RequestDigest::default()
+    };
+    let decision = d.start_request(&digest, WorkEstimate::new(1, 0, Duration::ZERO), None);
+    assert_eq!(decision.priority_level.name, "goes");
+    let Outcome::Execute(guard) = decision.outcome else {
+        panic!("free seats")
+    };
+    let stays_limit = |d: &Dispatcher| d.level("stays").unwrap().stats().queueset.concurrency_limit;
+    let with_both = stays_limit(&d);
+    // `goes` is removed while its request runs: as in Kubernetes its 50
+    // shares still count, so `stays` does not grow yet, and borrowing still
+    // adjusts `goes`.
+    d.reconfigure(&two_levels(false)).unwrap();
+    assert_eq!(stays_limit(&d), with_both);
+    let in_borrowing = |d: &Dispatcher| {
+        d.borrowing()
+            .report()
+            .levels
+            .iter()
+            .any(|l| l.name == "goes")
+    };
+    assert!(in_borrowing(&d));
+    manual.advance(Duration::from_secs(10));
+    assert!(in_borrowing(&d), "still there at the periodic adjustment");
+    assert_eq!(d.quiescing_levels().len(), 1);
+    drop(guard);
+    // Idle at the next configuration change: dropped, and `stays` gets
+    // the shares.
+    d.reconfigure(&two_levels(false)).unwrap();
+    assert!(!in_borrowing(&d));
+    assert!(d.quiescing_levels().is_empty());
+    assert!(
+        stays_limit(&d) > with_both,
+        "{} > {with_both}",
+        stays_limit(&d)
+    );
+}
