@@ -417,6 +417,17 @@ impl QueueSet {
         self.shared.lock_and_drain().core.tallies.snapshot()
     }
 
+    /// Whether a request tagged `tag` waits or executes here (ring replayed
+    /// first, so requests admitted lock-free count).
+    pub(crate) fn tag_busy(&self, tag: u32) -> bool {
+        self.shared.lock_and_drain().core.tallies.is_busy(tag)
+    }
+
+    /// Drop the tallies of `tag` (see `Tallies::remove`).
+    pub(crate) fn forget_tag(&self, tag: u32) {
+        self.shared.lock_and_drain().core.tallies.remove(tag);
+    }
+
     /// The queues and waiting requests, with the event ring replayed first.
     pub fn dump(&self) -> QueueSetDump {
         self.shared.lock_and_drain().core.dump()
