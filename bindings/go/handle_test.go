@@ -87,11 +87,12 @@ func TestRejectsAtConcurrencyLimit(t *testing.T) {
 	}
 }
 
-// The estimate reaches libapf: with 50 server seats the strict level has
-// 20 and takes up to ceil(20 * 15%) = 3 seats per request.
+// The estimate reaches libapf. strict does not queue, so, as in
+// Kubernetes, no per-request seat cap applies there (only queuing levels
+// cap a request's seats).
 func TestWorkEstimateTakesSeats(t *testing.T) {
 	d := newTestDispatcher(t, Options{ServerConcurrencyLimit: 50})
-	for _, c := range []struct{ asked, held int64 }{{0, 1}, {1, 1}, {3, 3}, {9, 3}} {
+	for _, c := range []struct{ asked, held int64 }{{0, 1}, {1, 1}, {3, 3}, {9, 9}} {
 		est := func() WorkEstimate { return WorkEstimate{InitialSeats: uint32(c.asked)} }
 		var held int64
 		_, err := d.Handle(context.Background(), podGet("bob"), nil, est, nil, func() {
