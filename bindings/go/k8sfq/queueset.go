@@ -2,6 +2,7 @@ package k8sfq
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,8 +73,18 @@ func (qs *queueSet) apply(qCfg fq.QueuingConfig, dCfg fq.DispatchingConfig) {
 
 // BeginConfigChange checks a new queuing configuration; Complete applies it.
 func (qs *queueSet) BeginConfigChange(qCfg fq.QueuingConfig) (fq.QueueSetCompleter, error) {
-	if _, err := toConfig(qCfg, 0); err != nil {
+	cfg, err := toConfig(qCfg, 0)
+	if err != nil {
 		return nil, err
+	}
+	if cfg.Queues > 0 {
+		// libapf's own checks (the shuffle-sharding dealer's limits), on a
+		// probe, so that Complete cannot fail.
+		probe, err := apf.NewQueueSet(qCfg.Name, cfg, true)
+		if err != nil {
+			return nil, fmt.Errorf("priority level %q: %w", qCfg.Name, err)
+		}
+		_ = probe.Close()
 	}
 	return &completer{qs: qs, qCfg: qCfg}, nil
 }
