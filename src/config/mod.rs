@@ -79,6 +79,11 @@ impl Config {
         }
     }
 
+    /// Whether the configuration holds no object at all.
+    pub fn is_empty(&self) -> bool {
+        self.priority_levels.is_empty() && self.flow_schemas.is_empty()
+    }
+
     /// Reads YAML: one object, a `List` (as `kubectl get
     /// flowschemas,prioritylevelconfigurations -o yaml` prints), a typed
     /// list, or several documents separated by `---`.
@@ -92,6 +97,9 @@ impl Config {
     }
 
     /// Reads bytes in either format (JSON if they start with `{` or `[`).
+    ///
+    /// Every reader refuses input over [`crate::input::MAX_INPUT_BYTES`] or
+    /// [`crate::input::MAX_INPUT_NODES`], and input with no objects.
     pub fn from_slice(bytes: &[u8]) -> Result<Config, ConfigErrors> {
         load::from_slice(bytes)
     }

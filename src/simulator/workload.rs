@@ -8,6 +8,7 @@
 //! [`Workload::from_raw`] checks values and ranges, collecting every error
 //! with its field path.
 
+use crate::input::{self, clip};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -209,10 +210,12 @@ pub struct WorkloadError {
 
 impl fmt::Display for WorkloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Quotes are clipped: a 50 MB flow name is not echoed whole.
+        let message = clip(&self.message, 512);
         if self.path.is_empty() || self.path == "." {
-            write!(f, "{}", self.message)
+            write!(f, "{message}")
         } else {
-            write!(f, "{}: {}", self.path, self.message)
+            write!(f, "{}: {message}", clip(&self.path, 256))
         }
     }
 }
@@ -239,11 +242,17 @@ impl Workload {
     /// Reads a workload from YAML text (JSON is YAML too).
     pub fn from_yaml_str(text: &str) -> Result<Workload, WorkloadErrors> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let tree: serde_json::Value = serde_saphyr::from_str_with_options(text, yaml_options())
-            .map_err(|e| {
+        if text.len() > input::MAX_INPUT_BYTES {
+            return Err(WorkloadErrors(vec![WorkloadError {
+                path: String::new(),
+                message: input::too_large(Some(text.len())),
+            }]));
+        }
+        let tree: serde_json::Value =
+            serde_saphyr::from_str_with_options(text, input::yaml_options()).map_err(|e| {
                 WorkloadErrors(vec![WorkloadError {
                     path: String::new(),
-                    message: e.to_string(),
+                    message: input::yaml_error(&e),
                 }])
             })?;
         let raw: raw::Workload = serde_path_to_error::deserialize(tree).map_err(|e| {
@@ -257,6 +266,12 @@ impl Workload {
 
     /// Reads a workload from bytes, which must be UTF-8.
     pub fn from_slice(bytes: &[u8]) -> Result<Workload, WorkloadErrors> {
+        if bytes.len() > input::MAX_INPUT_BYTES {
+            return Err(WorkloadErrors(vec![WorkloadError {
+                path: String::new(),
+                message: input::too_large(Some(bytes.len())),
+            }]));
+        }
         let text = std::str::from_utf8(bytes).map_err(|e| {
             WorkloadErrors(vec![WorkloadError {
                 path: String::new(),
@@ -392,22 +407,6 @@ impl Workload {
             flows,
         })
     }
-}
-
-/// YAML 1.2 scalars (`n`, `no` and `0755` stay strings) and low caps on
-/// nodes and alias expansion, as for configurations: a workload is small,
-/// and hostile input (alias bombs) fails fast.
-fn yaml_options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    options.with_snippet = false;
-    options.strict_booleans = true;
-    options.leading_zero_numbers_as_strings = true;
-    options.underscored_numbers_as_strings = true;
-    options.alias_limits.max_total_replayed_events = 100_000;
-    if let Some(budget) = options.budget.as_mut() {
-        budget.max_nodes = 200_000;
-    }
-    options
 }
 
 /// About 120 points per chart, on a round number of milliseconds.

@@ -111,6 +111,7 @@ struct ClassifyArgs {
 }
 
 pub fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         None => simulate(cli.simulate),
@@ -128,8 +129,10 @@ pub fn main() -> ExitCode {
     })
 }
 
+/// At most `apf::input::MAX_INPUT_BYTES`: `apf check /dev/zero` fails
+/// promptly, naming the cap.
 fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+    apf::input::read_file(path)
 }
 
 fn load_config(path: Option<&Path>) -> Result<(Config, String), String> {
@@ -142,6 +145,19 @@ fn load_config(path: Option<&Path>) -> Result<(Config, String), String> {
             let config = Config::from_slice(&read(p)?).map_err(|e| config_errors(p, &e))?;
             Ok((config, format!("the configuration in {}", p.display())))
         }
+    }
+}
+
+/// `apf ... | head` ends quietly when `head` has read enough, as `cat` and
+/// `grep` do: Rust ignores SIGPIPE, so every `println!` after the reader
+/// left would panic ("Broken pipe", exit 101). Restoring the default
+/// disposition lets the kernel end the process on the first such write.
+fn quiet_on_broken_pipe() {
+    // SAFETY: called first thing in `main`, before any thread starts, so
+    // nothing races the change of disposition; SIG_DFL is a valid handler
+    // for SIGPIPE, and the previous handler (SIG_IGN) needs no cleanup.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -351,6 +367,9 @@ fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
     let valid = config
         .validate()
         .map_err(|e| config_errors(args.config.as_deref().unwrap_or(Path::new("config")), &e))?;
+    if let Some(warning) = unknown_verb(&args.verb, args.non_resource) {
+        eprintln!("apf: warning: {warning}");
+    }
     let classifier = Classifier::new(&valid);
     let groups: Vec<&str> = args.groups.iter().map(String::as_str).collect();
     let digest = RequestDigest {
@@ -396,4 +415,38 @@ fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
     println!("distinguisher:  {distinguisher} ({method})");
     println!("flow hash:      {:#018x}", c.flow_hash);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The verbs the API server gives resource requests (RBAC's request verbs).
+const RESOURCE_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "proxy",
+];
+
+/// Non-resource requests carry the HTTP method, lower-cased.
+const NON_RESOURCE_VERBS: &[&str] = &["get", "head", "post", "put", "patch", "delete", "options"];
+
+/// A warning when Kubernetes never sends `verb` for this kind of request: a
+/// typo (`lst`) would otherwise classify silently, matching only `*` rules.
+fn unknown_verb(verb: &str, non_resource: bool) -> Option<String> {
+    let (known, kind) = if non_resource {
+        (NON_RESOURCE_VERBS, "a non-resource request")
+    } else {
+        (RESOURCE_VERBS, "a resource request")
+    };
+    if known.contains(&verb) {
+        return None;
+    }
+    Some(format!(
+        "--verb {:?} is not a verb Kubernetes uses for {kind} (known: {}); only rules with verbs [\"*\"] match it",
+        apf::input::clip(verb, 64),
+        known.join(", ")
+    ))
 }
