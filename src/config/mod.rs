@@ -79,6 +79,31 @@ impl Config {
         }
     }
 
+    /// This configuration with `overrides` applied as a cluster applies
+    /// objects: an object of `overrides` replaces the one of the same kind
+    /// and name (in its place), the others are added after. How `apf
+    /// simulate --config` puts a file on top of the built-in objects.
+    pub fn with_overrides(&self, overrides: &Config) -> Config {
+        fn merge<T: Clone>(base: &[T], top: &[T], name: impl Fn(&T) -> &str) -> Vec<T> {
+            let mut out: Vec<T> = base.to_vec();
+            for object in top {
+                match out.iter().position(|o| name(o) == name(object)) {
+                    Some(i) => out[i] = object.clone(),
+                    None => out.push(object.clone()),
+                }
+            }
+            out
+        }
+        Config {
+            priority_levels: merge(&self.priority_levels, &overrides.priority_levels, |p| {
+                &p.metadata.name
+            }),
+            flow_schemas: merge(&self.flow_schemas, &overrides.flow_schemas, |f| {
+                &f.metadata.name
+            }),
+        }
+    }
+
     /// Whether the configuration holds no object at all.
     pub fn is_empty(&self) -> bool {
         self.priority_levels.is_empty() && self.flow_schemas.is_empty()

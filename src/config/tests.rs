@@ -1254,3 +1254,47 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn overrides_replace_by_kind_and_name_in_place_and_add_the_rest() {
+    let builtin = Config::builtin();
+    let mut low = builtin
+        .priority_levels
+        .iter()
+        .find(|p| p.metadata.name == "workload-low")
+        .unwrap()
+        .clone();
+    low.spec
+        .limited
+        .as_mut()
+        .unwrap()
+        .nominal_concurrency_shares = Some(7);
+    let mut new = low.clone();
+    new.metadata.name = "new-level".into();
+    let file = Config {
+        priority_levels: vec![low.clone(), new.clone()],
+        flow_schemas: vec![],
+    };
+    let merged = builtin.with_overrides(&file);
+    assert_eq!(merged.flow_schemas, builtin.flow_schemas);
+    assert_eq!(
+        merged.priority_levels.len(),
+        builtin.priority_levels.len() + 1
+    );
+    let at = builtin
+        .priority_levels
+        .iter()
+        .position(|p| p.metadata.name == "workload-low")
+        .unwrap();
+    assert_eq!(merged.priority_levels[at], low, "replaced in its place");
+    assert_eq!(merged.priority_levels.last(), Some(&new), "added after");
+    // A FlowSchema named like a level replaces nothing: kinds are apart.
+    let mut schema = builtin.flow_schemas[0].clone();
+    schema.metadata.name = "workload-low".into();
+    let merged = builtin.with_overrides(&Config {
+        priority_levels: vec![],
+        flow_schemas: vec![schema],
+    });
+    assert_eq!(merged.priority_levels, builtin.priority_levels);
+    assert_eq!(merged.flow_schemas.len(), builtin.flow_schemas.len() + 1);
+}

@@ -47,9 +47,14 @@ enum Command {
 struct SimulateArgs {
     /// FlowSchemas and PriorityLevelConfigurations (YAML or JSON, as
     /// `kubectl get flowschemas,prioritylevelconfigurations -o yaml` prints
-    /// them) [default: Kubernetes' built-in configuration]
+    /// them), applied on top of Kubernetes' built-in ones as a cluster
+    /// applies them: same kind and name replaces, others are added
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// With --config: use the file's objects alone (the mandatory `exempt`
+    /// and `catch-all` are still added), not on top of the built-in ones
+    #[arg(long, requires = "config")]
+    replace: bool,
     /// The workload (see docs/workload-format.md) [default: the built-in
     /// noisy-neighbour scenario]
     #[arg(long, value_name = "FILE")]
@@ -76,9 +81,13 @@ struct CheckArgs {
 
 #[derive(Args)]
 struct ClassifyArgs {
-    /// The configuration [default: Kubernetes' built-in configuration]
+    /// A configuration applied on top of Kubernetes' built-in one (as for
+    /// `apf simulate --config`)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// With --config: the file's objects alone, not on top of the built-in ones
+    #[arg(long, requires = "config")]
+    replace: bool,
     /// The authenticated user name
     #[arg(long)]
     user: String,
@@ -135,17 +144,96 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     apf::input::read_file(path)
 }
 
-fn load_config(path: Option<&Path>) -> Result<(Config, String), String> {
-    match path {
-        None => Ok((
+/// The configuration to run: the built-in one, the file's objects on top
+/// of it, or (`--replace`) the file's alone. Also returns how to name it and
+/// the lines saying which objects came from where.
+fn load_config(
+    path: Option<&Path>,
+    replace: bool,
+) -> Result<(Config, String, Vec<String>), String> {
+    let Some(p) = path else {
+        return Ok((
             Config::builtin(),
             "Kubernetes' built-in configuration".to_string(),
-        )),
-        Some(p) => {
-            let config = Config::from_slice(&read(p)?).map_err(|e| config_errors(p, &e))?;
-            Ok((config, format!("the configuration in {}", p.display())))
-        }
+            Vec::new(),
+        ));
+    };
+    let file = Config::from_slice(&read(p)?).map_err(|e| config_errors(p, &e))?;
+    if replace {
+        return Ok((
+            file,
+            format!("the configuration in {} alone (--replace)", p.display()),
+            Vec::new(),
+        ));
     }
+    let builtin = Config::builtin();
+    let merged = builtin.with_overrides(&file);
+    let origins = origins(&builtin, &file, p);
+    Ok((
+        merged,
+        format!(
+            "{} on top of Kubernetes' built-in configuration (--replace for the file alone)",
+            p.display()
+        ),
+        origins,
+    ))
+}
+
+/// Which objects of a merged configuration came from the file (new, or
+/// replacing a built-in one) and how many built-in ones stayed.
+fn origins(builtin: &Config, file: &Config, path: &Path) -> Vec<String> {
+    let file_levels: Vec<&str> = file
+        .priority_levels
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    let file_schemas: Vec<&str> = file
+        .flow_schemas
+        .iter()
+        .map(|f| f.metadata.name.as_str())
+        .collect();
+    let describe = |kind: &str, names: &[&str], builtin_names: &[&str]| -> Option<String> {
+        if names.is_empty() {
+            return None;
+        }
+        let listed: Vec<String> = names
+            .iter()
+            .map(|n| {
+                let n = apf::input::clip(n, 64);
+                if builtin_names.contains(&n.as_ref()) {
+                    format!("{n} (replaces the built-in one)")
+                } else {
+                    format!("{n} (new)")
+                }
+            })
+            .collect();
+        Some(format!("{kind}: {}", listed.join(", ")))
+    };
+    let builtin_levels: Vec<&str> = builtin
+        .priority_levels
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    let builtin_schemas: Vec<&str> = builtin
+        .flow_schemas
+        .iter()
+        .map(|f| f.metadata.name.as_str())
+        .collect();
+    let mut lines = vec![format!("from {}:", path.display())];
+    lines.extend(describe("  priority levels", &file_levels, &builtin_levels));
+    lines.extend(describe("  flow schemas", &file_schemas, &builtin_schemas));
+    let kept_levels = builtin_levels
+        .iter()
+        .filter(|n| !file_levels.contains(n))
+        .count();
+    let kept_schemas = builtin_schemas
+        .iter()
+        .filter(|n| !file_schemas.contains(n))
+        .count();
+    lines.push(format!(
+        "built in (`apf defaults` prints them): {kept_levels} priority levels, {kept_schemas} flow schemas"
+    ));
+    lines
 }
 
 /// `apf ... | head` ends quietly when `head` has read enough, as `cat` and
@@ -171,7 +259,7 @@ fn config_errors(path: &Path, errors: &ConfigErrors) -> String {
 }
 
 fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
-    let (config, config_name) = load_config(args.config.as_deref())?;
+    let (config, config_name, origins) = load_config(args.config.as_deref(), args.replace)?;
     let valid = config
         .validate()
         .map_err(|e| config_errors(args.config.as_deref().unwrap_or(Path::new("config")), &e))?;
@@ -213,6 +301,9 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
         workload.server.concurrency_limit,
         simulator::format_duration(workload.duration),
     );
+    for line in &origins {
+        println!("  {line}");
+    }
     println!();
     let mut bar = Progress::new();
     let (report, stats) = simulator::run(&config, &workload, seed, &mut |f| bar.update(f))
@@ -363,7 +454,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode, String> {
 }
 
 fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
-    let (config, _) = load_config(args.config.as_deref())?;
+    let (config, _, _) = load_config(args.config.as_deref(), args.replace)?;
     let valid = config
         .validate()
         .map_err(|e| config_errors(args.config.as_deref().unwrap_or(Path::new("config")), &e))?;

@@ -1,0 +1,153 @@
+#![cfg(all(feature = "cli", not(loom)))]
+//! The operator's workflow in `apf` (issue 13): a configuration file goes
+//! on top of the built-in objects as a cluster would apply it, `--replace`
+//! uses the file alone, and the report says which objects came from where.
+
+use std::process::{Command, Output};
+
+fn apf(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_apf"))
+        .args(args)
+        .output()
+        .expect("the apf binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// One FlowSchema for tenants, its new level, and a replaced workload-low.
+fn overrides() -> String {
+    format!(
+        "{}/tests/data/operator-overrides.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// A node's heartbeat: matched by the built-in `system-node-high` schema only.
+const HEARTBEAT: &[&str] = &[
+    "classify",
+    "--user",
+    "system:node:n1",
+    "--group",
+    "system:nodes",
+    "--group",
+    "system:authenticated",
+    "--verb",
+    "update",
+    "--api-group",
+    "coordination.k8s.io",
+    "--resource",
+    "leases",
+    "--namespace",
+    "kube-node-lease",
+];
+
+fn schema_and_level(out: &Output) -> (String, String) {
+    assert!(out.status.success(), "{}", stderr(out));
+    let text = stdout(out);
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("{key} in {text}"))
+            .to_string()
+    };
+    (field("flow schema:"), field("priority level:"))
+}
+
+#[test]
+fn a_file_adds_to_and_overrides_the_builtin_objects() {
+    let file = overrides();
+    // Before issue 13 the file replaced everything: the heartbeat fell to
+    // catch-all. Now the built-in schema still takes it ...
+    let mut args = HEARTBEAT.to_vec();
+    args.extend(["--config", &file]);
+    assert_eq!(
+        schema_and_level(&apf(&args)),
+        ("system-node-high".into(), "node-high".into())
+    );
+    // ... and the file's own schema takes what it matches.
+    let tenant = apf(&[
+        "classify",
+        "--config",
+        &file,
+        "--user",
+        "system:serviceaccount:t1:app",
+        "--group",
+        "system:serviceaccounts",
+        "--group",
+        "system:authenticated",
+        "--verb",
+        "get",
+        "--resource",
+        "configmaps",
+        "--namespace",
+        "t1",
+    ]);
+    assert_eq!(
+        schema_and_level(&tenant),
+        ("tenants".into(), "tenant-level".into())
+    );
+    // --replace: the file alone (and the mandatory objects).
+    args.push("--replace");
+    assert_eq!(
+        schema_and_level(&apf(&args)),
+        ("catch-all".into(), "catch-all".into())
+    );
+}
+
+#[test]
+fn the_report_says_where_each_object_came_from() {
+    let file = overrides();
+    let out = apf(&["simulate", "--config", &file, "--duration", "1s"]);
+    assert!(
+        out.status.code().is_some_and(|c| c == 0 || c == 3),
+        "{}",
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("on top of Kubernetes' built-in configuration"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "priority levels: tenant-level (new), workload-low (replaces the built-in one)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("flow schemas: tenants (new)"), "{text}");
+    assert!(
+        text.contains("7 priority levels, 11 flow schemas"),
+        "{text}"
+    );
+    // 8 built-in levels, one replaced, one added.
+    assert!(
+        text.contains("9 priority levels, 12 flow schemas"),
+        "{text}"
+    );
+
+    let out = apf(&[
+        "simulate",
+        "--config",
+        &file,
+        "--replace",
+        "--duration",
+        "1s",
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("alone (--replace)"), "{text}");
+    assert!(!text.contains("replaces the built-in one"), "{text}");
+}
+
+#[test]
+fn replace_needs_a_config() {
+    let out = apf(&["simulate", "--replace"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(stderr(&out).contains("--config"), "{}", stderr(&out));
+}
