@@ -151,3 +151,68 @@ fn replace_needs_a_config() {
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(stderr(&out).contains("--config"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_guides_sample_service_configuration_is_valid_and_protects_its_tenants() {
+    // docs/writing-flowschemas.md walks through these two files.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let config = format!("{root}/examples/configs/small-service.yaml");
+    let workload = format!("{root}/examples/workloads/small-service.yaml");
+    let out = apf(&["check", &config]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("valid: 5 priority levels, 7 flow schemas"));
+    let out = apf(&[
+        "simulate",
+        "--config",
+        &config,
+        "--replace",
+        "--workload",
+        &workload,
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "verdict passes:\n{text}");
+    for (flow, level) in [
+        ("paid-tenant ×20", "interactive"),
+        ("acme-exports", "exports"),
+        ("free-tenant ×5", "free-tier"),
+        ("probes", "exempt"),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(flow) && l.split_whitespace().any(|w| w == level)),
+            "{flow} on {level}:\n{text}"
+        );
+    }
+    // A tenant's API key classifies as the guide says.
+    let out = apf(&[
+        "classify",
+        "--config",
+        &config,
+        "--replace",
+        "--user",
+        "key:acme-ci",
+        "--group",
+        "tenant:acme",
+        "--group",
+        "plan:paid",
+        "--group",
+        "system:authenticated",
+        "--verb",
+        "list",
+        "--api-group",
+        "shop.example",
+        "--resource",
+        "orders",
+        "--namespace",
+        "acme",
+    ]);
+    assert_eq!(
+        schema_and_level(&out),
+        ("paid-tenants".into(), "interactive".into())
+    );
+    assert!(
+        stdout(&out).contains("distinguisher:  acme (by namespace)"),
+        "{}",
+        stdout(&out)
+    );
+}
