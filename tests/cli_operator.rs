@@ -157,7 +157,7 @@ fn the_guides_sample_service_configuration_is_valid_and_protects_its_tenants() {
     // docs/writing-flowschemas.md walks through these two files.
     let root = env!("CARGO_MANIFEST_DIR");
     let config = format!("{root}/examples/configs/small-service.yaml");
-    let workload = format!("{root}/examples/workloads/small-service.yaml");
+    let workload = format!("{root}/examples/configs/small-service-workload.yaml");
     let out = apf(&["check", &config]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("valid: 5 priority levels, 7 flow schemas"));

@@ -194,10 +194,36 @@ pub struct Burst {
 }
 
 /// What the verdict checks about a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Expectation {
-    /// The flow gets at least [`Workload::served_fraction`] of its demand.
+    /// `expect: served`: the flow gets at least
+    /// [`Workload::served_fraction`] of its demand.
     Served,
+    /// `expect: {served: 0.9, waitP99: 200ms}`: at least `served` of its
+    /// demand (when given) and a wait p99 of at most `wait_p99` (when
+    /// given); at least one of the two is.
+    Bounds {
+        served: Option<f64>,
+        wait_p99: Option<Duration>,
+    },
+}
+
+impl Expectation {
+    /// The least fraction of its demand the flow must get, if checked.
+    pub fn served_fraction(&self, default: f64) -> Option<f64> {
+        match self {
+            Expectation::Served => Some(default),
+            Expectation::Bounds { served, .. } => *served,
+        }
+    }
+
+    /// The longest wait p99 the flow may see, if checked.
+    pub fn wait_p99(&self) -> Option<Duration> {
+        match self {
+            Expectation::Served => None,
+            Expectation::Bounds { wait_p99, .. } => *wait_p99,
+        }
+    }
 }
 
 /// One problem in a workload file: where (a field path such as
@@ -577,15 +603,36 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
             "must be at least 1",
         );
     }
-    let expect = match f.expect.as_deref() {
+    let expect = match f.expect {
         None => None,
-        Some("served") => Some(Expectation::Served),
-        Some(other) => {
+        Some(raw::Expect::Word(word)) if word == "served" => Some(Expectation::Served),
+        Some(raw::Expect::Word(other)) => {
             c.error(
                 format!("{at}.expect"),
-                format!("unknown expectation {other:?}; expected `served`"),
+                format!(
+                    "unknown expectation {:?}; expected `served` or {{served: FRACTION, waitP99: DURATION}}",
+                    clip(&other, 64)
+                ),
             );
             None
+        }
+        Some(raw::Expect::Bounds { served, wait_p99 }) => {
+            if let Some(s) = served {
+                c.check(
+                    (0.0..=1.0).contains(&s),
+                    format!("{at}.expect.served"),
+                    "must be a fraction between 0 and 1",
+                );
+            }
+            c.check(
+                served.is_some() || wait_p99.is_some(),
+                format!("{at}.expect"),
+                "give `served`, `waitP99` or both",
+            );
+            Some(Expectation::Bounds {
+                served,
+                wait_p99: wait_p99.map(|d| d.0),
+            })
         }
     };
     Flow {

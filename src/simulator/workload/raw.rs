@@ -52,7 +52,7 @@ pub struct Flow {
     pub phases: Option<Vec<PhaseRaw>>,
     #[serde(default)]
     pub bursts: Vec<BurstRaw>,
-    pub expect: Option<String>,
+    pub expect: Option<Expect>,
 }
 
 #[derive(Deserialize)]
@@ -191,6 +191,45 @@ impl<'de> Deserialize<'de> for Dur {
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
                 self.visit_str(&v.to_string())
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `expect: served` or `expect: {served: 0.9, waitP99: 200ms}`.
+pub enum Expect {
+    Word(String),
+    Bounds {
+        served: Option<f64>,
+        wait_p99: Option<Dur>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExpectMap {
+    served: Option<f64>,
+    wait_p99: Option<Dur>,
+}
+
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Expect;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`served` or {served: FRACTION, waitP99: DURATION}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Expect, E> {
+                Ok(Expect::Word(v.to_string()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Expect, A::Error> {
+                let m = ExpectMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Expect::Bounds {
+                    served: m.served,
+                    wait_p99: m.wait_p99,
+                })
             }
         }
         d.deserialize_any(V)

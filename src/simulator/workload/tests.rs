@@ -1,4 +1,3 @@
-
 use super::*;
 
 const MINIMAL: &str = "
@@ -244,4 +243,35 @@ fn durations() {
 fn bytes_that_are_not_utf8_are_an_error() {
     let e = Workload::from_slice(&[0xff, 0xfe, b'a']).unwrap_err();
     assert!(e.to_string().contains("not UTF-8"));
+}
+
+#[test]
+fn expect_takes_a_word_or_bounds() {
+    let flow = |expect: &str| {
+        format!("duration: 1s\nflows:\n  - {{name: a, user: u, verb: get, resource: pods, rate: 1, expect: {expect}}}\n")
+    };
+    let w = Workload::from_yaml_str(&flow("served")).unwrap();
+    assert_eq!(w.flows[0].expect, Some(Expectation::Served));
+    let w = Workload::from_yaml_str(&flow("{served: 0.9, waitP99: 250ms}")).unwrap();
+    let e = w.flows[0].expect.unwrap();
+    assert_eq!(e.served_fraction(0.95), Some(0.9));
+    assert_eq!(e.wait_p99(), Some(Duration::from_millis(250)));
+    let w = Workload::from_yaml_str(&flow("{waitP99: 1s}")).unwrap();
+    assert_eq!(w.flows[0].expect.unwrap().served_fraction(0.95), None);
+    for (bad, message) in [
+        (
+            "{served: 1.5}",
+            "flows[0].expect.served: must be a fraction",
+        ),
+        ("{}", "flows[0].expect: give `served`, `waitP99` or both"),
+        ("{wait: 1s}", "unknown field `wait`"),
+        ("{waitP99: soon}", "flows[0].expect.waitP99"),
+        (
+            "perfect",
+            "flows[0].expect: unknown expectation \"perfect\"",
+        ),
+    ] {
+        let e = Workload::from_yaml_str(&flow(bad)).unwrap_err().to_string();
+        assert!(e.contains(message), "{bad}: {e}");
+    }
 }
