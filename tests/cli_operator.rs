@@ -216,3 +216,145 @@ fn the_guides_sample_service_configuration_is_valid_and_protects_its_tenants() {
         stdout(&out)
     );
 }
+
+/// Checks that `text` is well-formed markup as far as the charts use it:
+/// every element closed in order, attributes quoted. (The machine has no
+/// headless browser, so the page is checked by parsing, not rendering.)
+fn well_formed(text: &str) -> Result<(), String> {
+    let mut open: Vec<String> = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('<') {
+        rest = &rest[at + 1..];
+        if let Some(body) = rest.strip_prefix("!--") {
+            let end = body.find("-->").ok_or("unclosed comment")?;
+            rest = &body[end + 3..];
+            continue;
+        }
+        let end = rest.find('>').ok_or("unclosed tag")?;
+        let tag = &rest[..end];
+        rest = &rest[end + 1..];
+        if tag.starts_with('?') || tag.starts_with('!') {
+            continue;
+        }
+        if !tag.matches('"').count().is_multiple_of(2) {
+            return Err(format!("unbalanced quotes in <{tag}>"));
+        }
+        if let Some(name) = tag.strip_prefix('/') {
+            match open.pop() {
+                Some(o) if o == name.trim() => {}
+                other => return Err(format!("</{name}> closes {other:?}")),
+            }
+        } else if !tag.ends_with('/') {
+            let name = tag.split_whitespace().next().unwrap_or_default();
+            open.push(name.to_string());
+        }
+    }
+    if open.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unclosed: {open:?}"))
+    }
+}
+
+#[test]
+fn out_writes_an_index_page_with_the_report_and_every_chart() {
+    let dir = std::env::temp_dir().join(format!("apf-operator-{}-page", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = apf(&[
+        "simulate",
+        "--config",
+        &format!("{root}/examples/configs/small-service.yaml"),
+        "--replace",
+        "--workload",
+        &format!("{root}/examples/configs/small-service-workload.yaml"),
+        "--duration",
+        "5s",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.code().is_some_and(|c| c == 0 || c == 3),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("index.html"), "{}", stdout(&out));
+    let html = std::fs::read_to_string(dir.join("index.html")).expect("index.html");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    // The report as printed, escaped (the flow label's "×" survives).
+    assert!(
+        html.contains("<pre>apf simulate: workload &quot;small-service&quot;"),
+        "{html}"
+    );
+    assert!(html.contains("paid-tenant ×20"));
+    assert!(html.contains("verdict: "));
+    let images: Vec<&str> = html
+        .split("<img src=\"")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('"').unwrap()])
+        .collect();
+    assert_eq!(
+        images,
+        [
+            "seat-share.svg",
+            "queue-length.svg",
+            "level-seats.svg",
+            "wait-time.svg"
+        ]
+    );
+    for image in images {
+        let svg = std::fs::read_to_string(dir.join(image)).expect(image);
+        assert!(
+            svg.starts_with("<svg") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""),
+            "{image}"
+        );
+        well_formed(&svg).unwrap_or_else(|e| panic!("{image}: {e}"));
+    }
+    // The page itself, void elements aside.
+    let page = html
+        .replace("<meta charset=\"utf-8\">", "")
+        .replace("<!DOCTYPE html>", "");
+    let page = page
+        .split("<img ")
+        .enumerate()
+        .map(|(i, part)| {
+            if i == 0 {
+                part.to_string()
+            } else {
+                part[part.find('>').unwrap() + 1..].to_string()
+            }
+        })
+        .collect::<String>();
+    well_formed(&page).unwrap_or_else(|e| panic!("index.html: {e}"));
+}
+
+#[test]
+fn the_report_explains_lending_borrowing_and_queue_totals_where_they_occur() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = apf(&[
+        "simulate",
+        "--config",
+        &format!("{root}/examples/configs/small-service.yaml"),
+        "--replace",
+        "--workload",
+        &format!("{root}/examples/configs/small-service-workload.yaml"),
+        "--duration",
+        "10s",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("note: exports: limit avg")
+            && text.contains("is below its nominal 22: it lent seats"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: interactive: limit avg") && text.contains("it borrowed seats"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: exports: queue max") && text.contains("handSize × queueLengthLimit"),
+        "{text}"
+    );
+    // Levels that neither lent, borrowed nor queued get no note.
+    assert!(!text.contains("note: free-tier"), "{text}");
+}

@@ -217,9 +217,52 @@ impl Report {
         self.render_flows(&mut out);
         out.push('\n');
         self.render_levels(&mut out);
+        let notes = self.notes();
+        if !notes.is_empty() {
+            for note in &notes {
+                let _ = writeln!(out, "note: {note}");
+            }
+        }
         out.push('\n');
         self.render_verdict(&mut out);
         out
+    }
+
+    /// What an operator may misread in the level table, explained where it
+    /// occurs: a limit below or above nominal (lending, borrowing) and a
+    /// queue total above the per-queue length limit.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for l in self.busy_levels() {
+            let (Some(nominal), Some(mean)) = (l.nominal_limit, l.mean_limit) else {
+                continue;
+            };
+            let nominal_f = f64::from(nominal);
+            if mean < nominal_f - 0.5 {
+                notes.push(format!(
+                    "{}: limit avg {mean:.1} is below its nominal {nominal}: it lent seats to levels \
+                     whose demand was higher (at most its lendablePercent), and gets them back within \
+                     a borrowing period when its own demand rises",
+                    l.name
+                ));
+            } else if mean > nominal_f + 0.5 {
+                notes.push(format!(
+                    "{}: limit avg {mean:.1} is above its nominal {nominal}: it borrowed seats that idle \
+                     levels lent (up to its borrowingLimitPercent)",
+                    l.name
+                ));
+            }
+        }
+        for l in self.busy_levels().filter(|l| l.max_queue_length > 0) {
+            notes.push(format!(
+                "{}: queue max {} counts the waiting requests of all its queues together; \
+                 queueLengthLimit caps each queue, and a flow spreads over the handSize queues \
+                 dealt to it, so it can have up to handSize × queueLengthLimit waiting before \
+                 it is rejected (queue-full)",
+                l.name, l.max_queue_length
+            ));
+        }
+        notes
     }
 
     fn render_flows(&self, out: &mut String) {

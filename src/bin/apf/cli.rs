@@ -287,32 +287,35 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("--duration: {e}"))?;
     }
     let seed = args.seed.unwrap_or(workload.seed);
-    println!(
-        "apf simulate: workload {:?} ({source}) against {config_name}",
+    // Printed as it goes, and kept for the report page (--out).
+    let mut text = format!(
+        "apf simulate: workload {:?} ({source}) against {config_name}\n",
         workload.name
     );
     if !workload.description.is_empty() {
-        println!("{}", wrap(&workload.description, 96, "  "));
+        text.push_str(&wrap(&workload.description, 96, "  "));
+        text.push('\n');
     }
-    println!(
-        "  {} priority levels, {} flow schemas; server concurrency limit {}; {} simulated; seed {seed}",
+    text.push_str(&format!(
+        "  {} priority levels, {} flow schemas; server concurrency limit {}; {} simulated; seed {seed}\n",
         valid.priority_levels().len(),
         valid.flow_schemas().len(),
         workload.server.concurrency_limit,
         simulator::format_duration(workload.duration),
-    );
+    ));
     for line in &origins {
-        println!("  {line}");
+        text.push_str(&format!("  {line}\n"));
     }
-    println!();
+    text.push('\n');
+    print!("{text}");
     let mut bar = Progress::new();
     let (report, stats) = simulator::run(&config, &workload, seed, &mut |f| bar.update(f))
         .map_err(|e| e.to_string())?;
     bar.finish();
-    print!("{}", report.render());
-    println!();
-    println!("{}", speed(&stats));
-    charts(&report, args.out.as_deref())?;
+    let rest = format!("{}\n{}\n", report.render(), speed(&stats));
+    print!("{rest}");
+    text.push_str(&rest);
+    charts(&report, &text, args.out.as_deref())?;
     Ok(if report.verdict().pass {
         ExitCode::SUCCESS
     } else {
@@ -346,11 +349,11 @@ fn rate(r: f64) -> String {
     }
 }
 
-fn charts(report: &Report, out: Option<&Path>) -> Result<(), String> {
+fn charts(report: &Report, text: &str, out: Option<&Path>) -> Result<(), String> {
     match out {
-        None => println!("charts: add --out DIR to write SVG charts of seat share, queue length, seats and waits"),
+        None => println!("charts: add --out DIR to write SVG charts of seat share, queue length, seats and waits, and an index.html showing them with this report"),
         Some(dir) => {
-            let paths = simulator::write_charts(report, dir)
+            let paths = simulator::write_report_page(report, text, dir)
                 .map_err(|e| format!("writing charts to {}: {e}", dir.display()))?;
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
             println!("charts: {}", names.join(", "));
