@@ -2,7 +2,7 @@
 //! method, a URL path and the `watch` query parameter, for servers that lay
 //! out their URLs as Kubernetes does (`/api/v1/...`,
 //! `/apis/GROUP/VERSION/...`): the request-to-digest helper every binding
-//! has (Go `ParsePath`), with one set of expectations for all of them in
+//! has (Go `ParsePath`, Python `apf.parse_path`), with one set of expectations for all of them in
 //! `tests/data/request-info-cases.json`.
 
 use super::RequestDigest;
