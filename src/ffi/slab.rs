@@ -99,9 +99,12 @@ impl<T, R> Default for Shard<T, R> {
     }
 }
 
+/// One lock per shard, each on its own cache line.
+type Shards<T, R> = Box<[CachePadded<Mutex<Shard<T, R>>>]>;
+
 /// The slab. See the module documentation.
 pub(crate) struct Slab<T, R> {
-    shards: Box<[CachePadded<Mutex<Shard<T, R>>>]>,
+    shards: Shards<T, R>,
     salt: u32,
 }
 
