@@ -236,6 +236,7 @@ FUNCTIONS = {
     'apf_dispatcher_completion_fd': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
     'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
