@@ -53,6 +53,8 @@ mod core;
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
+#[cfg(all(test, not(loom)))]
+mod failure_tests;
 mod guard;
 mod paths;
 pub mod reference;
