@@ -155,6 +155,10 @@ enum apf_reject_reason
   APF_REJECT_CANCELLED = 3,
   // Its level does not queue and had no free seat.
   APF_REJECT_CONCURRENCY_LIMIT = 4,
+  // Its level failed: a panic inside the level's critical section left
+  // its state inconsistent, so it rejects every request (a bug; the next
+  // reconfiguration replaces the level). Not one of Kubernetes' reasons.
+  APF_REJECT_LEVEL_FAILED = 5,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
