@@ -64,12 +64,14 @@ APF_REJECT_QUEUE_FULL = 1
 APF_REJECT_TIME_OUT = 2
 APF_REJECT_CANCELLED = 3
 APF_REJECT_CONCURRENCY_LIMIT = 4
+APF_REJECT_LEVEL_FAILED = 5
 apf_reject_reason_NAMES = {
     0: 'APF_REJECT_NONE',
     1: 'APF_REJECT_QUEUE_FULL',
     2: 'APF_REJECT_TIME_OUT',
     3: 'APF_REJECT_CANCELLED',
     4: 'APF_REJECT_CONCURRENCY_LIMIT',
+    5: 'APF_REJECT_LEVEL_FAILED',
 }
 
 # enum apf_wq_kind
@@ -105,6 +107,9 @@ apf_wq_get_result_NAMES = {
 class apf_dispatcher(ctypes.Structure):
     pass
 
+class apf_queueset(ctypes.Structure):
+    pass
+
 class apf_workqueue(ctypes.Structure):
     pass
 
@@ -114,13 +119,22 @@ class apf_wq_limiter(ctypes.Structure):
 class apf_options(ctypes.Structure):
     pass
 
+class apf_queueset_config(ctypes.Structure):
+    pass
+
+class apf_work_estimate(ctypes.Structure):
+    pass
+
+class apf_queueset_decision(ctypes.Structure):
+    pass
+
+class apf_queueset_stats(ctypes.Structure):
+    pass
+
 class apf_str(ctypes.Structure):
     pass
 
 class apf_request_digest(ctypes.Structure):
-    pass
-
-class apf_work_estimate(ctypes.Structure):
     pass
 
 class apf_decision(ctypes.Structure):
@@ -152,6 +166,42 @@ apf_options._fields_ = [
     ('manual_clock', ctypes.c_bool),
 ]
 
+apf_queueset_config._fields_ = [
+    ('concurrency_limit', ctypes.c_uint32),
+    ('queues', ctypes.c_uint32),
+    ('hand_size', ctypes.c_uint32),
+    ('queue_length_limit', ctypes.c_uint32),
+    ('service_time_guess_ns', ctypes.c_uint64),
+    ('wait_limit_ns', ctypes.c_uint64),
+]
+
+apf_work_estimate._fields_ = [
+    ('initial_seats', ctypes.c_uint32),
+    ('final_seats', ctypes.c_uint32),
+    ('additional_latency_nanos', ctypes.c_uint64),
+]
+
+apf_queueset_decision._fields_ = [
+    ('outcome', ctypes.c_uint32),
+    ('reject_reason', ctypes.c_uint32),
+    ('request', ctypes.c_uint64),
+    ('waiting_id', ctypes.c_uint64),
+]
+
+apf_queueset_stats._fields_ = [
+    ('concurrency_limit', ctypes.c_uint32),
+    ('queues', ctypes.c_uint32),
+    ('executing', ctypes.c_uint32),
+    ('waiting', ctypes.c_uint32),
+    ('seats_in_use', ctypes.c_uint64),
+    ('seats_waiting', ctypes.c_uint64),
+    ('dispatched', ctypes.c_uint64),
+    ('rejected_queue_full', ctypes.c_uint64),
+    ('rejected_time_out', ctypes.c_uint64),
+    ('rejected_cancelled', ctypes.c_uint64),
+    ('rejected_concurrency_limit', ctypes.c_uint64),
+]
+
 apf_str._fields_ = [
     ('ptr', ctypes.POINTER(ctypes.c_char)),
     ('len', ctypes.c_size_t),
@@ -177,12 +227,6 @@ apf_request_digest._fields_ = [
     ('groups', ctypes.POINTER(apf_str)),
     ('n_groups', ctypes.c_size_t),
     ('is_resource_request', ctypes.c_bool),
-]
-
-apf_work_estimate._fields_ = [
-    ('initial_seats', ctypes.c_uint32),
-    ('final_seats', ctypes.c_uint32),
-    ('additional_latency_nanos', ctypes.c_uint64),
 ]
 
 apf_decision._fields_ = [
@@ -236,11 +280,28 @@ FUNCTIONS = {
     'apf_dispatcher_completion_fd': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
     'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_queues': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_requests': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('include_details', ctypes.c_bool), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_queueset_config_default': (apf_status, [('out', ctypes.POINTER(apf_queueset_config))]),
+    'apf_queueset_new': (apf_status, [('name', ctypes.POINTER(ctypes.c_char)), ('name_len', ctypes.c_size_t), ('config', ctypes.POINTER(apf_queueset_config)), ('manual_clock', ctypes.c_bool), ('out', ctypes.POINTER(ctypes.POINTER(apf_queueset)))]),
+    'apf_queueset_free': (None, [('qs', ctypes.POINTER(apf_queueset))]),
+    'apf_queueset_reconfigure': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('config', ctypes.POINTER(apf_queueset_config))]),
+    'apf_queueset_start': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('flow_hash', ctypes.c_uint64), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('tag', ctypes.c_uint32), ('out', ctypes.POINTER(apf_queueset_decision))]),
+    'apf_queueset_request_wait': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
+    'apf_queueset_request_poll': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
+    'apf_queueset_request_cancel': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_cancelled', ctypes.POINTER(ctypes.c_bool))]),
+    'apf_queueset_request_finish': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
+    'apf_queueset_completion_fd': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
+    'apf_queueset_take_completion': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
+    'apf_queueset_advance_clock': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('nanos', ctypes.c_uint64)]),
+    'apf_queueset_now': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_nanos', ctypes.POINTER(ctypes.c_uint64))]),
+    'apf_queueset_is_idle': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_idle', ctypes.POINTER(ctypes.c_bool))]),
+    'apf_queueset_read_stats': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out', ctypes.POINTER(apf_queueset_stats))]),
+    'apf_queueset_dump_json': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_start_request': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('digest', ctypes.POINTER(apf_request_digest)), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_decision))]),
     'apf_request_wait': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_request_poll': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
