@@ -685,6 +685,19 @@ impl Core {
         debug_assert_eq!(active, self.active_queues as usize, "active queues");
         let ready = self.queues.iter().filter(|q| !q.waiting.is_empty()).count();
         debug_assert_eq!(ready, self.ready.len(), "ready index");
+        // Counting entries is not enough: a queue whose next-dispatch R moved
+        // without a re-key (e.g. a late replay) keeps a stale key, and
+        // dispatch then serves the wrong queue.
+        for (i, q) in self.queues.iter().enumerate() {
+            let expected = q.waiting.front().map(|head| q.next_dispatch_r + head.work);
+            debug_assert_eq!(q.ready_key, expected, "queue {i}'s ready key");
+            if let Some(key) = expected {
+                debug_assert!(
+                    self.ready.contains(&(key, i)),
+                    "queue {i} in the ready index"
+                );
+            }
+        }
         let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
         debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
         let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
@@ -707,5 +720,48 @@ impl Core {
             "tallied executing"
         );
         debug_assert_eq!(sum(|t| t.seats_in_use), self.seats_in_use, "tallied seats");
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn core_with_waiter() -> Core {
+        let cfg = QueueSetConfig {
+            name: "invariants".into(),
+            concurrency_limit: 1,
+            queues: 2,
+            hand_size: 1,
+            ..QueueSetConfig::default()
+        };
+        let dealer = cfg.validate().expect("valid config");
+        let mut core = Core::new(cfg, dealer, Instant::ZERO);
+        let estimate = WorkEstimate::new(1, 0, Duration::ZERO);
+        core.enqueue(
+            0,
+            Arc::new(WaitSlot::new(1, 0, 0)),
+            estimate,
+            Instant::ZERO,
+            Instant::FAR_FUTURE,
+        );
+        core
+    }
+
+    #[test]
+    fn consistent_index_passes() {
+        core_with_waiter().check_invariants();
+    }
+
+    /// A queue whose next-dispatch R moved without a re-key (what a late
+    /// replay did, issue 10's defect 2) must be caught, although the index
+    /// still holds one entry per non-empty queue.
+    #[test]
+    #[should_panic(expected = "ready key")]
+    fn stale_ready_key_is_caught() {
+        let mut core = core_with_waiter();
+        core.queues[0].next_dispatch_r += 1;
+        core.check_invariants();
     }
 }
