@@ -215,7 +215,9 @@ enum Record {
     },
 }
 
-const RING_CAPACITY: usize = 256;
+// Two under loom, so a model with a few hot-path events fills the ring and
+// exercises the full-ring fallback (tests/loom_configs.rs).
+const RING_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
 
 // A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
 const _: () = assert!(std::mem::size_of::<Record>() <= 40);
