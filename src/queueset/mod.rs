@@ -44,6 +44,9 @@ mod core;
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
+#[cfg(shuttle)]
+#[doc(hidden)]
+pub mod history;
 pub mod reference;
 pub mod tally;
 pub mod vtime;
@@ -712,6 +715,8 @@ impl Shared {
     fn slow_start(&self, request: &Request, tag: u32) -> RawAdmission {
         let mut st = self.lock_and_drain();
         let now = self.clock.now();
+        #[cfg(shuttle)]
+        history::note(history::Site::Start, now);
         let word = WordSeats(&self.word);
         st.core.sync(now);
         let estimate = st.core.clamp(request.estimate);
@@ -820,6 +825,8 @@ impl Shared {
         end: Instant,
     ) {
         let mut st = self.lock_and_drain();
+        #[cfg(shuttle)]
+        history::note(history::Site::Finish, end);
         st.core.sync(end);
         let word = WordSeats(&self.word);
         let freed = st.core.finish(queue, tag, estimate, start, end);
@@ -841,6 +848,8 @@ impl Shared {
     fn cancel(&self, slot: &Arc<WaitSlot>) {
         let mut st = self.lock_and_drain();
         let now = self.clock.now();
+        #[cfg(shuttle)]
+        history::note(history::Site::Cancel, now);
         st.core.sync(now);
         if st.core.remove_waiting(slot, RejectReason::Cancelled, now) {
             st.core
@@ -851,6 +860,8 @@ impl Shared {
 
     fn on_timer(&self, at: Instant) {
         let mut st = self.lock_and_drain();
+        #[cfg(shuttle)]
+        history::note(history::Site::Timer, at);
         let word = WordSeats(&self.word);
         while let Some(due) = st.core.next_timer().filter(|&t| t <= at) {
             st.core.sync(due);
@@ -865,6 +876,8 @@ impl Shared {
         let dealer = cfg.validate()?;
         let mut st = self.lock_and_drain();
         let now = self.clock.now();
+        #[cfg(shuttle)]
+        history::note(history::Site::Reconfigure, now);
         st.core.sync(now);
         let ptr = st.intern_dealer(dealer.clone());
         let limit = cfg.concurrency_limit as u64;
