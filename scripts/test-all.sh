@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of libapf: installs what is missing (idempotently), then the
-# Rust unit/integration/property tests, the loom models, the fuzz targets for a
-# short time, and the binding tests. `.ci/run` calls exactly this.
+# Rust unit/integration/property tests (the real-thread soak among them), the
+# loom models, the shuttle schedules, the soak under ThreadSanitizer, the fuzz
+# targets for a short time, and the binding tests. `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -26,6 +27,12 @@ cargo test --doc --features tower tower
 
 step "loom models"
 scripts/loom.sh
+
+step "shuttle: randomised schedules of the queueset"
+scripts/shuttle.sh
+
+step "ThreadSanitizer: the real-thread soak (tests/soak.rs)"
+scripts/tsan.sh
 
 step "fuzz targets (short differential runs)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"

@@ -26,7 +26,7 @@ fn iterations() -> usize {
     std::env::var("SHUTTLE_ITERATIONS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(150)
+        .unwrap_or(3000)
 }
 
 fn config(limit: u32, queues: u32, hand: u32) -> QueueSetConfig {
@@ -94,7 +94,9 @@ impl Observed {
     /// No request the test holds as executing is listed as waiting.
     fn check(&self, qs: &QueueSet) {
         let dump = qs.dump(); // the core checks its own invariants too
-        let executing = self.executing_ids.lock().unwrap();
+                              // (A std lock: never held across a queueset call, which may switch
+                              // tasks on this same OS thread.)
+        let executing = self.executing_ids.lock().unwrap().clone();
         for w in &dump.waiting {
             assert!(
                 !executing.contains(&w.id),
@@ -103,10 +105,12 @@ impl Observed {
             );
         }
         // Seats held (executing or lingering) were each taken within the
-        // limit in force, so within the highest one configured.
+        // limit in force, so within the highest one configured; except that,
+        // as in Kubernetes, a too-wide request may start when nothing
+        // executes although finished requests' seats still linger.
         let stats = qs.stats();
         assert!(
-            stats.seats_in_use <= self.max_limit.load(SeqCst),
+            stats.seats_in_use <= self.max_limit.load(SeqCst) || stats.requests_executing <= 1,
             "{stats:?}"
         );
     }
@@ -119,7 +123,7 @@ fn worker(
     obs: &Observed,
     task: u64,
     rounds: u64,
-    make: impl Fn(&mut shuttle::rand::ThreadRng, u64) -> Request,
+    make: impl Fn(&mut shuttle::rand::rngs::ThreadRng, u64) -> Request,
 ) {
     let mut rng = shuttle::rand::thread_rng();
     for round in 0..rounds {
@@ -217,7 +221,7 @@ fn run(
     reconfigs: Vec<QueueSetConfig>,
     workers: u64,
     rounds: u64,
-    make: fn(&mut shuttle::rand::ThreadRng, u64) -> Request,
+    make: fn(&mut shuttle::rand::rngs::ThreadRng, u64) -> Request,
 ) -> (Arc<QueueSet>, Arc<Observed>, ManualClock) {
     history::take();
     let (clock, manual) = Clock::manual();
@@ -264,7 +268,7 @@ fn run(
 /// hot path leaves clamping to the slow path) and additional latency (the
 /// finish must arm a timer). So every operation takes effect under the
 /// level lock, where `history` records its order.
-fn slow_request(rng: &mut shuttle::rand::ThreadRng, id: u64) -> Request {
+fn slow_request(rng: &mut shuttle::rand::rngs::ThreadRng, id: u64) -> Request {
     Request {
         flow_hash: [1, 7, 0x5555, u64::MAX][rng.gen_range(0..4)],
         estimate: WorkEstimate::new(
@@ -277,7 +281,7 @@ fn slow_request(rng: &mut shuttle::rand::ThreadRng, id: u64) -> Request {
 }
 
 /// Any request: hot or slow path, with or without additional latency.
-fn any_request(rng: &mut shuttle::rand::ThreadRng, _id: u64) -> Request {
+fn any_request(rng: &mut shuttle::rand::rngs::ThreadRng, _id: u64) -> Request {
     let latency = if rng.gen_bool(0.5) { 0 } else { 700 };
     Request {
         flow_hash: rng.gen_range(0..8),
@@ -318,16 +322,24 @@ fn replay_and_compare(
     let cancels = obs.cancels.lock().unwrap();
     let mut model = ReferenceQueueSet::new(initial, Instant::ZERO).expect("valid config");
     let mut events = Vec::new();
+    let mut later = Vec::new();
     for (i, e) in log.iter().enumerate() {
         match (e.site, ops.get(&e.op)) {
             (Site::Start, Some(Op::Request(r))) => {
                 let got = model.start(e.at, e.op, r.flow_hash, r.estimate, r.deadline);
-                assert_eq!(
-                    Some(&got),
-                    outcomes.get(&e.op),
-                    "entry {i} {e:?}: start of {}",
-                    e.op
-                );
+                let observed = outcomes.get(&e.op).copied();
+                match (got, observed) {
+                    // Queued when the lock was released, then decided (by a
+                    // later entry) before `admit` looked at its slot: the
+                    // model must decide it the same way later.
+                    (Outcome::Queued, Some(Outcome::Execute)) => {
+                        later.push(Event::Dispatched(e.op))
+                    }
+                    (Outcome::Queued, Some(Outcome::Rejected(r))) => {
+                        later.push(Event::Rejected(e.op, r))
+                    }
+                    _ => assert_eq!(Some(got), observed, "entry {i} {e:?}: start of {}", e.op),
+                }
             }
             (Site::Finish, Some(Op::Request(_))) => model.finish(e.at, e.op),
             (Site::Cancel, Some(Op::Request(_))) => {
@@ -341,6 +353,12 @@ fn replay_and_compare(
             other => panic!("entry {i} {e:?}: unexpected {:?}", other.0),
         }
         events.extend(model.take_events());
+    }
+    for fate in &later {
+        assert!(
+            events.contains(fate),
+            "{fate:?} decided after admit: model events {events:?}"
+        );
     }
     // Every waiter that learnt its fate by waiting learnt the model's.
     for (id, fate) in obs.fates.lock().unwrap().iter() {
