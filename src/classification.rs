@@ -36,6 +36,9 @@
 mod flow_hash_memo;
 mod matchers;
 pub mod reference;
+mod request_info;
+
+pub use request_info::RequestInfo;
 
 use sha2::{Digest, Sha256};
 

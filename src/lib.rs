@@ -10,6 +10,7 @@ pub mod config;
 pub mod dealer;
 pub mod dispatcher;
 pub mod ffi;
+pub mod input;
 pub mod level;
 #[cfg(not(loom))]
 pub mod metrics;

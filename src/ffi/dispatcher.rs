@@ -4,7 +4,7 @@
 use super::cast::{copy_text_out, free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
-use super::slab::{Entry, RequestSlab};
+use super::slab::{Entry, RequestSlab, Retired};
 use super::status::{apf_status, fail};
 use crate::clock::{Clock, Instant, ManualClock};
 use crate::config::Config;
@@ -44,7 +44,7 @@ pub struct apf_options {
     /// The longest a request waits in a queue, in nanoseconds (default 15 s).
     pub wait_limit_ns: u64,
     /// How often borrowing recomputes the levels' limits, in nanoseconds
-    /// (default 10 s). Must be positive.
+    /// (default 10 s). At least 100 ms (100000000).
     pub borrowing_period_ns: u64,
     /// Run on a manual clock that starts at 0 and moves only through
     /// `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
@@ -76,8 +76,12 @@ impl apf_options {
         if self.service_time_guess_ns == 0 {
             return Err("service_time_guess_ns must be positive".into());
         }
-        if self.borrowing_period_ns == 0 {
-            return Err("borrowing_period_ns must be positive".into());
+        let min = crate::clock::duration_nanos(crate::borrowing::MIN_ADJUSTMENT_PERIOD);
+        if self.borrowing_period_ns < min {
+            return Err(format!(
+                "borrowing_period_ns must be at least {min} (100 ms), not {}",
+                self.borrowing_period_ns
+            ));
         }
         Ok(DispatcherOptions {
             server_concurrency_limit: self.server_concurrency_limit,
@@ -106,7 +110,7 @@ impl Castable for apf_dispatcher {
 impl Drop for FfiDispatcher {
     fn drop(&mut self) {
         self.completion.close();
-        for entry in self.requests.drain() {
+        for entry in self.requests.drain(Retired::Cancelled) {
             if let Entry::Waiting(w) = &entry {
                 w.waker.silence();
             }
@@ -167,7 +171,7 @@ impl FfiDispatcher {
                 level.name,
                 s.exempt,
                 q.concurrency_limit,
-                q.seats_in_use,
+                level.seats_in_use(),
                 q.requests_executing,
                 q.requests_waiting,
                 dispatched,
@@ -333,8 +337,12 @@ pub unsafe extern "C" fn apf_dispatcher_reconfigure(
 
 /// Move a manual clock forward by `nanos`, firing what falls due on the way
 /// (queue wait limits and deadlines, borrowing adjustments), each at its own
-/// time. Completion notifications for requests decided on the way happen
-/// before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real clock.
+/// time. Borrowing periods that pass with nothing else falling due in
+/// between are coalesced into one adjustment at the last one's end, so any
+/// `nanos` (even `UINT64_MAX`) costs work in proportion to what happens, not
+/// to the time passed. Completion notifications for requests decided on the
+/// way happen before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real
+/// clock.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or live.
@@ -384,11 +392,13 @@ pub unsafe extern "C" fn apf_dispatcher_now(
 /// The callback runs on whatever thread decided the request: one finishing
 /// another request, one advancing the manual clock, or libapf's timer
 /// thread. It runs with no libapf lock held and may call any libapf
-/// function, except this one on the same dispatcher (`APF_ERR_IN_CALLBACK`)
-/// and `apf_dispatcher_free` of the same dispatcher (ignored); it should be
-/// quick. `callback` and
-/// `user` must be usable from any thread. When this function returns, no
-/// call of the previous callback is still running.
+/// function, except this one, on any dispatcher (`APF_ERR_IN_CALLBACK`:
+/// it would wait for running callbacks, and two dispatchers' callbacks
+/// replacing each other's on two threads would wait for each other for
+/// ever), and `apf_dispatcher_free` of the same dispatcher (ignored); it
+/// should be quick. `callback` and `user` must be usable from any thread.
+/// When this function returns `APF_OK`, no call of the previous callback is
+/// still running.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or live; `callback` NULL or a function that is
@@ -406,7 +416,7 @@ pub unsafe extern "C" fn apf_dispatcher_set_completion_callback(
             Ok(()) => apf_status::APF_OK,
             Err(status) => fail(
                 status,
-                "apf_dispatcher_set_completion_callback called from inside a completion callback",
+                "apf_dispatcher_set_completion_callback called from inside a completion callback (of this or another dispatcher): refused",
             ),
         }
     }
@@ -493,6 +503,40 @@ pub unsafe extern "C" fn apf_dispatcher_stats_text(
     }
 }
 
+/// The notices of the configuration in force, one a line, each naming its
+/// object (`FlowSchema "NAME": ...`): mandatory objects that were added, and
+/// flow schemas naming a priority level that does not exist. Such a schema
+/// is accepted, as Kubernetes accepts it, but matches no request (it is
+/// "dangling"); read this after `apf_dispatcher_new_from_config` or
+/// `apf_dispatcher_reconfigure` to warn about it. Empty when there is
+/// nothing to note. Copied out as `apf_dispatcher_stats_text` copies.
+///
+/// # Safety
+/// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
+/// for `len` bytes; `out_len` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_dispatcher_config_notices(
+    dispatcher: *mut apf_dispatcher,
+    buf: *mut c_char,
+    len: usize,
+    out_len: *mut usize,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        if out_len.is_null() {
+            return fail(apf_status::APF_ERR_NULL_POINTER, "out_len is NULL");
+        }
+        let text: String = d
+            .inner
+            .config_notices()
+            .iter()
+            .map(|n| format!("{n}\n"))
+            .collect();
+        // SAFETY: `buf`/`len` and `out_len` per the contract.
+        unsafe { copy_text_out("config notices", &text, buf, len, out_len) }
+    }
+}
+
 /// Testing aid, not part of the API: panics inside libapf (while holding a
 /// request-slab lock if `dispatcher` is not NULL) to show that the panic
 /// boundary contains it. Returns `APF_ERR_PANIC`.
@@ -505,7 +549,9 @@ pub unsafe extern "C" fn apf_test_panic(dispatcher: *const apf_dispatcher) -> ap
     ffi_panic_boundary! {
         // SAFETY: NULL or live, per the contract.
         match unsafe { super::cast::try_from(dispatcher) } {
-            Some(d) => d.requests.panic_while_locked(),
+            Some(d) => d.requests.panic_while_locked(
+                "apf_test_panic: deliberate panic while holding a request-slab lock",
+            ),
             None => panic!("apf_test_panic: deliberate panic"),
         }
         #[allow(unreachable_code)]

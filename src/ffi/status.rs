@@ -55,8 +55,9 @@ pub enum apf_status {
     APF_ERR_IO = 7011,
     /// Too many requests in flight for the handle space (over 2^31 at once).
     APF_ERR_TOO_MANY_REQUESTS = 7012,
-    /// The call is not allowed from inside a completion callback (it would
-    /// wait for the callback itself).
+    /// The call is not allowed from inside a completion callback, of any
+    /// dispatcher (it would wait for running callbacks, which can be the
+    /// caller itself or wait for the caller).
     APF_ERR_IN_CALLBACK = 7013,
     /// The workqueue is of another kind than the call needs: a slow lane on
     /// a queue without lanes, a priority on a non-priority queue.

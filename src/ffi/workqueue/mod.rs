@@ -15,13 +15,14 @@ pub use limiter::*;
 use super::cast::{bytes_from_raw, free_box, to_boxed_mut_ptr, write_text, Castable, TextOutcome};
 use super::status::{apf_status, fail};
 use crate::clock::{duration_nanos, Clock, ManualClock};
+use crate::ffi::slab::Stale;
 use crate::metrics::{Exporter, WorkqueueSource};
 use crate::sync::Arc;
 use crate::workqueue::{
     Config, Fifo, GetTimeoutError, Lane, PriorityQueue, QueueStrategy, RateLimiter,
     RateLimitingQueue, TryGetError, TwoLane, WorkqueueMetrics,
 };
-use items::{ItemSlab, Key, Stale};
+use items::{Done, ItemSlab, Key};
 use limiter::{Limiter, LimiterSpec, StateBounds};
 use std::ffi::c_char;
 use std::num::NonZeroUsize;
@@ -375,7 +376,7 @@ impl Core {
         Ok(Core {
             kind,
             limiter,
-            items: ItemSlab::new(),
+            items: ItemSlab::default(),
             manual,
         })
     }
@@ -470,7 +471,7 @@ impl Core {
         };
         let (ptr, len) = (key.as_ptr(), key.len());
         match self.items.insert(key.clone()) {
-            Some(handle) => Ok(apf_wq_item {
+            Ok(handle) => Ok(apf_wq_item {
                 result: apf_wq_get_result::APF_WQ_ITEM as u32,
                 item: handle,
                 key: ptr,
@@ -478,7 +479,7 @@ impl Core {
                 lane,
                 priority,
             }),
-            None => {
+            Err(_) => {
                 // Undo the get: done, then add again where it was.
                 let _ = each!(&self.kind, q => q.done(&key));
                 let request = AddRequest {
@@ -501,9 +502,9 @@ impl Core {
     }
 
     fn done(&self, handle: u64) -> apf_status {
-        let key = match self.items.remove(handle) {
+        let key = match self.items.remove(handle, Done) {
             Ok(key) => key,
-            Err(Stale::Done) => {
+            Err(Stale::Retired(Done)) => {
                 return fail(
                     apf_status::APF_ERR_INVALID_HANDLE,
                     format_args!("item handle {handle:#x} is already done"),
@@ -1076,7 +1077,10 @@ pub unsafe extern "C" fn apf_wq_test_panic(queue: *mut apf_workqueue) -> apf_sta
     ffi_panic_boundary! {
         // SAFETY: NULL or live, per the contract.
         match unsafe { super::cast::try_from(queue) } {
-            Some(q) => q.core.items.panic_while_locked(),
+            Some(q) => q
+                .core
+                .items
+                .panic_while_locked("apf_wq_test_panic: deliberate panic while holding an item-handle lock"),
             None => panic!("apf_wq_test_panic: deliberate panic"),
         }
         #[allow(unreachable_code)]
