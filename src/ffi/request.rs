@@ -25,7 +25,7 @@ use std::time::Duration;
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum apf_outcome {
-    /// Execute the request now, then `apf_request_finish` it.
+    /// Execute the request now, then `apf_finish` it.
     APF_OUTCOME_EXECUTE = 0,
     /// The request waits in a queue: wait, poll, or get notified.
     APF_OUTCOME_QUEUED = 1,
@@ -194,7 +194,7 @@ fn poll_ticket(
 ///
 /// On `APF_OK`, `*out` holds the decision:
 /// - `APF_OUTCOME_EXECUTE`: run the request, then call
-///   `apf_request_finish(request)` exactly once;
+///   `apf_finish(request)` exactly once;
 /// - `APF_OUTCOME_QUEUED`: wait (`apf_request_wait`), poll, or get notified
 ///   (callback or completion fd); or `apf_request_cancel` it;
 /// - `APF_OUTCOME_REJECTED`: answer 429; `request` is 0.
@@ -506,7 +506,7 @@ pub unsafe extern "C" fn apf_request_cancel(
 /// # Safety
 /// `dispatcher` NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_request_finish(
+pub unsafe extern "C" fn apf_finish(
     dispatcher: *mut apf_dispatcher,
     request: u64,
     end_nanos: u64,
@@ -526,10 +526,10 @@ pub unsafe extern "C" fn apf_request_finish(
             Ok(_) => fail(
                 apf_status::APF_ERR_REQUEST_QUEUED,
                 format_args!(
-                    "apf_request_finish: request {request:#x} is queued; wait for it, poll it, or cancel it"
+                    "apf_finish: request {request:#x} is queued; wait for it, poll it, or cancel it"
                 ),
             ),
-            Err(stale) => stale_error(request, stale, "apf_request_finish"),
+            Err(stale) => stale_error(request, stale, "apf_finish"),
         }
     }
 }

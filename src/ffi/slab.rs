@@ -231,6 +231,7 @@ impl RequestSlab {
 
     /// Panic while holding the calling thread's shard lock (the
     /// panic-boundary test).
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn panic_while_locked(&self) {
         let _shard = lock(&self.shards[home_shard()]);
         panic!("apf_test_panic: deliberate panic while holding a request-slab lock");

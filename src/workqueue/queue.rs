@@ -65,7 +65,7 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     }
 
     /// Workers parked in `get` (tests, and the C ABI's test aid).
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
     pub(crate) fn parked(&self) -> usize {
         self.shared.parked()
     }

@@ -131,6 +131,7 @@ impl ItemSlab {
 
     /// Panic while holding the calling thread's shard lock (the
     /// panic-boundary test).
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn panic_while_locked(&self) {
         let _shard = lock(&self.shards[home_shard()]);
         panic!("apf_wq_test_panic: deliberate panic while holding an item-handle lock");
