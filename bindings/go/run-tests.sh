@@ -20,7 +20,7 @@ command -v go >/dev/null 2>&1 || { echo "run-tests.sh: Go 1.24 or newer is requi
 # fetches it by itself through the module proxy.
 export CGO_ENABLED=1
 
-(cd "$root" && cargo build --release --lib)
+(cd "$root" && cargo build --release --lib --features test-hooks)
 
 cd "$here"
 go vet ./...
