@@ -102,18 +102,14 @@ def _dotted(v: int) -> str:
 
 def last_error() -> str:
     """The calling thread's last error message (``apf_last_error``)."""
-    f = lib().apf_last_error
-    needed = ctypes.c_size_t(0)
-    size = 256
-    while True:
-        buf = ctypes.create_string_buffer(size)
-        status = f(buf, size, ctypes.byref(needed))
-        if status == b.APF_OK:
-            return buf.raw[: needed.value].decode("utf-8", "replace")
-        if status == b.APF_ERR_INSUFFICIENT_SIZE and needed.value + 1 > size:
-            size = needed.value + 1
-            continue
+    text = b.apf_text()
+    f = lib()
+    if f.apf_last_error(ctypes.byref(text)) != b.APF_OK:
         return ""
+    try:
+        return ctypes.string_at(text.ptr, text.len).decode("utf-8", "replace")
+    finally:
+        f.apf_text_free(ctypes.byref(text))
 
 
 def status_text(status: int) -> str:
