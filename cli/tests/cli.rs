@@ -1,4 +1,4 @@
-#![cfg(all(feature = "cli", not(loom)))]
+#![cfg(not(loom))]
 //! The `apf` binary, run as a user would: each subcommand's exit status and
 //! the lines a user (or the README) relies on.
 
@@ -31,7 +31,10 @@ fn scratch(test: &str) -> PathBuf {
 }
 
 fn workload_example(name: &str) -> String {
-    format!("{}/examples/workloads/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/../examples/workloads/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 #[test]
