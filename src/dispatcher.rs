@@ -448,18 +448,15 @@ fn build_levels(
                     ))
                 }
             };
-            let hand = match &pl.kind {
+            // Kubernetes tracks a per-request seat cap only for levels that
+            // queue; elsewhere only the work estimator's own maximum applies.
+            let nominal_cl = nominal.get(i).map_or(limit, |l| l.nominal_cl);
+            let max_seats = match &pl.kind {
                 LevelKind::Limited {
                     limit_response: LimitPolicy::Queue(q),
                     ..
-                } => q.hand_size,
-                _ => 1,
-            };
-            let nominal_cl = nominal.get(i).map_or(limit, |l| l.nominal_cl);
-            let max_seats = if pl.is_exempt() {
-                u64::MAX
-            } else {
-                level_max_seats(nominal_cl, hand) as u64
+                } => level_max_seats(nominal_cl, q.hand_size) as u64,
+                _ => u64::MAX,
             };
             level.max_seats.store(max_seats, Ordering::Relaxed);
             level

@@ -384,10 +384,21 @@ impl RequestGuard {
         }
     }
 
+    /// The seats the request holds (the most of its initial and final
+    /// seats, after the level's caps).
+    pub fn seats(&self) -> u64 {
+        match self.exec.as_ref() {
+            Some(LevelExecution::Exempt { seats, .. }) => *seats,
+            Some(LevelExecution::Queued(e)) => u64::from(e.estimate().max_seats()),
+            None => 0,
+        }
+    }
+
     /// Finish now.
     pub fn finish(self) {}
 
-    /// Finish with `end` as the actual end of execution.
+    /// Finish with `end` as the actual end of execution (an end after now
+    /// counts as now).
     pub fn finish_at(mut self, end: Instant) {
         if let Some(exec) = self.exec.take() {
             self.level.finish(exec, end);

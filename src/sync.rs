@@ -92,6 +92,11 @@ impl<T> EventRing<T> {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// Records in the ring now (a snapshot: producers may be pushing).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 #[cfg(loom)]
@@ -116,6 +121,9 @@ impl<T> EventRing<T> {
     }
     pub fn is_empty(&self) -> bool {
         lock(&self.0).is_empty()
+    }
+    pub fn len(&self) -> usize {
+        lock(&self.0).len()
     }
 }
 

@@ -287,3 +287,149 @@ fn borrowing_sees_demand_admitted_on_the_lock_free_path() {
     );
     drop(held);
 }
+
+/// One representative request per built-in level.
+fn one_request_per_level() -> Vec<(&'static str, RequestDigest<'static>)> {
+    let authenticated: &'static [&'static str] = &["system:authenticated"];
+    vec![
+        (
+            "exempt",
+            RequestDigest {
+                user: "admin",
+                groups: &["system:masters", "system:authenticated"],
+                verb: "get",
+                is_resource_request: true,
+                resource: "pods",
+                namespace: "default",
+                path: "/api/v1/namespaces/default/pods",
+                ..RequestDigest::default()
+            },
+        ),
+        ("node-high", node_heartbeat()),
+        ("leader-election", leader_election()),
+        (
+            "workload-low",
+            service_account_list("system:serviceaccount:tenant:a"),
+        ),
+        (
+            "global-default",
+            RequestDigest {
+                user: "alice",
+                groups: authenticated,
+                verb: "get",
+                is_resource_request: true,
+                resource: "pods",
+                namespace: "default",
+                path: "/api/v1/namespaces/default/pods",
+                ..RequestDigest::default()
+            },
+        ),
+        (
+            "catch-all",
+            RequestDigest {
+                user: "system:anonymous",
+                groups: &[],
+                verb: "get",
+                is_resource_request: true,
+                resource: "pods",
+                namespace: "default",
+                path: "/api/v1/namespaces/default/pods",
+                ..RequestDigest::default()
+            },
+        ),
+    ]
+}
+
+/// A small service (server concurrency limit 1, 5 or 12) on the built-in
+/// configuration: levels whose share rounds down to a limit of 0 before the
+/// first borrowing adjustment must still serve — one request at a time when
+/// nothing executes there — instead of refusing or stalling everything for
+/// the first 10 s. Checked at each level: its first request runs at once,
+/// and a second one runs as soon as the first finishes, at the same instant.
+#[test]
+fn every_built_in_level_serves_at_small_server_concurrency_limits() {
+    for server_cl in [1, 5, 12] {
+        let (clock, _manual) = Clock::manual();
+        let options = DispatcherOptions {
+            server_concurrency_limit: server_cl,
+            ..DispatcherOptions::default()
+        };
+        let d = Dispatcher::builtin(options, clock);
+        let limits = d.current_limits();
+        for (level, digest) in one_request_per_level() {
+            let first = d.start_request(&digest, one_seat(), None);
+            assert_eq!(first.priority_level.name, level, "classification");
+            let Outcome::Execute(running) = first.outcome else {
+                panic!("server CL {server_cl}, {level} (limits {limits:?}): the first request must run at once, got {:?}", first.outcome)
+            };
+            let second = d.start_request(&digest, one_seat(), None);
+            match second.outcome {
+                Outcome::Execute(g) => {
+                    drop(running);
+                    drop(g);
+                }
+                Outcome::Queued(mut ticket) => {
+                    assert!(
+                        ticket.poll().is_none(),
+                        "{level}: waits while the first runs"
+                    );
+                    drop(running);
+                    match ticket.poll() {
+                        Some(Ok(g)) => drop(g),
+                        other => panic!(
+                            "server CL {server_cl}, {level}: the second request must run when the first finishes, got {other:?}"
+                        ),
+                    }
+                }
+                Outcome::Rejected(reason) => {
+                    // A level that does not queue refuses while its one
+                    // seat is taken, and serves again once it is free.
+                    assert_eq!(level, "catch-all", "{level} rejected: {reason}");
+                    assert_eq!(reason, RejectReason::ConcurrencyLimit);
+                    drop(running);
+                    let third = d.start_request(&digest, one_seat(), None);
+                    assert!(
+                        matches!(third.outcome, Outcome::Execute(_)),
+                        "server CL {server_cl}: catch-all serves again"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Kubernetes caps one request's seats per level only where the level
+/// queues; at a level that does not queue (catch-all) a wide request keeps
+/// its width (the work estimator's own maximum is the only cap).
+#[test]
+fn a_non_queuing_level_does_not_cap_request_width() {
+    let (clock, _manual) = Clock::manual();
+    let d = Dispatcher::builtin(DispatcherOptions::default(), clock);
+    let anonymous = RequestDigest {
+        user: "system:anonymous",
+        groups: &[],
+        verb: "get",
+        is_resource_request: true,
+        resource: "pods",
+        namespace: "default",
+        path: "/api/v1/namespaces/default/pods",
+        ..RequestDigest::default()
+    };
+    let decision = d.start_request(&anonymous, WorkEstimate::new(10, 0, Duration::ZERO), None);
+    assert_eq!(decision.priority_level.name, "catch-all");
+    let Outcome::Execute(guard) = decision.outcome else {
+        panic!("catch-all has room: {:?}", decision.outcome)
+    };
+    assert_eq!(guard.seats(), 10);
+    drop(guard);
+    // A level that queues still caps: workload-low at 600 seats.
+    let decision = d.start_request(
+        &service_account_list("system:serviceaccount:tenant:a"),
+        WorkEstimate::new(1000, 0, Duration::ZERO),
+        None,
+    );
+    let Outcome::Execute(guard) = decision.outcome else {
+        panic!("room")
+    };
+    assert!(guard.seats() < 1000);
+}

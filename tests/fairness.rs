@@ -300,12 +300,13 @@ struct Pending {
     estimate: WorkEstimate,
 }
 
-/// The estimate the queueset holds seats for: initial seats clamped to
-/// [1, limit], final seats over the limit reduced to it with the latency
-/// stretched to keep the final work.
+/// The estimate the queueset holds seats for: at least one initial seat
+/// (never capped at the limit: a wider request runs alone, at its width),
+/// final seats over the limit reduced to it with the latency stretched to
+/// keep the final work.
 fn clamp(e: WorkEstimate, limit: u32) -> WorkEstimate {
     let mut e = WorkEstimate {
-        initial_seats: e.initial_seats.clamp(1, limit.max(1)),
+        initial_seats: e.initial_seats.max(1),
         ..e
     };
     if e.final_seats > limit && limit > 0 {
@@ -784,23 +785,20 @@ fn a_request_wider_than_the_limit_is_served_among_narrow_ones() {
     let horizon = 240 * SEC;
     let t = simulate(&cfg, &clients, horizon);
     no_refusals(&t);
-    // Eight seats over a limit of five: clamped to five (and counted), so
-    // each such request needs the whole level and runs alone.
-    assert_eq!(t.clamped, t.started[3], "every wide request is clamped");
+    // Eight seats over a limit of five: as in Kubernetes, not clamped: each
+    // such request waits until nothing executes, then runs alone holding
+    // all eight seats.
+    assert_eq!(t.clamped, 0, "no wide request is clamped");
     let wide: Vec<&Served> = t.served.iter().filter(|s| s.client == 3).collect();
-    assert!(wide.iter().all(|s| s.initial_seats == 5));
+    assert!(wide.iter().all(|s| s.initial_seats == 8));
     assert!(wide.len() >= 40, "wide requests served: {}", wide.len());
     // Draining the level for each wide request idles seats that the narrow
     // flows would have used, and the wide flow, served in whole-level
-    // chunks, comes out ahead. Ours: 0.958, 0.942, 0.946 and 1.625 (78 wide
-    // requests). Kubernetes, which does not clamp and so counts eight seats
-    // per wide request: 1.088, 1.042, 1.038 and 2.133.
-    assert_within(
-        "too wide",
-        &exec_seats(&t, 4, 0, horizon),
-        &fair_alloc(&demands(&clients), 5.0),
-        0.35,
-    );
+    // chunks and counted at eight seats, comes out ahead, as in Kubernetes
+    // (measured there on this scenario: 1.088, 1.042, 1.038 and 2.133).
+    let got = exec_seats(&t, 4, 0, horizon);
+    eprintln!("too wide: {got:?}");
+    assert_within("too wide", &got, &[1.088, 1.042, 1.038, 2.133], 0.10);
 }
 
 #[test]

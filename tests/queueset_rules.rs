@@ -352,6 +352,7 @@ fn the_service_time_guess_is_charged_at_dispatch_and_is_configurable() {
         // Queued then dispatched: charged again when it leaves the queue.
         let mut t = l.queue(f, est(1));
         assert_eq!(l.ndr(2), seat_s(2, g), "not charged while waiting");
+        l.manual.advance(g);
         a.finish_at(Instant::ZERO.saturating_add(g)); // ran exactly G: no correction
         let _b = dispatched(&mut t);
         assert_eq!(l.ndr(2), seat_s(2, g) + seat_s(1, g));
@@ -374,6 +375,31 @@ fn finishing_corrects_the_queue_by_the_actual_service_time() {
     l.advance_ms(10);
     g.finish_at(l.at(1));
     assert_eq!(l.ndr(1), seat_s(3, MS), "ran 1 ms, shorter than G");
+}
+
+/// An end time after now (a caller passing another clock's time, or a bogus
+/// one) counts as now: the final seats linger for their latency from now,
+/// not from the future (`u64::MAX` used to hold them for good, and a
+/// 1-seat level never served again).
+#[test]
+fn an_end_time_in_the_future_counts_as_now() {
+    let l = level(cfg(1, 4, 1, 10));
+    let f = flow_to(4, 1, 1);
+    let g = l.exec(f, est_lat(1, 1, 10 * MS));
+    l.advance_ms(2);
+    g.finish_at(Instant::FAR_FUTURE);
+    let mut t = l.queue(f, est(1));
+    l.advance_ms(9);
+    pending(&mut t);
+    l.advance_ms(1);
+    let _served = dispatched(&mut t);
+    // Without lingering: the correction uses now (ran 2 ms), not the future.
+    let l = level(cfg(4, 4, 1, 10));
+    let g = l.exec(f, est(3));
+    l.advance_ms(2);
+    g.finish_at(Instant::from_nanos(u64::MAX));
+    assert_eq!(l.ndr(1), seat_s(3, 2 * MS));
+    assert_eq!(l.qs.stats().seats_in_use, 0);
 }
 
 #[test]
@@ -454,20 +480,29 @@ fn final_seats_stay_occupied_for_the_additional_latency() {
 }
 
 #[test]
-fn seats_over_the_limit_or_zero_are_clamped_and_counted() {
+fn zero_seats_are_clamped_and_wide_requests_run_alone_at_their_width() {
     let l = level(cfg(4, 4, 1, 10));
     let f = flow_to(4, 1, 0);
     let zero = l.exec(f, est(0));
     assert_eq!(zero.estimate().initial_seats, 1);
     assert_eq!(l.qs.stats().clamped_estimates, 1);
+    // Wider than the limit while a request executes: it waits (Kubernetes'
+    // canAccommodateSeats), and is not capped to the limit.
+    let mut wide = l.queue(f, est(1000));
+    pending(&mut wide);
     drop(zero);
-    let huge = l.exec(f, est(1000));
-    assert_eq!(huge.estimate().initial_seats, 4);
-    assert_eq!(l.qs.stats().clamped_estimates, 2);
+    let huge = dispatched(&mut wide);
+    assert_eq!(huge.estimate().initial_seats, 1000, "not capped");
+    assert_eq!(l.qs.stats().clamped_estimates, 1);
     l.check(&[&huge], 0, 0);
+    // Nothing else runs beside it, not even one seat.
+    let mut narrow = l.queue(f, est(1));
+    pending(&mut narrow);
     drop(huge);
+    let one = dispatched(&mut narrow);
+    drop(one);
     let fine = l.exec(f, est(4));
-    assert_eq!(l.qs.stats().clamped_estimates, 2, "in range: not counted");
+    assert_eq!(l.qs.stats().clamped_estimates, 1, "in range: not counted");
     drop(fine);
 
     // Final seats over the limit are reduced to it at dispatch, the
@@ -479,14 +514,19 @@ fn seats_over_the_limit_or_zero_are_clamped_and_counted() {
 }
 
 #[test]
-fn zero_queue_levels_clamp_too() {
+fn zero_queue_levels_clamp_zero_and_run_wide_requests_alone() {
     let l = level(cfg(3, 0, 0, 0));
     let g = l.exec(1, est(0));
     assert_eq!(g.estimate().initial_seats, 1);
+    // Too wide while one executes: refused (the level does not queue).
+    assert_eq!(rejected(l.start(1, est(7))), RejectReason::ConcurrencyLimit);
     drop(g);
     let g = l.exec(1, est(7));
-    assert_eq!(g.estimate().initial_seats, 3);
-    assert_eq!(l.qs.stats().clamped_estimates, 2);
+    assert_eq!(g.estimate().initial_seats, 7, "alone, at its width");
+    assert_eq!(rejected(l.start(1, est(1))), RejectReason::ConcurrencyLimit);
+    assert_eq!(l.qs.stats().clamped_estimates, 1);
+    drop(g);
+    let _g = l.exec(1, est(1));
 }
 
 #[test]
@@ -1034,16 +1074,21 @@ fn absurd_but_valid_values_do_not_panic_or_hang() {
     );
     assert!(t.cancel());
 
-    // A limit of 0. Queuing: nothing is ever dispatched (Kubernetes' dispatch
-    // loop needs seats in use below the limit), so requests wait and time
-    // out. Without queues: one request at a time runs on an empty level
-    // (Kubernetes' rule for requests wider than the limit).
+    // A limit of 0 (a level that lent all its seats). Queuing: one request
+    // at a time runs when nothing executes (Kubernetes would serve nothing
+    // until the limit rises: see docs), the next waits and may time out.
+    // Without queues: the same (Kubernetes' rule for requests wider than
+    // the limit).
     let mut c = cfg(0, 4, 1, 2);
     c.wait_limit = 10 * MS;
     let l = level(c);
+    let running = l.exec(1, est(1));
     let mut t = l.queue(1, est(1));
     l.advance_ms(10);
     assert_eq!(refused(&mut t), RejectReason::TimeOut);
+    let mut t = l.queue(1, est(1));
+    drop(running);
+    drop(dispatched(&mut t));
     let l = level(cfg(0, 0, 0, 0));
     let g = l.exec(1, est(1));
     assert_eq!(rejected(l.start(1, est(1))), RejectReason::ConcurrencyLimit);

@@ -48,6 +48,10 @@ pub enum apf_reject_reason {
     APF_REJECT_CANCELLED = 3,
     /// Its level does not queue and had no free seat.
     APF_REJECT_CONCURRENCY_LIMIT = 4,
+    /// Its level failed: a panic inside the level's critical section left
+    /// its state inconsistent, so it rejects every request (a bug; the next
+    /// reconfiguration replaces the level). Not one of Kubernetes' reasons.
+    APF_REJECT_LEVEL_FAILED = 5,
 }
 
 impl From<RejectReason> for apf_reject_reason {
@@ -57,6 +61,7 @@ impl From<RejectReason> for apf_reject_reason {
             RejectReason::TimeOut => apf_reject_reason::APF_REJECT_TIME_OUT,
             RejectReason::Cancelled => apf_reject_reason::APF_REJECT_CANCELLED,
             RejectReason::ConcurrencyLimit => apf_reject_reason::APF_REJECT_CONCURRENCY_LIMIT,
+            RejectReason::LevelFailed => apf_reject_reason::APF_REJECT_LEVEL_FAILED,
         }
     }
 }

@@ -58,6 +58,9 @@ pub enum QueueSetConfigError {
     ServiceTimeGuess { level: String },
     /// The concurrency limit is above [`MAX_CONCURRENCY_LIMIT`].
     ConcurrencyLimit { level: String, limit: u32 },
+    /// The level failed (a panic inside its critical section) and takes no
+    /// new configuration; replace it with a new queueset.
+    LevelFailed { level: String },
 }
 
 impl fmt::Display for QueueSetConfigError {
@@ -73,6 +76,10 @@ impl fmt::Display for QueueSetConfigError {
             Self::ConcurrencyLimit { level, limit } => write!(
                 f,
                 "priority level {level:?}: concurrency limit {limit} is above the maximum {MAX_CONCURRENCY_LIMIT}"
+            ),
+            Self::LevelFailed { level } => write!(
+                f,
+                "priority level {level:?} failed (a panic inside its critical section) and takes no new configuration"
             ),
         }
     }

@@ -9,8 +9,8 @@
 //! `AdmissionWord`), which the hot path updates without this lock; this
 //! state mirrors the seats for accounting.
 
-use super::config::QueueSetConfig;
-use super::reference::cap_final_seats;
+use super::admission::{AdmissionWord, WordState};
+use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
 use super::tally::Tallies;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
@@ -71,16 +71,6 @@ struct Lingering {
     seats: u32,
 }
 
-/// The seats the admission word says are in use and the limit, as the core
-/// needs them for one decision.
-pub(crate) trait Seats {
-    fn in_use(&self) -> u32;
-    fn limit(&self) -> u32;
-    /// Take `seats` unconditionally (the caller checked they may be taken).
-    fn take(&self, seats: u32);
-    fn give_back(&self, seats: u32);
-}
-
 #[derive(Debug)]
 pub(crate) struct Core {
     pub(crate) cfg: QueueSetConfig,
@@ -105,6 +95,11 @@ pub(crate) struct Core {
     pub(crate) requests_executing: u32,
     pub(crate) requests_waiting: u32,
     lingering: BinaryHeap<Reverse<Lingering>>,
+    /// Sum of the seats in `lingering`: the seats in the admission word
+    /// held by requests that no longer execute. Changed only under the
+    /// level lock, so the lock holder knows exactly whether any request
+    /// executes (word seats == lingering seats).
+    lingering_seats: u64,
     linger_seq: u64,
     /// Deadlines of waiting requests; entries of requests no longer waiting
     /// are dropped lazily, and the heap is rebuilt when they pile up.
@@ -137,6 +132,7 @@ impl Core {
             requests_executing: 0,
             requests_waiting: 0,
             lingering: BinaryHeap::new(),
+            lingering_seats: 0,
             linger_seq: 0,
             deadlines: BinaryHeap::new(),
             clamped_estimates: 0,
@@ -190,16 +186,27 @@ impl Core {
         self.r += r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt);
     }
 
+    /// A request holds at least one seat, and at most
+    /// [`MAX_CONCURRENCY_LIMIT`] (so the admission word cannot overflow).
+    /// Seats above the level's limit are *not* capped: such a request waits
+    /// until nothing executes and then runs alone, as in Kubernetes.
     pub(crate) fn clamp(&mut self, e: WorkEstimate) -> WorkEstimate {
-        let cap = self.cfg.concurrency_limit.max(1);
-        let initial = e.initial_seats.clamp(1, cap);
-        if initial != e.initial_seats {
+        let initial = e.initial_seats.clamp(1, MAX_CONCURRENCY_LIMIT);
+        let final_seats = e.final_seats.min(MAX_CONCURRENCY_LIMIT);
+        if initial != e.initial_seats || final_seats != e.final_seats {
             self.clamped_estimates += 1;
         }
         WorkEstimate {
             initial_seats: initial,
+            final_seats,
             ..e
         }
+    }
+
+    /// Seats held by requests that finished but linger for their
+    /// additional latency.
+    pub(crate) fn lingering_seats(&self) -> u64 {
+        self.lingering_seats
     }
 
     // ----- hot-path events replayed in order -------------------------------
@@ -234,6 +241,12 @@ impl Core {
             self.robin = Some(q);
         }
         self.begin_executing(queue, estimate.max_seats());
+        if queue != NO_QUEUE {
+            // A late replay: the slow path may have queued a waiter here
+            // since this request took its seats, so the queue's key in the
+            // ready index must follow its new next-dispatch R.
+            self.bound_and_reindex(queue as usize);
+        }
     }
 
     /// A request without additional latency finished on the hot path; its
@@ -285,8 +298,8 @@ impl Core {
     }
 
     /// Whether queue `q` is full while the level has no free seat.
-    pub(crate) fn must_reject(&self, q: usize, seats: &impl Seats) -> bool {
-        seats.in_use() >= seats.limit()
+    pub(crate) fn must_reject(&self, q: usize, word: WordState) -> bool {
+        word.seats_in_use >= word.limit
             && self.queues.get(q).map_or(0, |queue| queue.waiting.len())
                 >= self.cfg.queue_length_limit as usize
     }
@@ -335,42 +348,50 @@ impl Core {
         self.bound_and_reindex(q);
     }
 
-    /// Kubernetes' admission rule for `seats` at this level.
-    pub(crate) fn can_accommodate(&self, seats: u32, word: &impl Seats) -> bool {
-        let limit = word.limit();
-        if seats > limit {
-            return self.requests_executing == 0;
-        }
-        word.in_use() + seats <= limit
-    }
-
     /// Dispatch as many waiting requests as fit; each dispatched slot is
-    /// decided (its waiter woken) before this returns.
-    pub(crate) fn dispatch_as_much_as_possible(&mut self, now: Instant, word: &impl Seats) {
-        while self.requests_waiting > 0
-            && word.in_use() < word.limit()
-            && self.dispatch_one(now, word)
-        {}
+    /// decided (its waiter woken) before this returns. As in Kubernetes,
+    /// dispatching stops once the seats in use reach the limit — except at a
+    /// limit of 0 (a level that lent all its seats), which still serves one
+    /// request at a time when nothing executes, where Kubernetes would serve
+    /// nothing until the next borrowing adjustment (docs/differences.md).
+    pub(crate) fn dispatch_as_much_as_possible(&mut self, now: Instant, word: &AdmissionWord) {
+        while self.requests_waiting > 0 {
+            let w = word.load();
+            if w.seats_in_use >= w.limit && w.limit > 0 {
+                break;
+            }
+            if !self.dispatch_one(now, word) {
+                break;
+            }
+        }
     }
 
-    fn dispatch_one(&mut self, now: Instant, word: &impl Seats) -> bool {
+    fn dispatch_one(&mut self, now: Instant, word: &AdmissionWord) -> bool {
         let Some(q) = self.next_queue() else {
             return false;
         };
         let Some(head) = self.queues[q].waiting.front() else {
             return false;
         };
-        if !self.can_accommodate(head.estimate.max_seats(), word) {
+        // Kubernetes decides on the request's full width, then caps its
+        // final seats at the limit, and the capped width is what it holds.
+        // Both happen in the one CAS that checks the room: nothing can take
+        // the seats between the check and the take.
+        let mut estimate = head.estimate;
+        let capped = self.fit_final_seats(&mut estimate);
+        if !word.try_take(
+            head.estimate.max_seats(),
+            estimate.max_seats(),
+            self.lingering_seats,
+        ) {
             return false;
+        }
+        if capped {
+            self.clamped_estimates += 1;
         }
         let w = self.pop_head(q);
         self.robin = Some(q);
-        let mut estimate = w.estimate;
-        if cap_final_seats(&mut estimate, self.cfg.concurrency_limit) {
-            self.clamped_estimates += 1;
-        }
         self.queues[q].next_dispatch_r += w.work;
-        word.take(estimate.max_seats());
         let waited = duration_nanos(now.saturating_since(w.arrival));
         self.tallies
             .get(w.slot.tag)
@@ -385,6 +406,24 @@ impl Core {
             start: now,
         });
         self.wakers.extend(waker);
+        true
+    }
+
+    /// Kubernetes' rule at dispatch: final seats above the limit come down
+    /// to the limit, and the additional latency stretches so that the final
+    /// work (seats × latency) stays the same. Returns whether it changed
+    /// anything. (Written apart from the reference model's version on
+    /// purpose: the differential tests compare two implementations.)
+    fn fit_final_seats(&self, e: &mut WorkEstimate) -> bool {
+        let limit = self.cfg.concurrency_limit;
+        if limit == 0 || e.final_seats <= limit {
+            return false;
+        }
+        let work_ns = u128::from(e.final_seats) * e.additional_latency.as_nanos();
+        let per_seat = work_ns / u128::from(limit);
+        e.additional_latency =
+            std::time::Duration::from_nanos(u64::try_from(per_seat).unwrap_or(u64::MAX));
+        e.final_seats = limit;
         true
     }
 
@@ -457,6 +496,7 @@ impl Core {
         }
         let until = now.saturating_add(estimate.additional_latency);
         self.linger_seq += 1;
+        self.lingering_seats += u64::from(seats);
         self.lingering.push(Reverse(Lingering {
             until,
             seq: self.linger_seq,
@@ -516,6 +556,7 @@ impl Core {
             .is_some_and(|Reverse(l)| l.until <= at)
         {
             let Reverse(l) = self.lingering.pop().expect("peeked");
+            self.lingering_seats -= u64::from(l.seats);
             self.tallies.get(l.tag).release(l.seats);
             self.release(l.queue, l.seats);
             freed += l.seats;
@@ -685,6 +726,21 @@ impl Core {
         debug_assert_eq!(active, self.active_queues as usize, "active queues");
         let ready = self.queues.iter().filter(|q| !q.waiting.is_empty()).count();
         debug_assert_eq!(ready, self.ready.len(), "ready index");
+        // Every queue with waiting requests is indexed under its virtual
+        // finish time: next-dispatch R plus its head's work, no stale key.
+        for (i, q) in self.queues.iter().enumerate() {
+            let key = q.waiting.front().map(|head| q.next_dispatch_r + head.work);
+            debug_assert_eq!(q.ready_key, key, "queue {i}: ready-index key");
+            if let Some(key) = key {
+                debug_assert!(self.ready.contains(&(key, i)), "queue {i} indexed");
+            }
+        }
+        let lingering: u64 = self
+            .lingering
+            .iter()
+            .map(|Reverse(l)| u64::from(l.seats))
+            .sum();
+        debug_assert_eq!(lingering, self.lingering_seats, "lingering seats");
         let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
         debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
         let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();

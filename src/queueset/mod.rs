@@ -20,16 +20,24 @@
 //! [`reference::ReferenceQueueSet`] decision by decision.
 //!
 //! # The admission word
-//! One cache-padded `AtomicU64`:
-//! - bits 0..=30: seats in use (held by executing or lingering requests);
-//! - bits 31..=61: the concurrency limit;
-//! - bit 62: spare;
-//! - bit 63: `SLOW`: requests are waiting, so arrivals must queue behind them
-//!   and finishes must dispatch them (both on the slow path).
+//! Seats in use, the limit and a `SLOW` flag (requests wait) share one
+//! atomic word, [`admission::AdmissionWord`], the only authority on seat
+//! availability: every path takes seats from it with one compare-and-swap
+//! that re-checks the room, and the core mirrors them for accounting. Its
+//! module documents the protocol: who may change each field, the
+//! invariants, and why each memory ordering suffices.
 //!
-//! It is the only authority on seat availability; the slow path reserves
-//! seats in it with the same atomics, and the core mirrors them for
-//! accounting.
+//! # A panic inside the level lock
+//! The core's state is updated in several steps under the level lock. If
+//! one of them panics (a bug: nothing that can panic by design, such as a
+//! user's waker, runs under the lock), the state may be half-updated. The
+//! next thread to take the lock finds it poisoned and marks the level
+//! *failed* instead of deciding on inconsistent state: the admission word's
+//! `FAILED` bit stops the hot path, every waiting request and every new one
+//! is rejected with [`RejectReason::LevelFailed`], executing requests still
+//! give their seats back (straight to the word), and [`QueueSet::failed`]
+//! says so. A reconfiguration is refused; the dispatcher replaces a failed
+//! level with a new one on its next reconfiguration.
 //!
 //! # Counting for metrics
 //! A request may carry a caller's *tag* (the dispatcher's flow-schema id).
@@ -39,11 +47,14 @@
 //! the level lock it holds anyway. So metrics add no atomic operation, lock
 //! or shared cache line to the hot path, and no decision reads them.
 
+mod admission;
 pub mod config;
 mod core;
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
+mod guard;
+mod paths;
 pub mod reference;
 pub mod tally;
 pub mod vtime;
@@ -51,21 +62,20 @@ mod wait;
 
 pub use config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 pub use dump::{QueueDump, QueueSetDump, WaitingDump};
+pub use guard::{Guard, Ticket};
 pub use tally::TagStats;
 
-use self::core::{Core, Seats, NO_QUEUE};
+use self::admission::AdmissionWord;
+use self::core::{Core, NO_QUEUE};
+use self::paths::{Locked, Shared, RING_CAPACITY};
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
-use crate::clock::{Clock, Instant, Timer};
-use crate::dealer::Dealer;
-use crate::sync::{lock, Arc, AtomicPtr, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
+use crate::clock::{Clock, Instant};
+use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::task::Waker;
 
 /// Identifies a request in the reference model and in tests.
 pub type RequestId = u64;
@@ -82,6 +92,11 @@ pub enum RejectReason {
     Cancelled = 2,
     /// The level does not queue and had no room.
     ConcurrencyLimit = 3,
+    /// The level failed: a panic inside its critical section left its state
+    /// half-updated, so it decides nothing more (see the module
+    /// documentation). Not one of Kubernetes' reasons: not in
+    /// [`RejectReason::ALL`] and never counted in the per-reason tallies.
+    LevelFailed = 4,
 }
 
 impl RejectReason {
@@ -100,6 +115,7 @@ impl RejectReason {
             RejectReason::TimeOut => "time-out",
             RejectReason::Cancelled => "cancelled",
             RejectReason::ConcurrencyLimit => "concurrency-limit",
+            RejectReason::LevelFailed => "level-failed",
         }
     }
 }
@@ -147,79 +163,6 @@ pub struct QueueSetStats {
     pub clamped_estimates: u64,
 }
 
-// ----- the admission word --------------------------------------------------
-
-const SEATS_BITS: u32 = 31;
-const SEATS_MASK: u64 = (1 << SEATS_BITS) - 1;
-const LIMIT_SHIFT: u32 = SEATS_BITS;
-const LIMIT_MASK: u64 = ((1 << 31) - 1) << LIMIT_SHIFT;
-const SLOW: u64 = 1 << 63;
-
-#[inline]
-fn word_seats(w: u64) -> u32 {
-    (w & SEATS_MASK) as u32
-}
-
-#[inline]
-fn word_limit(w: u64) -> u32 {
-    ((w & LIMIT_MASK) >> LIMIT_SHIFT) as u32
-}
-
-/// The admission word as the core sees it, under the level lock.
-struct WordSeats<'a>(&'a AtomicU64);
-
-impl Seats for WordSeats<'_> {
-    fn in_use(&self) -> u32 {
-        word_seats(self.0.load(Ordering::Acquire))
-    }
-    fn limit(&self) -> u32 {
-        word_limit(self.0.load(Ordering::Acquire))
-    }
-    fn take(&self, seats: u32) {
-        let prev = self.0.fetch_add(seats as u64, Ordering::AcqRel);
-        debug_assert!(
-            word_seats(prev) as u64 + seats as u64 <= SEATS_MASK,
-            "seat count overflow"
-        );
-    }
-    fn give_back(&self, seats: u32) {
-        let prev = self.0.fetch_sub(seats as u64, Ordering::AcqRel);
-        debug_assert!(word_seats(prev) >= seats, "gave back more seats than held");
-    }
-}
-
-// ----- the event ring --------------------------------------------------------
-
-/// A hot-path event, replayed into the core in ring order. The tag rides
-/// along so the replay can tally the request (see `tally`); to keep a
-/// record at 40 bytes, a start carries its estimate's fields loose (a
-/// `WorkEstimate` would pad them to 24 bytes).
-#[derive(Debug, Clone, Copy)]
-enum Record {
-    Start {
-        queue: u32,
-        tag: u32,
-        initial_seats: u32,
-        final_seats: u32,
-        latency_secs: u64,
-        latency_subsec_nanos: u32,
-        at: Instant,
-    },
-    Finish {
-        queue: u32,
-        tag: u32,
-        initial_seats: u32,
-        seats: u32,
-        start: Instant,
-        at: Instant,
-    },
-}
-
-const RING_CAPACITY: usize = 256;
-
-// A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
-const _: () = assert!(std::mem::size_of::<Record>() <= 40);
-
 // ----- the queueset ----------------------------------------------------------
 
 /// One priority level's dispatcher. See the module documentation.
@@ -227,35 +170,13 @@ pub struct QueueSet {
     shared: Arc<Shared>,
 }
 
-struct Shared {
-    word: CachePadded<AtomicU64>,
-    enqueues: CachePadded<AtomicU64>,
-    /// The current dealer, or null when the level does not queue. Points
-    /// into `Locked::dealers`, which never frees a dealer while the
-    /// queueset lives.
-    dealer: AtomicPtr<Dealer>,
-    ring: EventRing<Record>,
-    locked: Mutex<Locked>,
-    clock: Clock,
-}
-
-struct Locked {
-    core: Core,
-    timer: Option<Timer>,
-    /// Every dealer this level has used, boxed so their addresses stay put
-    /// when the vector grows (the hot path holds pointers to them).
-    #[allow(clippy::vec_box)]
-    dealers: Vec<Box<Dealer>>,
-    next_seq: u64,
-}
-
 impl fmt::Debug for QueueSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let w = self.shared.word.load(Ordering::Relaxed);
+        let w = self.shared.word.load();
         f.debug_struct("QueueSet")
-            .field("seats_in_use", &word_seats(w))
-            .field("limit", &word_limit(w))
-            .field("waiting", &(w & SLOW != 0))
+            .field("seats_in_use", &w.seats_in_use)
+            .field("limit", &w.limit)
+            .field("waiting", &w.slow)
             .finish()
     }
 }
@@ -267,25 +188,32 @@ impl QueueSet {
         let now = clock.now();
         let limit = cfg.concurrency_limit;
         let core = Core::new(cfg, dealer.clone(), now);
-        let mut locked = Locked {
+        let locked = Locked {
             core,
             timer: None,
-            dealers: Vec::new(),
             next_seq: 0,
         };
-        let dealer_ptr = locked.intern_dealer(dealer);
         let shared = Arc::new(Shared {
-            word: CachePadded::new(AtomicU64::new((limit as u64) << LIMIT_SHIFT)),
+            word: AdmissionWord::new(limit),
             enqueues: CachePadded::new(AtomicU64::new(0)),
-            dealer: AtomicPtr::new(dealer_ptr),
+            dealer: ArcCell::new(Arc::new(dealer)),
             ring: EventRing::new(RING_CAPACITY),
             locked: Mutex::new(locked),
+            failed: AtomicBool::new(false),
             clock: clock.clone(),
         });
         let for_timer = shared.clone();
+        // Registering the timer may start the clock's timer thread: do it
+        // before taking the level lock, never under it.
         let timer = clock.timer(move |at| for_timer.on_timer(at));
-        lock(&shared.locked).timer = Some(timer);
+        shared.lock().timer = Some(timer);
         Ok(QueueSet { shared })
+    }
+
+    /// Whether the level failed (see the module documentation): it then
+    /// rejects every request with [`RejectReason::LevelFailed`].
+    pub fn failed(&self) -> bool {
+        self.shared.is_failed()
     }
 
     /// The clock this queueset runs on.
@@ -338,15 +266,23 @@ impl QueueSet {
         }
     }
 
-    /// Finish an execution at `end` (not before its start); seats held for
-    /// additional latency are counted from it.
+    /// Finish an execution at `end`; seats held for additional latency are
+    /// counted from it. An `end` before the start counts as the start, and
+    /// one after now as now: a caller's clock that runs ahead (or a bogus
+    /// time) must not hold the final seats beyond their real latency.
     pub fn finish_execution(&self, exec: Execution, end: Instant) {
+        let end = end.min(self.shared.clock.now());
+        self.finish_execution_now(exec, end);
+    }
+
+    /// Finish at `now`, a time just read from this queueset's clock.
+    fn finish_execution_now(&self, exec: Execution, now: Instant) {
         self.shared.finish(
             exec.queue,
             exec.tag,
             exec.estimate,
             exec.start,
-            end.max(exec.start),
+            now.max(exec.start),
         );
     }
 
@@ -378,7 +314,7 @@ impl QueueSet {
                 estimate,
                 start,
             }) => {
-                self.finish_execution(
+                self.finish_execution_now(
                     Execution {
                         queue,
                         tag,
@@ -427,18 +363,20 @@ impl QueueSet {
 
     /// The configuration in force.
     pub fn config(&self) -> QueueSetConfig {
-        lock(&self.shared.locked).core.cfg.clone()
+        self.shared.lock().core.cfg.clone()
     }
 
     /// A consistent snapshot of the counters.
     pub fn stats(&self) -> QueueSetStats {
         let mut st = self.shared.lock_and_drain();
-        let w = self.shared.word.load(Ordering::Acquire);
+        let w = self.shared.word.load();
         let core = &mut st.core;
-        core.check_invariants();
+        if !self.shared.is_failed() {
+            core.check_invariants();
+        }
         QueueSetStats {
-            concurrency_limit: word_limit(w),
-            seats_in_use: word_seats(w),
+            concurrency_limit: w.limit,
+            seats_in_use: w.seats_in_use,
             requests_executing: core.requests_executing,
             requests_waiting: core.requests_waiting,
             queues: core.queues.len(),
@@ -487,7 +425,7 @@ impl Drop for QueueSet {
     fn drop(&mut self) {
         // The timer's callback holds the shared state: unregister it so the
         // state can be freed.
-        let timer = lock(&self.shared.locked).timer.take();
+        let timer = self.shared.lock().timer.take();
         drop(timer);
     }
 }
@@ -557,466 +495,5 @@ fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
         }),
         SlotState::Rejected(reason) => Err(reason),
         SlotState::Waiting(_) | SlotState::Taken => Err(RejectReason::Cancelled),
-    }
-}
-
-impl Locked {
-    /// The stable address of a dealer equal to `dealer`, boxing it the first
-    /// time it is seen.
-    fn intern_dealer(&mut self, dealer: Option<Dealer>) -> *mut Dealer {
-        let Some(dealer) = dealer else {
-            return std::ptr::null_mut();
-        };
-        let same = |d: &&mut Box<Dealer>| {
-            d.deck_size() == dealer.deck_size() && d.hand_size() == dealer.hand_size()
-        };
-        if let Some(existing) = self.dealers.iter_mut().find(same) {
-            return &mut **existing;
-        }
-        self.dealers.push(Box::new(dealer));
-        let last = self.dealers.last_mut().expect("just pushed");
-        &mut **last
-    }
-}
-
-impl Shared {
-    /// The hot path: take seats with one CAS if nothing waits and they fit.
-    /// Returns the request's queue and start time.
-    #[inline]
-    fn try_fast_start(&self, request: &Request, tag: u32) -> Option<(u32, Instant)> {
-        let estimate = request.estimate;
-        if estimate.initial_seats == 0 {
-            return None; // the slow path clamps and counts it
-        }
-        let seats = estimate.max_seats() as u64;
-        let mut w = self.word.load(Ordering::Relaxed);
-        loop {
-            if w & SLOW != 0 || (w & SEATS_MASK) + seats > word_limit(w) as u64 {
-                return None;
-            }
-            match self.word.compare_exchange_weak(
-                w,
-                w + seats,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(actual) => w = actual,
-            }
-        }
-        let queue = self.deal_queue(request.flow_hash);
-        let at = self.clock.now();
-        self.record(Record::Start {
-            queue,
-            tag,
-            initial_seats: estimate.initial_seats,
-            final_seats: estimate.final_seats,
-            latency_secs: estimate.additional_latency.as_secs(),
-            latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
-            at,
-        });
-        Some((queue, at))
-    }
-
-    /// The queue Kubernetes picks when no queue has waiting work: the card
-    /// at the rotating offset of the flow's hand.
-    #[inline]
-    fn deal_queue(&self, flow_hash: u64) -> u32 {
-        let dealer = self.dealer.load(Ordering::Acquire);
-        if dealer.is_null() {
-            return NO_QUEUE;
-        }
-        // SAFETY: a non-null `dealer` points into `Locked::dealers`, whose
-        // boxes are (1) only ever appended, never removed or replaced, and
-        // (2) dropped only with `Shared`, which `self` keeps alive; the
-        // Acquire load pairs with the Release store that published it after
-        // the box was initialised; `Dealer` is immutable once built.
-        let dealer = unsafe { &*dealer };
-        let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
-        dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
-    }
-
-    /// Push a hot-path record; if the ring is full, replay it (and this
-    /// record) under the lock instead.
-    #[inline]
-    fn record(&self, record: Record) {
-        if let Err(record) = self.ring.push(record) {
-            let mut st = self.lock_and_drain();
-            Self::replay(&mut st.core, record);
-        }
-    }
-
-    fn lock_and_drain(&self) -> MutexGuard<'_, Locked> {
-        let mut st = lock(&self.locked);
-        self.drain(&mut st.core);
-        st
-    }
-
-    fn drain(&self, core: &mut Core) {
-        let Some(first) = self.ring.pop() else { return };
-        // Feed the demand observer under one lock for the whole batch.
-        let Some(observer) = core.take_demand_observer() else {
-            Self::apply(core, first);
-            while let Some(record) = self.ring.pop() {
-                Self::apply(core, record);
-            }
-            return;
-        };
-        observer.with(|demand| {
-            let mut record = Some(first);
-            while let Some(r) = record {
-                Self::apply(core, r);
-                demand.set(core.demand(), core.last_sync());
-                record = self.ring.pop();
-            }
-        });
-        core.set_demand_observer_quietly(observer);
-    }
-
-    fn replay(core: &mut Core, record: Record) {
-        Self::apply(core, record);
-        core.observe_demand();
-    }
-
-    fn apply(core: &mut Core, record: Record) {
-        match record {
-            Record::Start {
-                queue,
-                tag,
-                initial_seats,
-                final_seats,
-                latency_secs,
-                latency_subsec_nanos,
-                at,
-            } => {
-                let estimate = WorkEstimate {
-                    initial_seats,
-                    final_seats,
-                    additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
-                };
-                core.replay_start(queue, tag, estimate, at)
-            }
-            Record::Finish {
-                queue,
-                tag,
-                initial_seats,
-                seats,
-                start,
-                at,
-            } => core.replay_finish(queue, tag, initial_seats, seats, start, at),
-        }
-    }
-
-    fn slow_start(&self, request: &Request, tag: u32) -> RawAdmission {
-        let mut st = self.lock_and_drain();
-        let now = self.clock.now();
-        let word = WordSeats(&self.word);
-        st.core.sync(now);
-        let estimate = st.core.clamp(request.estimate);
-        let seats = estimate.max_seats();
-        let Some(dealer) = st.core.dealer.clone() else {
-            if !st.core.can_accommodate(seats, &word) {
-                st.core.reject_at_once(tag, RejectReason::ConcurrencyLimit);
-                return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
-            }
-            word.take(seats);
-            st.core.replay_start(NO_QUEUE, tag, estimate, now);
-            return RawAdmission::Execute(Execution {
-                queue: NO_QUEUE,
-                tag,
-                estimate,
-                start: now,
-            });
-        };
-        let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
-        let q = st.core.choose_queue(&dealer, request.flow_hash, n);
-        if st.core.must_reject(q, &word) {
-            st.core.reject_at_once(tag, RejectReason::QueueFull);
-            return RawAdmission::Rejected(RejectReason::QueueFull);
-        }
-        let wait_deadline = now.saturating_add(st.core.cfg.wait_limit);
-        let deadline = request
-            .deadline
-            .map_or(wait_deadline, |d| d.min(wait_deadline));
-        st.next_seq += 1;
-        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, tag));
-        st.core.enqueue(q, slot.clone(), estimate, now, deadline);
-        self.word.fetch_or(SLOW, Ordering::AcqRel);
-        st.core.dispatch_as_much_as_possible(now, &word);
-        self.settle_and_unlock(st);
-        match slot.try_take(None) {
-            Some(decision) => match decision_result(decision) {
-                Ok(exec) => RawAdmission::Execute(exec),
-                Err(reason) => RawAdmission::Rejected(reason),
-            },
-            None => RawAdmission::Queued(Waiting { slot }),
-        }
-    }
-
-    /// After a slow-path operation: clear `SLOW` if nothing waits any more,
-    /// and arm the timer for the next deadline or lingering release.
-    /// Finish a slow-path operation: settle the level, release the lock,
-    /// then wake the async waiters it decided (wakers never run under the
-    /// level lock).
-    fn settle_and_unlock(&self, mut st: MutexGuard<'_, Locked>) {
-        self.settle(&mut st);
-        let wakers = st.core.take_wakers();
-        drop(st);
-        for waker in wakers {
-            waker.wake();
-        }
-    }
-
-    fn settle(&self, st: &mut Locked) {
-        st.core.observe_demand();
-        if st.core.requests_waiting == 0 {
-            self.word.fetch_and(!SLOW, Ordering::AcqRel);
-        }
-        let next = st.core.next_timer();
-        if let Some(timer) = &st.timer {
-            match next {
-                Some(at) => timer.set(at),
-                None => timer.cancel(),
-            }
-        }
-        st.core.check_invariants();
-    }
-
-    fn finish(&self, queue: u32, tag: u32, estimate: WorkEstimate, start: Instant, end: Instant) {
-        let fast =
-            estimate.additional_latency.is_zero() && self.word.load(Ordering::Relaxed) & SLOW == 0;
-        if fast {
-            let seats = estimate.max_seats();
-            let record = Record::Finish {
-                queue,
-                tag,
-                initial_seats: estimate.initial_seats,
-                seats,
-                start,
-                at: end,
-            };
-            if self.ring.push(record).is_ok() {
-                // The record is in the ring before the seats are free, so
-                // whoever sees the free seats replays the finish first.
-                let prev = self.word.fetch_sub(seats as u64, Ordering::Release);
-                debug_assert!(word_seats(prev) >= seats, "gave back more seats than held");
-                if prev & SLOW != 0 {
-                    self.dispatch_waiting();
-                }
-                return;
-            }
-        }
-        self.slow_finish(queue, tag, estimate, start, end);
-    }
-
-    fn slow_finish(
-        &self,
-        queue: u32,
-        tag: u32,
-        estimate: WorkEstimate,
-        start: Instant,
-        end: Instant,
-    ) {
-        let mut st = self.lock_and_drain();
-        st.core.sync(end);
-        let word = WordSeats(&self.word);
-        let freed = st.core.finish(queue, tag, estimate, start, end);
-        word.give_back(freed);
-        st.core.dispatch_as_much_as_possible(end, &word);
-        self.settle_and_unlock(st);
-    }
-
-    /// Seats were freed while requests wait: dispatch them.
-    fn dispatch_waiting(&self) {
-        let mut st = self.lock_and_drain();
-        let now = self.clock.now();
-        st.core.sync(now);
-        st.core
-            .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-        self.settle_and_unlock(st);
-    }
-
-    fn cancel(&self, slot: &Arc<WaitSlot>) {
-        let mut st = self.lock_and_drain();
-        let now = self.clock.now();
-        st.core.sync(now);
-        if st.core.remove_waiting(slot, RejectReason::Cancelled, now) {
-            st.core
-                .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-            self.settle_and_unlock(st);
-        }
-    }
-
-    fn on_timer(&self, at: Instant) {
-        let mut st = self.lock_and_drain();
-        let word = WordSeats(&self.word);
-        while let Some(due) = st.core.next_timer().filter(|&t| t <= at) {
-            st.core.sync(due);
-            let (freed, _expired) = st.core.expire(due);
-            word.give_back(freed);
-            st.core.dispatch_as_much_as_possible(due, &word);
-        }
-        self.settle_and_unlock(st);
-    }
-
-    fn reconfigure(&self, cfg: QueueSetConfig) -> Result<(), QueueSetConfigError> {
-        let dealer = cfg.validate()?;
-        let mut st = self.lock_and_drain();
-        let now = self.clock.now();
-        st.core.sync(now);
-        let ptr = st.intern_dealer(dealer.clone());
-        let limit = cfg.concurrency_limit as u64;
-        st.core.reconfigure(cfg, dealer);
-        self.dealer.store(ptr, Ordering::Release);
-        let mut w = self.word.load(Ordering::Relaxed);
-        loop {
-            let new = (w & !LIMIT_MASK) | (limit << LIMIT_SHIFT);
-            match self
-                .word
-                .compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => break,
-                Err(actual) => w = actual,
-            }
-        }
-        st.core
-            .dispatch_as_much_as_possible(now, &WordSeats(&self.word));
-        self.settle_and_unlock(st);
-        Ok(())
-    }
-}
-
-// ----- guards and tickets ----------------------------------------------------
-
-/// An executing request. Dropping it finishes the request (so a panicking
-/// handler cannot leak seats); [`Guard::finish_at`] finishes it with an
-/// explicit end time.
-#[must_use = "dropping the guard finishes the request at once"]
-pub struct Guard<'q> {
-    qs: &'q QueueSet,
-    exec: Option<Execution>,
-}
-
-impl Guard<'_> {
-    fn exec(&self) -> &Execution {
-        self.exec
-            .as_ref()
-            .expect("a live guard holds its execution")
-    }
-
-    /// When the request started executing.
-    pub fn start_time(&self) -> Instant {
-        self.exec().start
-    }
-
-    /// The work estimate it holds seats for (after clamping).
-    pub fn estimate(&self) -> WorkEstimate {
-        self.exec().estimate
-    }
-
-    /// The queue it belongs to, if the level queues.
-    pub fn queue(&self) -> Option<u32> {
-        self.exec().queue()
-    }
-
-    /// Finish now.
-    pub fn finish(self) {}
-
-    /// Finish with `end` as the actual end of execution (not before the
-    /// start); seats held for additional latency are counted from it.
-    pub fn finish_at(mut self, end: Instant) {
-        if let Some(exec) = self.exec.take() {
-            self.qs.finish_execution(exec, end);
-        }
-    }
-}
-
-impl Drop for Guard<'_> {
-    fn drop(&mut self) {
-        if let Some(exec) = self.exec.take() {
-            let now = self.qs.shared.clock.now();
-            self.qs.finish_execution(exec, now);
-        }
-    }
-}
-
-impl fmt::Debug for Guard<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Guard")
-            .field("execution", &self.exec)
-            .finish()
-    }
-}
-
-/// A request waiting in a queue. Wait for it ([`Ticket::wait`]), poll it
-/// ([`Ticket::poll`]) or `.await` it; dropping it cancels the request.
-#[must_use = "dropping the ticket cancels the request"]
-pub struct Ticket<'q> {
-    qs: &'q QueueSet,
-    waiting: Option<Waiting>,
-}
-
-impl<'q> Ticket<'q> {
-    /// Block until the request is dispatched or rejected.
-    pub fn wait(mut self) -> Result<Guard<'q>, RejectReason> {
-        let waiting = self.waiting.take().expect("a live ticket is waiting");
-        let qs = self.qs;
-        qs.wait_for(waiting).map(|exec| Guard {
-            qs,
-            exec: Some(exec),
-        })
-    }
-
-    /// Without blocking: the decision if there is one.
-    pub fn poll(&mut self) -> Option<Result<Guard<'q>, RejectReason>> {
-        self.poll_with(None)
-    }
-
-    fn poll_with(&mut self, waker: Option<&Waker>) -> Option<Result<Guard<'q>, RejectReason>> {
-        let qs = self.qs;
-        let decision = qs.poll_waiting(self.waiting.as_ref()?, waker)?;
-        self.waiting = None;
-        Some(decision.map(|exec| Guard {
-            qs,
-            exec: Some(exec),
-        }))
-    }
-
-    /// Give up waiting. Returns false if the request had already been
-    /// dispatched (it is then finished at once) or rejected.
-    pub fn cancel(mut self) -> bool {
-        self.waiting
-            .take()
-            .is_some_and(|w| self.qs.cancel_waiting(w))
-    }
-}
-
-impl<'q> Future for Ticket<'q> {
-    type Output = Result<Guard<'q>, RejectReason>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if self.waiting.is_none() {
-            return Poll::Ready(Err(RejectReason::Cancelled));
-        }
-        match self.poll_with(Some(cx.waker())) {
-            Some(result) => Poll::Ready(result),
-            None => Poll::Pending,
-        }
-    }
-}
-
-impl Drop for Ticket<'_> {
-    fn drop(&mut self) {
-        if let Some(waiting) = self.waiting.take() {
-            self.qs.cancel_waiting(waiting);
-        }
-    }
-}
-
-impl fmt::Debug for Ticket<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ticket")
-            .field("pending", &self.waiting.is_some())
-            .finish()
     }
 }

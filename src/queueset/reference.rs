@@ -8,7 +8,7 @@
 //! benchmarks. Time is passed in explicitly; the caller drives timers with
 //! [`ReferenceQueueSet::advance_to`].
 
-use super::config::{QueueSetConfig, QueueSetConfigError};
+use super::config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::{RejectReason, RequestId};
 use crate::clock::{duration_nanos, Instant};
@@ -306,13 +306,16 @@ impl ReferenceQueueSet {
         Ok(())
     }
 
+    /// At least one seat; at most MAX_CONCURRENCY_LIMIT, initial and
+    /// final. Not capped at the level's limit: a wider request waits until
+    /// nothing executes, then runs alone (Kubernetes' rule).
     fn clamp(&mut self, mut e: WorkEstimate) -> WorkEstimate {
-        let cap = self.cfg.concurrency_limit.max(1);
         let clamped = WorkEstimate {
-            initial_seats: e.initial_seats.clamp(1, cap),
+            initial_seats: e.initial_seats.clamp(1, MAX_CONCURRENCY_LIMIT),
+            final_seats: e.final_seats.min(MAX_CONCURRENCY_LIMIT),
             ..e
         };
-        if clamped.initial_seats != e.initial_seats {
+        if clamped != e {
             self.clamped_estimates += 1;
             e = clamped;
         }
@@ -373,8 +376,10 @@ impl ReferenceQueueSet {
     }
 
     fn dispatch_as_much_as_possible(&mut self, now: Instant) {
+        // Kubernetes stops once the seats in use reach the limit; at a
+        // limit of 0 libapf still serves one request when nothing executes.
         while self.requests_waiting > 0
-            && self.seats_in_use < self.cfg.concurrency_limit
+            && (self.seats_in_use < self.cfg.concurrency_limit || self.cfg.concurrency_limit == 0)
             && self.dispatch_one(now)
         {}
     }
@@ -495,7 +500,7 @@ impl ReferenceQueueSet {
 /// Kubernetes' rule: final seats above the limit are reduced to it, with the
 /// additional latency stretched to keep the same final work.
 /// Returns whether it capped anything (counted as a clamped estimate).
-pub(crate) fn cap_final_seats(e: &mut WorkEstimate, limit: u32) -> bool {
+fn cap_final_seats(e: &mut WorkEstimate, limit: u32) -> bool {
     if e.final_seats > limit && limit > 0 {
         let final_work = e.final_seats as u128 * duration_nanos(e.additional_latency) as u128;
         let stretched = u64::try_from(final_work / limit as u128).unwrap_or(u64::MAX);

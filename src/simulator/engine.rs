@@ -767,7 +767,15 @@ impl<'a> Sim<'a> {
     }
 
     fn count_rejection(&mut self, r: u32, reason: RejectReason) {
-        self.replicas[r as usize].tally.rejected[reason as usize] += 1;
+        // Only Kubernetes' four reasons are tallied; a failed level (a bug
+        // in the core, never expected here) is not one of them.
+        if let Some(count) = self.replicas[r as usize]
+            .tally
+            .rejected
+            .get_mut(reason as usize)
+        {
+            *count += 1;
+        }
     }
 
     /// A closed-loop client tries again after the flow's retry delay.

@@ -1,0 +1,439 @@
+//! The hot path and the slow path of one level: the shared state both
+//! work on (the admission word, the event ring, the level lock) and every
+//! operation on it. The protocol between them is documented at
+//! [`AdmissionWord`](super::admission::AdmissionWord).
+
+use super::admission::AdmissionWord;
+use super::config::{QueueSetConfig, QueueSetConfigError};
+use super::core::{Core, NO_QUEUE};
+use super::wait::{SlotState, WaitSlot};
+use super::{decision_result, Execution, RawAdmission, RejectReason, Request, Waiting};
+use crate::clock::{Clock, Instant, Timer};
+use crate::dealer::Dealer;
+use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
+use crate::work_estimate::WorkEstimate;
+use crossbeam_utils::CachePadded;
+use std::time::Duration;
+
+// ----- the event ring --------------------------------------------------------
+
+/// A hot-path event, replayed into the core in ring order. The tag rides
+/// along so the replay can tally the request (see `tally`); to keep a
+/// record at 40 bytes, a start carries its estimate's fields loose (a
+/// `WorkEstimate` would pad them to 24 bytes).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Record {
+    Start {
+        queue: u32,
+        tag: u32,
+        initial_seats: u32,
+        final_seats: u32,
+        latency_secs: u64,
+        latency_subsec_nanos: u32,
+        at: Instant,
+    },
+    Finish {
+        queue: u32,
+        tag: u32,
+        initial_seats: u32,
+        seats: u32,
+        start: Instant,
+        at: Instant,
+    },
+}
+
+pub(super) const RING_CAPACITY: usize = 256;
+
+// A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
+const _: () = assert!(std::mem::size_of::<Record>() <= 40);
+
+pub(super) struct Shared {
+    pub(super) word: AdmissionWord,
+    pub(super) enqueues: CachePadded<AtomicU64>,
+    /// The current dealer (`None` when the level does not queue), read by
+    /// the hot path without the lock; replaced under the lock on
+    /// reconfiguration.
+    pub(super) dealer: ArcCell<Option<Dealer>>,
+    pub(super) ring: EventRing<Record>,
+    pub(super) locked: Mutex<Locked>,
+    /// Set when a panic left the locked state half-updated (see the module
+    /// documentation): the level then rejects every new request.
+    pub(super) failed: AtomicBool,
+    pub(super) clock: Clock,
+}
+
+pub(super) struct Locked {
+    pub(super) core: Core,
+    pub(super) timer: Option<Timer>,
+    pub(super) next_seq: u64,
+}
+
+impl Shared {
+    /// The hot path: take seats with one CAS if nothing waits and they fit.
+    /// Returns the request's queue and start time.
+    #[inline]
+    pub(super) fn try_fast_start(&self, request: &Request, tag: u32) -> Option<(u32, Instant)> {
+        let estimate = request.estimate;
+        if estimate.initial_seats == 0 {
+            return None; // the slow path clamps and counts it
+        }
+        if !self.word.try_take_fast(estimate.max_seats()) {
+            return None;
+        }
+        let queue = self.deal_queue(request.flow_hash);
+        let at = self.clock.now();
+        self.record(Record::Start {
+            queue,
+            tag,
+            initial_seats: estimate.initial_seats,
+            final_seats: estimate.final_seats,
+            latency_secs: estimate.additional_latency.as_secs(),
+            latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
+            at,
+        });
+        Some((queue, at))
+    }
+
+    /// The queue Kubernetes picks when no queue has waiting work: the card
+    /// at the rotating offset of the flow's hand.
+    #[inline]
+    pub(super) fn deal_queue(&self, flow_hash: u64) -> u32 {
+        self.dealer.with(|dealer| match &**dealer {
+            None => NO_QUEUE,
+            Some(dealer) => {
+                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+                dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
+            }
+        })
+    }
+
+    /// Push a hot-path record; if the ring is full, replay it (and this
+    /// record) under the lock instead.
+    #[inline]
+    pub(super) fn record(&self, record: Record) {
+        if let Err(record) = self.ring.push(record) {
+            let mut st = self.lock_and_drain();
+            Self::replay(&mut st.core, record);
+        }
+    }
+
+    /// Take the level lock. A poisoned lock means a panic interrupted an
+    /// update of the locked state: the level is marked failed (see the
+    /// module documentation) and the state is handed out only so that
+    /// seats can still be given back and waiters released.
+    pub(super) fn lock(&self) -> MutexGuard<'_, Locked> {
+        match self.locked.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => {
+                let mut st = poisoned.into_inner();
+                if !self.failed.swap(true, Ordering::AcqRel) {
+                    self.fail(&mut st);
+                }
+                st
+            }
+        }
+    }
+
+    /// The first lock after a panic: stop the hot path and release every
+    /// waiter with [`RejectReason::LevelFailed`]. Touches only the queues'
+    /// lists of waiters, not the counts that may be half-updated.
+    pub(super) fn fail(&self, st: &mut Locked) {
+        self.word.set_failed();
+        self.word.clear_slow();
+        let waiters: Vec<_> = st
+            .core
+            .queues
+            .iter_mut()
+            .flat_map(|q| q.waiting.drain(..))
+            .collect();
+        for w in waiters {
+            if let Some(waker) = w
+                .slot
+                .decide(SlotState::Rejected(RejectReason::LevelFailed))
+            {
+                waker.wake();
+            }
+        }
+        if let Some(timer) = &st.timer {
+            timer.cancel();
+        }
+    }
+
+    pub(super) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Lock and replay the ring; on a failed level the records are
+    /// discarded instead (replaying into inconsistent state could panic
+    /// again).
+    pub(super) fn lock_and_drain(&self) -> MutexGuard<'_, Locked> {
+        let mut st = self.lock();
+        if self.is_failed() {
+            while self.ring.pop().is_some() {}
+        } else {
+            self.drain(&mut st.core);
+        }
+        st
+    }
+
+    /// Replay the records that were in the ring when the drain began.
+    /// Bounded by that count, so producers that keep pushing cannot keep
+    /// the lock holder replaying forever; what they push meanwhile is
+    /// replayed by the next holder (every record is replayed before the
+    /// core decides anything that depends on it, since the decision's own
+    /// caller drained first, and later records belong to later events).
+    pub(super) fn drain(&self, core: &mut Core) {
+        let mut budget = self.ring.len();
+        let mut next = || {
+            if budget == 0 {
+                return None;
+            }
+            budget -= 1;
+            self.ring.pop()
+        };
+        let Some(first) = next() else { return };
+        // Feed the demand observer under one lock for the whole batch.
+        let Some(observer) = core.take_demand_observer() else {
+            Self::apply(core, first);
+            while let Some(record) = next() {
+                Self::apply(core, record);
+            }
+            return;
+        };
+        observer.with(|demand| {
+            let mut record = Some(first);
+            while let Some(r) = record {
+                Self::apply(core, r);
+                demand.set(core.demand(), core.last_sync());
+                record = next();
+            }
+        });
+        core.set_demand_observer_quietly(observer);
+    }
+
+    pub(super) fn replay(core: &mut Core, record: Record) {
+        Self::apply(core, record);
+        core.observe_demand();
+    }
+
+    pub(super) fn apply(core: &mut Core, record: Record) {
+        match record {
+            Record::Start {
+                queue,
+                tag,
+                initial_seats,
+                final_seats,
+                latency_secs,
+                latency_subsec_nanos,
+                at,
+            } => {
+                let estimate = WorkEstimate {
+                    initial_seats,
+                    final_seats,
+                    additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
+                };
+                core.replay_start(queue, tag, estimate, at)
+            }
+            Record::Finish {
+                queue,
+                tag,
+                initial_seats,
+                seats,
+                start,
+                at,
+            } => core.replay_finish(queue, tag, initial_seats, seats, start, at),
+        }
+    }
+
+    pub(super) fn slow_start(&self, request: &Request, tag: u32) -> RawAdmission {
+        let mut st = self.lock_and_drain();
+        if self.is_failed() {
+            return RawAdmission::Rejected(RejectReason::LevelFailed);
+        }
+        let now = self.clock.now();
+        st.core.sync(now);
+        let estimate = st.core.clamp(request.estimate);
+        let seats = estimate.max_seats();
+        let Some(dealer) = st.core.dealer.clone() else {
+            // A level that does not queue: the same one-CAS admission as
+            // the hot path, with Kubernetes' rule for too-wide requests.
+            if !self.word.try_take(seats, seats, st.core.lingering_seats()) {
+                st.core.reject_at_once(tag, RejectReason::ConcurrencyLimit);
+                return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
+            }
+            st.core.replay_start(NO_QUEUE, tag, estimate, now);
+            st.core.observe_demand();
+            return RawAdmission::Execute(Execution {
+                queue: NO_QUEUE,
+                tag,
+                estimate,
+                start: now,
+            });
+        };
+        let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+        let q = st.core.choose_queue(&dealer, request.flow_hash, n);
+        if st.core.must_reject(q, self.word.load()) {
+            st.core.reject_at_once(tag, RejectReason::QueueFull);
+            return RawAdmission::Rejected(RejectReason::QueueFull);
+        }
+        let wait_deadline = now.saturating_add(st.core.cfg.wait_limit);
+        let deadline = request
+            .deadline
+            .map_or(wait_deadline, |d| d.min(wait_deadline));
+        st.next_seq += 1;
+        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, tag));
+        st.core.enqueue(q, slot.clone(), estimate, now, deadline);
+        // Invariant 1 of the admission word: set before anyone can see the
+        // waiter (the lock is held), so no hot path overtakes it from now.
+        self.word.set_slow();
+        st.core.dispatch_as_much_as_possible(now, &self.word);
+        self.settle_and_unlock(st);
+        match slot.try_take(None) {
+            Some(decision) => match decision_result(decision) {
+                Ok(exec) => RawAdmission::Execute(exec),
+                Err(reason) => RawAdmission::Rejected(reason),
+            },
+            None => RawAdmission::Queued(Waiting { slot }),
+        }
+    }
+
+    /// Finish a slow-path operation: settle the level, release the lock,
+    /// then wake the async waiters it decided (wakers never run under the
+    /// level lock).
+    pub(super) fn settle_and_unlock(&self, mut st: MutexGuard<'_, Locked>) {
+        self.settle(&mut st);
+        let wakers = st.core.take_wakers();
+        drop(st);
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// After a slow-path operation: clear `SLOW` if nothing waits any more,
+    /// and arm the timer for the next deadline or lingering release.
+    pub(super) fn settle(&self, st: &mut Locked) {
+        st.core.observe_demand();
+        if st.core.requests_waiting == 0 {
+            self.word.clear_slow();
+        }
+        let next = st.core.next_timer();
+        if let Some(timer) = &st.timer {
+            match next {
+                Some(at) => timer.set(at),
+                None => timer.cancel(),
+            }
+        }
+        st.core.check_invariants();
+    }
+
+    pub(super) fn finish(
+        &self,
+        queue: u32,
+        tag: u32,
+        estimate: WorkEstimate,
+        start: Instant,
+        end: Instant,
+    ) {
+        let fast = estimate.additional_latency.is_zero() && !self.word.load().slow;
+        if fast {
+            let seats = estimate.max_seats();
+            let record = Record::Finish {
+                queue,
+                tag,
+                initial_seats: estimate.initial_seats,
+                seats,
+                start,
+                at: end,
+            };
+            if self.ring.push(record).is_ok() {
+                // The record is in the ring before the seats are free, so a
+                // start that takes these seats is recorded after this finish
+                // (see the admission word's protocol).
+                if self.word.give_back(seats) {
+                    self.dispatch_waiting();
+                }
+                return;
+            }
+        }
+        self.slow_finish(queue, tag, estimate, start, end);
+    }
+
+    pub(super) fn slow_finish(
+        &self,
+        queue: u32,
+        tag: u32,
+        estimate: WorkEstimate,
+        start: Instant,
+        end: Instant,
+    ) {
+        let mut st = self.lock_and_drain();
+        if self.is_failed() {
+            // No accounting on a failed level: just free the seats.
+            self.word.give_back(estimate.max_seats());
+            return;
+        }
+        st.core.sync(end);
+        let freed = st.core.finish(queue, tag, estimate, start, end);
+        self.word.give_back(freed);
+        st.core.dispatch_as_much_as_possible(end, &self.word);
+        self.settle_and_unlock(st);
+    }
+
+    /// Seats were freed while requests wait: dispatch them.
+    pub(super) fn dispatch_waiting(&self) {
+        let mut st = self.lock_and_drain();
+        if self.is_failed() {
+            return;
+        }
+        let now = self.clock.now();
+        st.core.sync(now);
+        st.core.dispatch_as_much_as_possible(now, &self.word);
+        self.settle_and_unlock(st);
+    }
+
+    pub(super) fn cancel(&self, slot: &Arc<WaitSlot>) {
+        let mut st = self.lock_and_drain();
+        if self.is_failed() {
+            return; // every waiter was already rejected
+        }
+        let now = self.clock.now();
+        st.core.sync(now);
+        if st.core.remove_waiting(slot, RejectReason::Cancelled, now) {
+            st.core.dispatch_as_much_as_possible(now, &self.word);
+            self.settle_and_unlock(st);
+        }
+    }
+
+    pub(super) fn on_timer(&self, at: Instant) {
+        let mut st = self.lock_and_drain();
+        if self.is_failed() {
+            return;
+        }
+        while let Some(due) = st.core.next_timer().filter(|&t| t <= at) {
+            st.core.sync(due);
+            let (freed, _expired) = st.core.expire(due);
+            self.word.give_back(freed);
+            st.core.dispatch_as_much_as_possible(due, &self.word);
+        }
+        self.settle_and_unlock(st);
+    }
+
+    pub(super) fn reconfigure(&self, cfg: QueueSetConfig) -> Result<(), QueueSetConfigError> {
+        let dealer = cfg.validate()?;
+        let mut st = self.lock_and_drain();
+        if self.is_failed() {
+            return Err(QueueSetConfigError::LevelFailed {
+                level: st.core.cfg.name.clone(),
+            });
+        }
+        let now = self.clock.now();
+        st.core.sync(now);
+        let limit = cfg.concurrency_limit;
+        st.core.reconfigure(cfg, dealer.clone());
+        self.dealer.store(Arc::new(dealer));
+        self.word.set_limit(limit);
+        st.core.dispatch_as_much_as_possible(now, &self.word);
+        self.settle_and_unlock(st);
+        Ok(())
+    }
+}

@@ -1,0 +1,154 @@
+//! loom models of the admission word's protocol (src/queueset/admission.rs)
+//! on the paths that once broke it: a level that does not queue, where the
+//! slow path used to check for room and then add its seats, so a hot-path
+//! CAS could land in between (two requests ran at limit 1); a hot-path start
+//! replayed after the slow path queued a waiter on the same queue, which
+//! left the queue's key in the ready index stale; and a request wider than
+//! the limit, which may run only when nothing else executes.
+//!
+//! Each model checks the invariants at every step an executing request can
+//! observe, through an independent record of what executes (`Observed`),
+//! not only at the end. Run with `scripts/loom.sh`.
+#![cfg(loom)]
+
+use apf::clock::Clock;
+use apf::queueset::{Admission, QueueSet, QueueSetConfig, Request};
+use apf::work_estimate::WorkEstimate;
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use std::time::Duration;
+
+/// What the model's threads saw executing: seats and requests, updated by
+/// each request right after it is admitted and right before it finishes.
+struct Observed {
+    limit: u32,
+    state: Mutex<(u32, u32)>,
+}
+
+impl Observed {
+    fn new(limit: u32) -> Arc<Observed> {
+        Arc::new(Observed {
+            limit,
+            state: Mutex::new((0, 0)),
+        })
+    }
+
+    /// A request of `seats` began executing: the level never runs over its
+    /// limit, except one request wider than the limit running alone.
+    fn began(&self, seats: u32) {
+        let mut st = self.state.lock().unwrap();
+        st.0 += seats;
+        st.1 += 1;
+        assert!(
+            st.0 <= self.limit || st.1 == 1,
+            "{} seats in use by {} requests at limit {}",
+            st.0,
+            st.1,
+            self.limit
+        );
+    }
+
+    fn ending(&self, seats: u32) {
+        let mut st = self.state.lock().unwrap();
+        st.0 -= seats;
+        st.1 -= 1;
+    }
+}
+
+fn level(limit: u32, queues: u32) -> Arc<QueueSet> {
+    let (clock, _manual) = Clock::manual();
+    let cfg = QueueSetConfig {
+        name: "loom".into(),
+        concurrency_limit: limit,
+        queues,
+        hand_size: queues.min(1),
+        queue_length_limit: 4,
+        ..QueueSetConfig::default()
+    };
+    Arc::new(QueueSet::new(cfg, clock).expect("valid config"))
+}
+
+fn request(flow: u64, seats: u32) -> Request {
+    Request {
+        flow_hash: flow,
+        estimate: WorkEstimate::new(seats, 0, Duration::ZERO),
+        deadline: None,
+    }
+}
+
+/// Start, wait if queued, run (observed), finish. Returns whether it ran.
+fn run(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32) -> bool {
+    let guard = match qs.start(&request(flow, seats)) {
+        Admission::Execute(g) => g,
+        Admission::Queued(t) => match t.wait() {
+            Ok(g) => g,
+            Err(_) => return false,
+        },
+        Admission::Rejected(_) => return false,
+    };
+    let held = guard.estimate().max_seats();
+    seen.began(held);
+    seen.ending(held);
+    guard.finish();
+    true
+}
+
+fn assert_idle(qs: &QueueSet) {
+    let stats = qs.stats(); // also runs the core's invariant checks
+    assert_eq!(stats.seats_in_use, 0, "every seat given back");
+    assert_eq!(stats.requests_executing, 0);
+    assert_eq!(stats.requests_waiting, 0);
+}
+
+/// Defect 1: at a level that does not queue (limit 1), a request that must
+/// take the slow path (0 initial seats: clamped there to 1) races a 1-seat
+/// request on the hot path. At most one may execute at any moment; the
+/// other is rejected or runs after.
+#[test]
+fn a_non_queuing_level_never_runs_over_its_limit() {
+    loom::model(|| {
+        let qs = level(1, 0);
+        let seen = Observed::new(1);
+        let (qs2, seen2) = (qs.clone(), seen.clone());
+        let t = thread::spawn(move || run(&qs2, &seen2, 1, 0));
+        let hot = run(&qs, &seen, 2, 1);
+        let slow = t.join().unwrap();
+        assert!(hot || slow, "one of them runs");
+        assert_idle(&qs);
+    });
+}
+
+/// Defect 2: a hot-path start whose record reaches the ring only after the
+/// slow path queued a waiter on the same queue (one queue, limit 1). The
+/// replay raises that queue's next-dispatch R; its key in the ready index
+/// must follow, or a later dispatch serves the wrong queue. The core's
+/// invariant checks (debug builds: loom runs with debug assertions) compare
+/// every key with next-dispatch R plus the head's work at each settle.
+#[test]
+fn a_late_replay_after_an_enqueue_keeps_the_ready_index_exact() {
+    loom::model(|| {
+        let qs = level(1, 1);
+        let seen = Observed::new(1);
+        let (qs2, seen2) = (qs.clone(), seen.clone());
+        let t = thread::spawn(move || run(&qs2, &seen2, 7, 1));
+        assert!(run(&qs, &seen, 9, 1));
+        assert!(t.join().unwrap());
+        assert_idle(&qs);
+    });
+}
+
+/// A request wider than the limit (2 seats at limit 1) waits until nothing
+/// executes, then runs alone at its full width; it never runs beside the
+/// narrow one.
+#[test]
+fn a_too_wide_request_runs_only_alone() {
+    loom::model(|| {
+        let qs = level(1, 1);
+        let seen = Observed::new(1);
+        let (qs2, seen2) = (qs.clone(), seen.clone());
+        let t = thread::spawn(move || run(&qs2, &seen2, 3, 2));
+        assert!(run(&qs, &seen, 4, 1));
+        assert!(t.join().unwrap(), "the wide request runs once alone");
+        assert_idle(&qs);
+    });
+}
