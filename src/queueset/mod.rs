@@ -50,11 +50,14 @@
 mod admission;
 pub mod config;
 mod core;
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
 mod guard;
 mod paths;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub mod reference;
 pub mod tally;
 pub mod vtime;

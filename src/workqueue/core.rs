@@ -371,7 +371,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     /// Items tracked at all: queued, processing or waiting.
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
         lock(&self.state).table.len()
     }

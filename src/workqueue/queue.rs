@@ -59,7 +59,7 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     }
 
     /// Items tracked at all (queued, processing or waiting).
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
         self.shared.tracked()
     }
