@@ -11,8 +11,6 @@ package apf
 // their arguments stay on the goroutine's stack.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: -L${SRCDIR}/../../target/release -lapf -Wl,-rpath,${SRCDIR}/../../target/release
 #cgo noescape go_apf_start
 #cgo nocallback go_apf_start
 #cgo noescape go_apf_finish
