@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 import re
 import subprocess
 import sys
@@ -112,9 +113,20 @@ def test_library_not_found_names_the_env_var(tmp_path, monkeypatch):
 def test_env_var_may_name_a_directory(monkeypatch):
     from apf import _library
 
-    real = _library._candidates()[0]
+    real = Path(_library._candidates()[0])
     monkeypatch.setenv(_library.ENV_VAR, str(real.parent))
-    assert _library._candidates() == [real]
+    assert _library._candidates() == [str(real)]
+
+
+def test_without_the_env_var_the_package_copy_comes_first_then_the_system(monkeypatch):
+    from apf import _library
+
+    monkeypatch.delenv(_library.ENV_VAR, raising=False)
+    found = _library._candidates()
+    package = str(Path(_library.__file__).resolve().parent / "libapf.so")
+    assert found[0] == package
+    assert _library._SONAME in found[1:3]
+    assert found[-1].endswith("target/release/libapf.so")
 
 
 def test_digest_marshalling_names_real_fields():
