@@ -105,8 +105,9 @@ enum apf_status
   APF_ERR_IO = 7011,
   // Too many requests in flight for the handle space (over 2^31 at once).
   APF_ERR_TOO_MANY_REQUESTS = 7012,
-  // The call is not allowed from inside a completion callback (it would
-  // wait for the callback itself).
+  // The call is not allowed from inside a completion callback, of any
+  // dispatcher (it would wait for running callbacks, which can be the
+  // caller itself or wait for the caller).
   APF_ERR_IN_CALLBACK = 7013,
   // The workqueue is of another kind than the call needs: a slow lane on
   // a queue without lanes, a priority on a non-priority queue.
@@ -158,6 +159,10 @@ enum apf_reject_reason
   APF_REJECT_CANCELLED = 3,
   // Its level does not queue and had no free seat.
   APF_REJECT_CONCURRENCY_LIMIT = 4,
+  // Its level failed: a panic inside the level's critical section left
+  // its state inconsistent, so it rejects every request (a bug; the next
+  // reconfiguration replaces the level). Not one of Kubernetes' reasons.
+  APF_REJECT_LEVEL_FAILED = 5,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -288,7 +293,7 @@ typedef struct apf_options {
   // The longest a request waits in a queue, in nanoseconds (default 15 s).
   uint64_t wait_limit_ns;
   // How often borrowing recomputes the levels' limits, in nanoseconds
-  // (default 10 s). Must be positive.
+  // (default 10 s). At least 100 ms (100000000).
   uint64_t borrowing_period_ns;
   // Run on a manual clock that starts at 0 and moves only through
   // `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
@@ -523,8 +528,12 @@ apf_status apf_dispatcher_reconfigure(struct apf_dispatcher *dispatcher, const c
 
 // Move a manual clock forward by `nanos`, firing what falls due on the way
 // (queue wait limits and deadlines, borrowing adjustments), each at its own
-// time. Completion notifications for requests decided on the way happen
-// before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real clock.
+// time. Borrowing periods that pass with nothing else falling due in
+// between are coalesced into one adjustment at the last one's end, so any
+// `nanos` (even `UINT64_MAX`) costs work in proportion to what happens, not
+// to the time passed. Completion notifications for requests decided on the
+// way happen before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real
+// clock.
 //
 // # Safety
 // `dispatcher` must be NULL or live.
@@ -545,11 +554,13 @@ apf_status apf_dispatcher_now(const struct apf_dispatcher *dispatcher, uint64_t 
 // The callback runs on whatever thread decided the request: one finishing
 // another request, one advancing the manual clock, or libapf's timer
 // thread. It runs with no libapf lock held and may call any libapf
-// function, except this one on the same dispatcher (`APF_ERR_IN_CALLBACK`)
-// and `apf_dispatcher_free` of the same dispatcher (ignored); it should be
-// quick. `callback` and
-// `user` must be usable from any thread. When this function returns, no
-// call of the previous callback is still running.
+// function, except this one, on any dispatcher (`APF_ERR_IN_CALLBACK`:
+// it would wait for running callbacks, and two dispatchers' callbacks
+// replacing each other's on two threads would wait for each other for
+// ever), and `apf_dispatcher_free` of the same dispatcher (ignored); it
+// should be quick. `callback` and `user` must be usable from any thread.
+// When this function returns `APF_OK`, no call of the previous callback is
+// still running.
 //
 // # Safety
 // `dispatcher` must be NULL or live; `callback` NULL or a function that is
@@ -588,6 +599,19 @@ apf_status apf_dispatcher_take_completion(struct apf_dispatcher *dispatcher, uin
 // # Safety
 // `dispatcher` must be NULL or live; `out` NULL or writable.
 apf_status apf_dispatcher_stats_text(struct apf_dispatcher *dispatcher, struct apf_text *out);
+
+// The notices of the configuration in force, one a line, each naming its
+// object (`FlowSchema "NAME": ...`): mandatory objects that were added, and
+// flow schemas naming a priority level that does not exist. Such a schema
+// is accepted, as Kubernetes accepts it, but matches no request (it is
+// "dangling"); read this after `apf_dispatcher_new_from_config` or
+// `apf_dispatcher_reconfigure` to warn about it. Empty when there is
+// nothing to note. On `APF_OK`, `*out` owns the text: free it with
+// `apf_text_free`.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_config_notices(struct apf_dispatcher *dispatcher, struct apf_text *out);
 
 // The dispatcher's metrics in the OpenMetrics 1.0 text format, which
 // Prometheus scrapes (serve it with the type `apf_metrics_content_type`

@@ -138,6 +138,26 @@ impl Clock {
         }
     }
 
+    /// The time the clock will reach before anything else can happen: now
+    /// for the real clock; for a manual clock, inside a timer's callback,
+    /// the target of the advance that fired it or the next deadline of
+    /// another timer, whichever is earlier (the callback's own timer is
+    /// disarmed while it runs). A periodic timer uses it to coalesce periods
+    /// that one large advance jumps over, with nothing happening in
+    /// between, into one firing, as a periodic task on the real clock would
+    /// after a long stall.
+    pub fn horizon(&self) -> Instant {
+        match &self.kind {
+            Kind::Real(_) => self.now(),
+            Kind::Manual(now) => {
+                let now = now.load(Ordering::Acquire);
+                let target = self.timers.horizon.load(Ordering::Acquire);
+                let next = self.timers.earliest().unwrap_or(NO_DEADLINE);
+                Instant(target.min(next).max(now))
+            }
+        }
+    }
+
     /// Whether this is a manual clock.
     pub fn is_manual(&self) -> bool {
         matches!(self.kind, Kind::Manual(_))
@@ -221,6 +241,12 @@ impl ManualClock {
         // Serialise advancers so timers fire in order even when two threads
         // advance at once.
         let _advancing = lock(&self.clock.timers.advancing);
+        // Published before any timer fires, so a periodic timer can see how
+        // far this advance goes and skip the periods it would only repeat.
+        self.clock
+            .timers
+            .horizon
+            .fetch_max(target.0, Ordering::AcqRel);
         loop {
             let Some((timer, at)) = self.clock.timers.earliest_due(target.0) else {
                 break;
@@ -320,6 +346,9 @@ impl TimerShared {
 struct TimerTable {
     entries: Mutex<Vec<Arc<TimerShared>>>,
     advancing: Mutex<()>,
+    /// A manual clock's target while `advance_to` runs (see
+    /// [`Clock::horizon`]); never decreases.
+    horizon: AtomicU64,
     thread: Mutex<TimerThread>,
     wakeup: Condvar,
 }

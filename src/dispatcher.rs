@@ -19,6 +19,7 @@ use crate::level::{Level, LevelOutcome, RequestGuard, RequestTicket, Schema, Wai
 use crate::queueset::{QueueSetConfig, RejectReason};
 use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::{level_max_seats, WorkEstimate};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::time::Duration;
 
@@ -114,12 +115,17 @@ pub struct Dispatcher {
     /// Levels in the adjuster's order, for its callback.
     table: Arc<Mutex<Vec<Arc<Level>>>>,
     reconfigurations: AtomicU64,
-    /// Flow-schema names by id: a schema's id (its requests' tag in the
-    /// levels' tallies) stays the same across reconfigurations.
-    schema_names: Mutex<Vec<String>>,
+    /// Flow-schema ids: a schema's id (its requests' tag in the levels'
+    /// tallies) stays the same across reconfigurations while it is
+    /// configured or its requests live; then it is reused.
+    schema_ids: Mutex<SchemaIds>,
     /// Levels removed by a reconfiguration while requests were still in
     /// them (Kubernetes' quiescing levels), until they are idle.
-    retired: Mutex<Vec<Arc<Level>>>,
+    /// Kubernetes keeps them in borrowing (their shares in the share sum,
+    /// their limit adjusted) until a configuration change finds them idle;
+    /// so do we: these are the levels after the configured ones in the
+    /// adjuster, with the borrowing config they had.
+    retired: Mutex<Vec<(Arc<Level>, LevelConfig)>>,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -159,8 +165,8 @@ impl Dispatcher {
         let levels = build_levels(&valid, &[], &adjuster.current_cls(), &options, &clock);
         attach_demand(&adjuster, &levels);
         *lock(&table) = levels.clone();
-        let mut schema_names = Vec::new();
-        let snapshot = Snapshot::new(valid, levels, &mut schema_names);
+        let mut schema_ids = SchemaIds::default();
+        let snapshot = Snapshot::new(valid, levels, &mut schema_ids);
         Ok(Dispatcher {
             clock,
             options,
@@ -169,7 +175,7 @@ impl Dispatcher {
             reconfiguring: Mutex::new(()),
             table,
             reconfigurations: AtomicU64::new(0),
-            schema_names: Mutex::new(schema_names),
+            schema_ids: Mutex::new(schema_ids),
             retired: Mutex::new(Vec::new()),
         })
     }
@@ -223,22 +229,67 @@ impl Dispatcher {
     pub fn reconfigure(&self, config: &Config) -> Result<(), DispatcherError> {
         let _one_at_a_time = lock(&self.reconfiguring);
         let valid = config.validate()?;
-        let borrowing = borrowing_levels(&valid);
+        // Ids freed since the last reconfiguration go to this one's names.
+        self.reclaim_schema_ids();
         let old = self.snapshot.load_full();
+        let quiescing = self.quiescing_after(&old, &valid);
+        let mut borrowing = borrowing_levels(&valid);
+        borrowing.extend(quiescing.iter().map(|(_, c)| c.clone()));
         let mut built = None;
         self.adjuster
             .reconfigure(self.options.server_concurrency_limit, &borrowing, |cls| {
                 let levels = build_levels(&valid, &old.levels, cls, &self.options, &self.clock);
-                *lock(&self.table) = levels.clone();
-                built = Some(levels);
+                // The quiescing levels' CurrentCLs follow the new ones'.
+                let mut table = levels.clone();
+                table.extend(quiescing.iter().map(|(l, _)| l.clone()));
+                *lock(&self.table) = table.clone();
+                built = Some((levels, table));
             })?;
-        let levels = built.expect("publish runs on success");
-        attach_demand(&self.adjuster, &levels);
-        self.retire(&old.levels, &levels);
-        let snapshot = Snapshot::new(valid, levels, &mut lock(&self.schema_names));
+        let (levels, table) = built.expect("publish runs on success");
+        attach_demand(&self.adjuster, &table);
+        *lock(&self.retired) = quiescing;
+        let snapshot = Snapshot::new(valid, levels, &mut lock(&self.schema_ids));
+        let gone: Vec<Arc<Schema>> = old
+            .schemas
+            .iter()
+            .filter(|s| !snapshot.schemas.iter().any(|n| n.name == s.name))
+            .cloned()
+            .collect();
         self.snapshot.store(Arc::new(snapshot));
+        drop(old);
+        lock(&self.schema_ids).removed.extend(gone);
+        self.reclaim_schema_ids();
         self.reconfigurations.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Free the ids of removed flow schemas whose requests are all gone,
+    /// and drop what they left in the levels' tallies (so their metric
+    /// series go too): without reuse, ids would only grow with every name
+    /// ever configured, and past 65,535 share one tally. Runs at every
+    /// reconfiguration; a schema still referenced (a request of it being
+    /// admitted, or its `Decision` held) or with requests waiting or
+    /// executing anywhere is kept for a later one.
+    fn reclaim_schema_ids(&self) {
+        let mut levels = self.levels();
+        levels.extend(lock(&self.retired).iter().map(|(l, _)| l.clone()));
+        // Level locks are taken under `schema_ids` (never the other way
+        // round), so a schema revived meanwhile cannot lose its counts.
+        let mut ids = lock(&self.schema_ids);
+        let mut i = 0;
+        while i < ids.removed.len() {
+            let schema = &ids.removed[i];
+            // No snapshot holds it any more: one count means no thread can
+            // still tag a new request with it.
+            let unreferenced = Arc::strong_count(schema) == 1;
+            if unreferenced && !levels.iter().any(|l| l.tag_busy(schema.id)) {
+                let schema = ids.removed.swap_remove(i);
+                levels.iter().for_each(|l| l.forget_tag(schema.id));
+                ids.release(schema.id);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Recompute the CurrentCLs now instead of at the end of the period.
@@ -304,49 +355,127 @@ impl Dispatcher {
     /// The name of the flow schema with this id (ids are the tags of
     /// [`Level::tag_stats`]), also for schemas no longer configured.
     pub fn schema_name(&self, id: u32) -> Option<String> {
-        lock(&self.schema_names).get(id as usize).cloned()
+        lock(&self.schema_ids).name(id).map(str::to_owned)
+    }
+
+    /// What validating the configuration in force noted: mandatory objects
+    /// added, and flow schemas that name a missing priority level (kept,
+    /// matching nothing, as Kubernetes keeps them). Each names its object.
+    pub fn config_notices(&self) -> Vec<crate::config::Notice> {
+        self.snapshot.with(|s| s.config.notices().to_vec())
     }
 
     /// Levels removed from the configuration that still hold requests
     /// (Kubernetes' quiescing levels).
     pub fn quiescing_levels(&self) -> Vec<Arc<Level>> {
-        let mut retired = lock(&self.retired);
-        retired.retain(|l| !l.is_idle());
-        retired.clone()
+        let retired = lock(&self.retired);
+        retired
+            .iter()
+            .filter(|(l, _)| !l.is_idle())
+            .map(|(l, _)| l.clone())
+            .collect()
     }
 
-    /// Keep the levels of `old` that are not in `new` while they hold
-    /// requests.
-    fn retire(&self, old: &[Arc<Level>], new: &[Arc<Level>]) {
-        let mut retired = lock(&self.retired);
-        for level in old {
-            if !new.iter().any(|l| Arc::ptr_eq(l, level)) && !level.is_idle() {
-                retired.push(level.clone());
+    /// The levels that quiesce once `valid` replaces `old`: those of `old`
+    /// that `valid` drops (a level stays when its name and exemptness do)
+    /// and earlier quiescing ones, while they hold requests, each with the
+    /// borrowing config it had. As in Kubernetes, an idle one is dropped at
+    /// this configuration change. One whose name the new configuration (or
+    /// a newer quiescing level) uses again drains outside borrowing, since
+    /// borrowing tells levels apart by name.
+    fn quiescing_after(
+        &self,
+        old: &Snapshot,
+        valid: &ValidConfig,
+    ) -> Vec<(Arc<Level>, LevelConfig)> {
+        let stays = |l: &Level| {
+            valid
+                .priority_levels()
+                .iter()
+                .any(|pl| pl.name == l.name && pl.is_exempt() == l.is_exempt())
+        };
+        let removed_now = old
+            .levels
+            .iter()
+            .zip(borrowing_levels(&old.config))
+            .filter(|(l, _)| !stays(l))
+            .map(|(l, c)| (l.clone(), c));
+        let earlier = lock(&self.retired).clone();
+        let mut out: Vec<(Arc<Level>, LevelConfig)> = Vec::new();
+        for (level, config) in removed_now.chain(earlier) {
+            let taken = valid
+                .priority_levels()
+                .iter()
+                .any(|pl| pl.name == level.name)
+                || out.iter().any(|(l, _)| l.name == level.name);
+            if !level.is_idle() && !taken {
+                out.push((level, config));
             }
         }
-        retired.retain(|l| !l.is_idle());
+        out
+    }
+}
+
+/// Flow-schema ids by name. A name keeps its id while it is configured
+/// or its removed schema still has requests; then the id is free, and the
+/// lowest free id goes to the next new name.
+#[derive(Default)]
+struct SchemaIds {
+    /// Name by id; `None` when free.
+    names: Vec<Option<String>>,
+    ids: HashMap<String, u32>,
+    free: BTreeSet<u32>,
+    /// Schemas removed from the configuration whose ids are not free yet.
+    removed: Vec<Arc<Schema>>,
+}
+
+impl SchemaIds {
+    fn id_for(&mut self, name: &str) -> u32 {
+        // A removed schema that comes back keeps its id (and counts).
+        if let Some(i) = self.removed.iter().position(|s| s.name == name) {
+            self.removed.swap_remove(i);
+        }
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = match self.free.pop_first() {
+            Some(id) => {
+                self.names[id as usize] = Some(name.to_owned());
+                id
+            }
+            None => {
+                self.names.push(Some(name.to_owned()));
+                (self.names.len() - 1) as u32
+            }
+        };
+        self.ids.insert(name.to_owned(), id);
+        id
+    }
+
+    fn release(&mut self, id: u32) {
+        if let Some(name) = self.names.get_mut(id as usize).and_then(Option::take) {
+            self.ids.remove(&name);
+            self.free.insert(id);
+        }
+    }
+
+    fn name(&self, id: u32) -> Option<&str> {
+        self.names.get(id as usize)?.as_deref()
     }
 }
 
 impl Snapshot {
-    /// `names` holds the schema names by id; new names get new ids.
-    fn new(config: ValidConfig, levels: Vec<Arc<Level>>, names: &mut Vec<String>) -> Snapshot {
+    /// `ids` holds the schema ids by name; new names get free ids.
+    fn new(config: ValidConfig, levels: Vec<Arc<Level>>, ids: &mut SchemaIds) -> Snapshot {
         let classifier = Classifier::new(&config);
         let schemas = config
             .flow_schemas()
             .iter()
             .map(|fs| {
-                let id = match names.iter().position(|n| *n == fs.name) {
-                    Some(id) => id,
-                    None => {
-                        names.push(fs.name.clone());
-                        names.len() - 1
-                    }
-                };
                 Arc::new(Schema {
                     name: fs.name.clone(),
                     uid: fs.uid.clone(),
-                    id: id as u32,
+                    id: ids.id_for(&fs.name),
                 })
             })
             .collect();
@@ -456,6 +585,9 @@ fn build_levels(
                     limit_response: LimitPolicy::Queue(q),
                     ..
                 } => level_max_seats(nominal_cl, q.hand_size) as u64,
+                // Exempt: what the estimator gives at most (see
+                // EXEMPT_MAX_SEATS), so no one request claims more.
+                _ if pl.is_exempt() => u64::from(crate::work_estimate::EXEMPT_MAX_SEATS),
                 _ => u64::MAX,
             };
             level.max_seats.store(max_seats, Ordering::Relaxed);

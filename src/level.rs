@@ -190,11 +190,21 @@ impl Level {
             LevelKind::Exempt(e) => LevelStats {
                 exempt: true,
                 queueset: QueueSetStats {
-                    seats_in_use: e.seats.load(Ordering::Relaxed) as u32,
-                    requests_executing: e.executing.load(Ordering::Relaxed) as u32,
+                    // Saturated, not wrapped; `seats_in_use` has the full sum.
+                    seats_in_use: saturate(e.seats.load(Ordering::Relaxed)),
+                    requests_executing: saturate(e.executing.load(Ordering::Relaxed)),
                     ..QueueSetStats::default()
                 },
             },
+        }
+    }
+
+    /// Seats held here now, without truncation (an exempt level counts them
+    /// in 64 bits).
+    pub fn seats_in_use(&self) -> u64 {
+        match &self.kind {
+            LevelKind::Limited(qs) => u64::from(qs.stats().seats_in_use),
+            LevelKind::Exempt(e) => e.seats.load(Ordering::Relaxed),
         }
     }
 
@@ -211,6 +221,24 @@ impl Level {
         match &self.kind {
             LevelKind::Limited(qs) => qs.tag_stats(),
             LevelKind::Exempt(e) => lock(&e.locked).tallies.snapshot(),
+        }
+    }
+
+    /// Whether a request of the flow schema with id `tag` waits or executes
+    /// here.
+    pub(crate) fn tag_busy(&self, tag: u32) -> bool {
+        match &self.kind {
+            LevelKind::Limited(qs) => qs.tag_busy(tag),
+            LevelKind::Exempt(e) => lock(&e.locked).tallies.is_busy(tag),
+        }
+    }
+
+    /// Drop what the flow schema with id `tag` left here (its id is about
+    /// to be reused).
+    pub(crate) fn forget_tag(&self, tag: u32) {
+        match &self.kind {
+            LevelKind::Limited(qs) => qs.forget_tag(tag),
+            LevelKind::Exempt(e) => lock(&e.locked).tallies.remove(tag),
         }
     }
 
@@ -349,6 +377,10 @@ impl ExemptSeats {
         tally.end(start, end);
         tally.release(seats.min(u32::MAX as u64) as u32);
     }
+}
+
+fn saturate(x: u64) -> u32 {
+    x.min(u64::from(u32::MAX)) as u32
 }
 
 pub(crate) enum LevelOutcome {

@@ -80,6 +80,16 @@ pub const STALE_OBJECT_COUNT: u64 = 1_000_000_000;
 pub const DEFAULT_WATCHES_PER_SEAT: f64 = 10.0;
 /// Mutating requests: extra time per notified event at one seat.
 pub const DEFAULT_EVENT_ADDITIONAL_DURATION: Duration = Duration::from_millis(5);
+/// The seats one request may hold at an exempt level: the most Kubernetes'
+/// work estimator ever gives one request. Kubernetes tracks no per-level
+/// cap for exempt levels, so its estimator falls back to its kind maximum
+/// (LIST or mutating); an estimate handed to libapf from elsewhere is
+/// capped the same way, so one request cannot claim billions of seats.
+pub const EXEMPT_MAX_SEATS: u32 = if DEFAULT_MAXIMUM_LIST_SEATS > DEFAULT_MAXIMUM_MUTATING_SEATS {
+    DEFAULT_MAXIMUM_LIST_SEATS
+} else {
+    DEFAULT_MAXIMUM_MUTATING_SEATS
+};
 /// A level's max seats are at most this fraction of its NominalCL.
 pub const LEVEL_MAX_SEATS_FRACTION: f64 = 0.15;
 

@@ -78,6 +78,13 @@ fn request(flow: u64, seats: u32) -> Request {
 
 /// Start, wait if queued, run (observed), finish. Returns whether it ran.
 fn run(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32) -> bool {
+    run_probing(qs, seen, flow, seats, false)
+}
+
+/// [`run`], and with `probe`, read the level's stats while executing: a
+/// slow-path operation that replays the ring and runs the core's invariant
+/// checks at that step.
+fn run_probing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, probe: bool) -> bool {
     let guard = match qs.start(&request(flow, seats)) {
         Admission::Execute(g) => g,
         Admission::Queued(t) => match t.wait() {
@@ -88,6 +95,9 @@ fn run(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32) -> bool {
     };
     let held = guard.estimate().max_seats();
     seen.began(held);
+    if probe {
+        let _ = qs.stats();
+    }
     seen.ending(held);
     guard.finish();
     true
@@ -123,7 +133,9 @@ fn a_non_queuing_level_never_runs_over_its_limit() {
 /// replay raises that queue's next-dispatch R; its key in the ready index
 /// must follow, or a later dispatch serves the wrong queue. The core's
 /// invariant checks (debug builds: loom runs with debug assertions) compare
-/// every key with next-dispatch R plus the head's work at each settle.
+/// every key with next-dispatch R plus the head's work; the hot-path
+/// request probes the level (a replay, then the checks) while it executes,
+/// before its own finish would re-key the queue.
 #[test]
 fn a_late_replay_after_an_enqueue_keeps_the_ready_index_exact() {
     loom::model(|| {
@@ -131,22 +143,23 @@ fn a_late_replay_after_an_enqueue_keeps_the_ready_index_exact() {
         let seen = Observed::new(1);
         let (qs2, seen2) = (qs.clone(), seen.clone());
         let t = thread::spawn(move || run(&qs2, &seen2, 7, 1));
-        assert!(run(&qs, &seen, 9, 1));
+        assert!(run_probing(&qs, &seen, 9, 1, true));
         assert!(t.join().unwrap());
         assert_idle(&qs);
     });
 }
 
-/// A request wider than the limit (2 seats at limit 1) waits until nothing
+/// A request wider than the limit (3 seats at limit 2) waits until nothing
 /// executes, then runs alone at its full width; it never runs beside the
-/// narrow one.
+/// narrow one, even when the narrow one's start has not been replayed yet
+/// (the core's count of executing requests lags; the word does not).
 #[test]
 fn a_too_wide_request_runs_only_alone() {
     loom::model(|| {
-        let qs = level(1, 1);
-        let seen = Observed::new(1);
+        let qs = level(2, 1);
+        let seen = Observed::new(2);
         let (qs2, seen2) = (qs.clone(), seen.clone());
-        let t = thread::spawn(move || run(&qs2, &seen2, 3, 2));
+        let t = thread::spawn(move || run(&qs2, &seen2, 3, 3));
         assert!(run(&qs, &seen, 4, 1));
         assert!(t.join().unwrap(), "the wide request runs once alone");
         assert_idle(&qs);

@@ -112,6 +112,35 @@ spec:
 }
 
 #[test]
+fn check_accepts_a_cluster_dump_with_a_dangling_flow_schema_and_names_it() {
+    // A real `kubectl get` dump whose schema batch-jobs names a level that
+    // was deleted: Kubernetes keeps the schema (Dangling, matching nothing),
+    // so the dump must load, with the schema named.
+    let dump = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/data/kubectl-get-flowcontrol.yaml"
+    ))
+    .unwrap();
+    let dangling = dump.replacen(
+        "priorityLevelConfiguration:\n      name: batch\n",
+        "priorityLevelConfiguration:\n      name: deleted-level\n",
+        1,
+    );
+    assert_ne!(dangling, dump, "the fixture names level batch");
+    let dir = scratch("check-dangling");
+    let file = dir.join("dump.yaml");
+    std::fs::write(&file, dangling).unwrap();
+    let out = apf(&["check", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("FlowSchema \"batch-jobs\"") && l.contains("deleted-level")),
+        "{text}"
+    );
+}
+
+#[test]
 fn check_fails_on_a_missing_file() {
     let out = apf(&["check", "/nonexistent/apf.yaml"]);
     assert_eq!(out.status.code(), Some(1));

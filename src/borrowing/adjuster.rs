@@ -17,10 +17,19 @@ use std::time::Duration;
 /// Kubernetes' borrowing adjustment period.
 pub const DEFAULT_ADJUSTMENT_PERIOD: Duration = Duration::from_secs(10);
 
+/// The shortest adjustment period accepted. Kubernetes' is fixed at ten
+/// seconds; anything much shorter only measures noise, and each adjustment
+/// takes every level's lock.
+pub const MIN_ADJUSTMENT_PERIOD: Duration = Duration::from_millis(100);
+
+/// A steady adjuster facing at least this many periods with nothing else
+/// due skips to the last of them (see `Inner::on_timer`).
+const COALESCE_AFTER_PERIODS: u64 = 64;
+
 /// Tunables of a [`BorrowingAdjuster`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdjusterOptions {
-    /// Time between adjustments; must be longer than zero.
+    /// Time between adjustments; at least [`MIN_ADJUSTMENT_PERIOD`].
     pub period: Duration,
 }
 
@@ -65,7 +74,10 @@ type Refresher = std::sync::Arc<dyn Fn() + Send + Sync>;
 /// demand. Every period the adjuster computes the CurrentCLs and calls the
 /// callback with them, in the order of the configured levels. It also
 /// adjusts at once on [`adjust_now`](Self::adjust_now) and
-/// [`reconfigure`](Self::reconfigure), restarting the period.
+/// [`reconfigure`](Self::reconfigure), restarting the period. When one
+/// manual-clock advance jumps over many periods in which nothing else falls
+/// due and the statistics have settled, the adjustments that would all
+/// compute the same are coalesced into one at the last period's end.
 ///
 /// The callback runs on the clock's timer thread (inside
 /// [`ManualClock::advance`](crate::clock::ManualClock::advance) for a manual
@@ -124,6 +136,11 @@ struct State {
     fair_prop: f64,
     regime: Regime,
     at: Instant,
+    /// The last adjustment was a fixed point: every level's demand was
+    /// constant through the period and its statistics came out unchanged
+    /// (so the CurrentCLs, a function of them, did too). Until the demand
+    /// changes, every later adjustment computes exactly the same.
+    steady: bool,
 }
 
 struct LevelState {
@@ -167,8 +184,10 @@ impl BorrowingAdjuster {
         callback: impl Fn(&[u32]) + Send + Sync + 'static,
     ) -> Result<Self, BorrowingConfigError> {
         validate_levels(levels)?;
-        if options.period.is_zero() {
-            return Err(BorrowingConfigError::ZeroAdjustmentPeriod);
+        if options.period < MIN_ADJUSTMENT_PERIOD {
+            return Err(BorrowingConfigError::AdjustmentPeriodTooShort {
+                period: options.period,
+            });
         }
         let now = clock.now();
         let levels = level_limits(server_cl, levels)
@@ -182,6 +201,7 @@ impl BorrowingAdjuster {
             fair_prop: 0.0,
             regime: Regime::Exhausted,
             at: now,
+            steady: false,
         };
         state.adjust(now);
         let inner = Arc::new(Inner {
@@ -317,8 +337,36 @@ impl Inner {
             return;
         }
         self.refresh_demand();
-        let current = lock(&self.state).adjust(at);
-        self.arm(at);
+        let (current, steady) = {
+            let mut state = lock(&self.state);
+            let current = state.adjust(at);
+            (current, state.steady)
+        };
+        // One manual-clock advance can jump over many periods (by
+        // UINT64_MAX through the C ABI: 1.8e9 of them). Once an adjustment
+        // is a fixed point (see `State::steady`) and nothing else falls due
+        // before the advance ends, every further adjustment in the gap would
+        // compute exactly the same, so they are coalesced into one at the
+        // last period's end. The result is the same as adjusting every
+        // period; the work is bounded by how long the statistics take to
+        // settle (a few thousand periods at most), not by the time passed.
+        // Short gaps still get one callback per period, as callers expect.
+        // The real clock's timer fires at the current time, so a stalled
+        // process adjusts once, as Kubernetes' periodic goroutine does.
+        let period = crate::clock::duration_nanos(self.period);
+        let behind = self
+            .clock
+            .horizon()
+            .as_nanos()
+            .saturating_sub(at.as_nanos());
+        if steady && behind / period >= COALESCE_AFTER_PERIODS {
+            let last = at.as_nanos() + behind / period * period;
+            if let Some(timer) = lock(&self.timer).as_ref() {
+                timer.set(Instant::from_nanos(last));
+            }
+        } else {
+            self.arm(at);
+        }
         // The library must outlive a faulty callback: the timer thread is
         // shared by every timer of the clock.
         let _ = catch_unwind(AssertUnwindSafe(|| (self.callback)(&current)));
@@ -345,10 +393,16 @@ impl State {
     /// End every level's demand period at `now`, fold it into the
     /// statistics, and compute the CurrentCLs.
     fn adjust(&mut self, now: Instant) -> Vec<u32> {
+        let mut steady = true;
         for level in &mut self.levels {
             let observed = level.demand.reset(now);
+            let before = level.stats;
             level.stats.update(&observed);
+            steady &= !observed.duration.is_zero()
+                && observed.min == observed.max
+                && level.stats == before;
         }
+        self.steady = steady;
         let inputs: Vec<LevelDemand> = self.levels.iter().map(LevelState::demand_input).collect();
         let allocation = allocate_current_cls(&inputs);
         for (level, &cl) in self.levels.iter_mut().zip(&allocation.current_cls) {
@@ -629,19 +683,99 @@ mod tests {
     }
 
     #[test]
-    fn zero_period_is_rejected() {
+    fn periods_below_the_minimum_are_rejected_by_name() {
         let (clock, _manual) = Clock::manual();
-        let err = BorrowingAdjuster::new(
-            &clock,
-            10,
-            &[],
-            AdjusterOptions {
-                period: Duration::ZERO,
-            },
-            |_| {},
-        )
-        .unwrap_err();
-        assert_eq!(err, BorrowingConfigError::ZeroAdjustmentPeriod);
+        for period in [Duration::ZERO, Duration::from_nanos(1), secs(1) / 20] {
+            let err = BorrowingAdjuster::new(&clock, 10, &[], AdjusterOptions { period }, |_| {})
+                .unwrap_err();
+            assert_eq!(
+                err,
+                BorrowingConfigError::AdjustmentPeriodTooShort { period }
+            );
+            assert!(err.to_string().contains("borrowing_period"), "{err}");
+        }
+        let ok = AdjusterOptions {
+            period: MIN_ADJUSTMENT_PERIOD,
+        };
+        assert!(BorrowingAdjuster::new(&clock, 10, &[], ok, |_| {}).is_ok());
+    }
+
+    #[test]
+    fn one_large_advance_coalesces_steady_periods() {
+        let (adjuster, manual, _clock, log) = logged(600, &default_levels());
+        // No demand at all: the first adjustment is already a fixed point,
+        // so a thousand periods cost two adjustments, the first and the
+        // last.
+        manual.advance(secs(10_000));
+        let at: Vec<u64> = lock(&log).iter().map(|(s, _)| *s).collect();
+        assert_eq!(at, vec![10, 10_000]);
+        assert_eq!(
+            adjuster.next_adjustment(),
+            Some(Instant::ZERO.saturating_add(secs(10_010)))
+        );
+        // Up to the end of time: a few more, not 1.8e9 of them.
+        manual.advance(Duration::MAX);
+        assert!(lock(&log).len() <= 4, "{}", lock(&log).len());
+    }
+
+    #[test]
+    fn coalesced_adjustments_equal_adjusting_every_period() {
+        // Demand that rises, falls and then decays through the smoothing:
+        // one advance over 3,000 periods must end exactly where 3,000
+        // advances of one period each do.
+        let run = |one_step: bool| {
+            let (adjuster, manual, clock, log) = logged(600, &default_levels());
+            let demand = adjuster.seat_demand(1).unwrap();
+            demand.set(500, clock.now());
+            manual.advance(secs(25));
+            demand.set(3, clock.now());
+            if one_step {
+                manual.advance(secs(30_000));
+            } else {
+                for _ in 0..3_000 {
+                    manual.advance(secs(10));
+                }
+            }
+            let calls = lock(&log).len();
+            (adjuster.report(), adjuster.next_adjustment(), calls)
+        };
+        let (coalesced, next_c, calls_c) = run(true);
+        let (stepwise, next_s, calls_s) = run(false);
+        assert_eq!(coalesced, stepwise);
+        assert_eq!(next_c, next_s);
+        assert!(
+            calls_c < calls_s,
+            "{calls_c} adjustments, not fewer than {calls_s}"
+        );
+    }
+
+    #[test]
+    fn a_long_advance_settles_and_stops_adjusting_every_period() {
+        let (adjuster, manual, clock, log) = logged(600, &default_levels());
+        let demand = adjuster.seat_demand(1).unwrap();
+        demand.set(500, clock.now());
+        manual.advance(secs(5));
+        demand.set(0, clock.now());
+        // The smoothed demand decays by 2.3% a period: it takes some
+        // thousands of periods to settle in f64, then the rest coalesces.
+        manual.advance(Duration::MAX);
+        let calls = lock(&log).len();
+        assert!(calls < 50_000, "{calls} adjustments");
+        let after = adjuster.report();
+        assert!(after.levels.iter().all(|l| l.stats.avg == 0.0));
+    }
+
+    #[test]
+    fn coalescing_stops_at_another_timers_deadline() {
+        let (_adjuster, manual, clock, log) = logged(600, &default_levels());
+        // Another timer (a level's wait limit, say) due at 1,005 s: the
+        // adjustments on either side of it happen, then the gap to 3,000 s
+        // coalesces too.
+        let other = clock.timer(|_| {});
+        other.set(Instant::ZERO.saturating_add(secs(1_005)));
+        manual.advance(secs(3_000));
+        let at: Vec<u64> = lock(&log).iter().map(|(s, _)| *s).collect();
+        assert_eq!(at, vec![10, 1_000, 1_010, 3_000]);
     }
 
     #[test]

@@ -66,8 +66,11 @@ pub enum BorrowingConfigError {
     LendablePercentOutOfRange { level: String, value: u32 },
     /// Two levels of one configuration share a name.
     DuplicateName { level: String },
-    /// An adjustment period of zero would adjust forever at one instant.
-    ZeroAdjustmentPeriod,
+    /// An adjustment period shorter than
+    /// [`MIN_ADJUSTMENT_PERIOD`](super::MIN_ADJUSTMENT_PERIOD): zero would
+    /// adjust forever at one instant, a few nanoseconds would spend the
+    /// timer thread on adjustments.
+    AdjustmentPeriodTooShort { period: std::time::Duration },
 }
 
 impl fmt::Display for BorrowingConfigError {
@@ -80,9 +83,11 @@ impl fmt::Display for BorrowingConfigError {
             BorrowingConfigError::DuplicateName { level } => {
                 write!(f, "priority level {level:?} appears more than once")
             }
-            BorrowingConfigError::ZeroAdjustmentPeriod => {
-                f.write_str("the borrowing adjustment period must be longer than zero")
-            }
+            BorrowingConfigError::AdjustmentPeriodTooShort { period } => write!(
+                f,
+                "borrowing_period (the borrowing adjustment period) must be at least {:?}, not {period:?}",
+                super::MIN_ADJUSTMENT_PERIOD
+            ),
         }
     }
 }

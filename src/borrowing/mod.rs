@@ -28,6 +28,7 @@ mod stats;
 
 pub use adjuster::{
     AdjusterOptions, AdjustmentReport, BorrowingAdjuster, LevelReport, DEFAULT_ADJUSTMENT_PERIOD,
+    MIN_ADJUSTMENT_PERIOD,
 };
 pub use allocate::{allocate_current_cls, Allocation, LevelDemand, Regime};
 pub use integrator::{IntegratorResults, SeatDemandHandle, SeatDemandIntegrator};

@@ -107,8 +107,9 @@ impl Config {
         print::to_json(self)
     }
 
-    /// Validates with the default options: dangling references and changed
-    /// mandatory objects are errors.
+    /// Validates with the default options: a flow schema naming a missing
+    /// priority level is kept, matches nothing and is named in the notices
+    /// (as Kubernetes does); changed mandatory objects are errors.
     pub fn validate(&self) -> Result<ValidConfig, ConfigErrors> {
         validate::validate(self, &ValidateOptions::default())
     }

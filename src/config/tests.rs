@@ -826,11 +826,21 @@ fn all_errors_are_reported_at_once() {
         "{errors}"
     );
     assert!(errors.has("c", "spec.matchingPrecedence"), "{errors}");
+    // The dangling reference is no error by default (Kubernetes keeps such
+    // a schema); the strict check adds it.
+    assert_eq!(errors.len(), 3, "{errors}");
+    let strict = Config::from_yaml_str(&text)
+        .unwrap()
+        .validate_with(&ValidateOptions {
+            dangling: DanglingReferences::Reject,
+            ..ValidateOptions::default()
+        })
+        .unwrap_err();
     assert!(
-        errors.has("c", "spec.priorityLevelConfiguration.name"),
-        "{errors}"
+        strict.has("c", "spec.priorityLevelConfiguration.name"),
+        "{strict}"
     );
-    assert_eq!(errors.len(), 4, "{errors}");
+    assert_eq!(strict.len(), 4, "{strict}");
 }
 
 #[test]
@@ -839,7 +849,15 @@ fn dangling_reference_is_reported_like_kubernetes() {
         "lost",
         "{priorityLevelConfiguration: {name: nowhere}, rules: [{subjects: [{kind: Group, group: {name: g}}], nonResourceRules: [{verbs: [get], nonResourceURLs: [/x]}]}]}",
     );
-    let errors = errors_of(&text);
+    // The strict check reports it as the API server's Dangling condition
+    // words it...
+    let errors = Config::from_yaml_str(&text)
+        .unwrap()
+        .validate_with(&ValidateOptions {
+            dangling: DanglingReferences::Reject,
+            ..ValidateOptions::default()
+        })
+        .unwrap_err();
     assert_eq!(errors.len(), 1);
     let e = &errors.0[0];
     assert_eq!(e.error_type, ErrorType::NotFound);
@@ -848,13 +866,9 @@ fn dangling_reference_is_reported_like_kubernetes() {
         e.to_string(),
         "FlowSchema \"lost\": spec.priorityLevelConfiguration.name: Not found: \"nowhere\": This FlowSchema references the PriorityLevelConfiguration object named \"nowhere\" but there is no such object"
     );
-    let valid = Config::from_yaml_str(&text)
-        .unwrap()
-        .validate_with(&ValidateOptions {
-            dangling: DanglingReferences::Ignore,
-            ..ValidateOptions::default()
-        })
-        .unwrap();
+    // ...and by default, as Kubernetes, the schema is kept, matches
+    // nothing, and is named in the notices.
+    let valid = Config::from_yaml_str(&text).unwrap().validate().unwrap();
     let lost = &valid.flow_schemas()[valid.flow_schema_index("lost").unwrap()];
     assert_eq!(lost.priority_level, None);
     assert!(valid.notices().iter().any(|n| n.object.name == "lost"));

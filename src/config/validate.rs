@@ -16,11 +16,12 @@ use super::Config;
 /// What to do with a flow schema whose priority level does not exist.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DanglingReferences {
-    /// An error: the configuration is rejected.
-    #[default]
+    /// An error: the configuration is rejected (a strict check).
     Reject,
-    /// Kubernetes' run-time behaviour: keep the schema, match nothing with
-    /// it, and say so in [`ValidConfig::notices`].
+    /// Kubernetes' behaviour, the default: the API server accepts such a
+    /// schema and its controller marks it `Dangling`; it matches nothing,
+    /// and [`ValidConfig::notices`] names it.
+    #[default]
     Ignore,
 }
 

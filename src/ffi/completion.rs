@@ -184,12 +184,19 @@ impl Completion {
     }
 
     /// Replace the callback; returns once no call of the old one runs.
+    ///
+    /// Refused inside any completion callback, of this dispatcher or
+    /// another: waiting there can deadlock. With this dispatcher's own
+    /// callback the wait would be for itself; with another's, two threads
+    /// each inside one dispatcher's callback, each replacing the other's
+    /// callback, would each wait for the other's running call. The waits
+    /// cannot be told apart cheaply from here, so none is tried.
     pub(crate) fn set_callback(
         &self,
         callback: apf_completion_callback,
         user: *mut c_void,
     ) -> Result<(), apf_status> {
-        if self.in_own_callback() {
+        if in_any_callback() {
             return Err(apf_status::APF_ERR_IN_CALLBACK);
         }
         let mut st = lock(&self.callback);
@@ -218,7 +225,16 @@ impl Completion {
             .try_with(|c| c.borrow().contains(&self.id()))
             .unwrap_or(false)
     }
+}
 
+/// Whether any dispatcher's completion callback is running on this thread.
+fn in_any_callback() -> bool {
+    IN_CALLBACK
+        .try_with(|c| !c.borrow().is_empty())
+        .unwrap_or(false)
+}
+
+impl Completion {
     /// Stop notifying, and wait for running callbacks to return. Not to be
     /// called from inside one of this dispatcher's callbacks.
     pub(crate) fn close(&self) {

@@ -5,7 +5,7 @@ use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
 use super::sized::{read_growable, Growable};
-use super::slab::{Entry, RequestSlab};
+use super::slab::{Entry, RequestSlab, Retired};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
 use crate::clock::{Clock, Instant, ManualClock};
@@ -51,7 +51,7 @@ pub struct apf_options {
     /// The longest a request waits in a queue, in nanoseconds (default 15 s).
     pub wait_limit_ns: u64,
     /// How often borrowing recomputes the levels' limits, in nanoseconds
-    /// (default 10 s). Must be positive.
+    /// (default 10 s). At least 100 ms (100000000).
     pub borrowing_period_ns: u64,
     /// Run on a manual clock that starts at 0 and moves only through
     /// `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
@@ -84,8 +84,12 @@ impl apf_options {
         if self.service_time_guess_ns == 0 {
             return Err("service_time_guess_ns must be positive".into());
         }
-        if self.borrowing_period_ns == 0 {
-            return Err("borrowing_period_ns must be positive".into());
+        let min = crate::clock::duration_nanos(crate::borrowing::MIN_ADJUSTMENT_PERIOD);
+        if self.borrowing_period_ns < min {
+            return Err(format!(
+                "borrowing_period_ns must be at least {min} (100 ms), not {}",
+                self.borrowing_period_ns
+            ));
         }
         Ok(DispatcherOptions {
             server_concurrency_limit: self.server_concurrency_limit,
@@ -122,7 +126,7 @@ impl Castable for apf_dispatcher {
 impl Drop for FfiDispatcher {
     fn drop(&mut self) {
         self.completion.close();
-        for entry in self.requests.drain() {
+        for entry in self.requests.drain(Retired::Cancelled) {
             if let Entry::Waiting(w) = &entry {
                 w.waker.silence();
             }
@@ -183,7 +187,7 @@ impl FfiDispatcher {
                 level.name,
                 s.exempt,
                 q.concurrency_limit,
-                q.seats_in_use,
+                level.seats_in_use(),
                 q.requests_executing,
                 q.requests_waiting,
                 dispatched,
@@ -355,8 +359,12 @@ pub unsafe extern "C" fn apf_dispatcher_reconfigure(
 
 /// Move a manual clock forward by `nanos`, firing what falls due on the way
 /// (queue wait limits and deadlines, borrowing adjustments), each at its own
-/// time. Completion notifications for requests decided on the way happen
-/// before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real clock.
+/// time. Borrowing periods that pass with nothing else falling due in
+/// between are coalesced into one adjustment at the last one's end, so any
+/// `nanos` (even `UINT64_MAX`) costs work in proportion to what happens, not
+/// to the time passed. Completion notifications for requests decided on the
+/// way happen before this returns. `APF_ERR_NOT_MANUAL_CLOCK` for a real
+/// clock.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or live.
@@ -406,11 +414,13 @@ pub unsafe extern "C" fn apf_dispatcher_now(
 /// The callback runs on whatever thread decided the request: one finishing
 /// another request, one advancing the manual clock, or libapf's timer
 /// thread. It runs with no libapf lock held and may call any libapf
-/// function, except this one on the same dispatcher (`APF_ERR_IN_CALLBACK`)
-/// and `apf_dispatcher_free` of the same dispatcher (ignored); it should be
-/// quick. `callback` and
-/// `user` must be usable from any thread. When this function returns, no
-/// call of the previous callback is still running.
+/// function, except this one, on any dispatcher (`APF_ERR_IN_CALLBACK`:
+/// it would wait for running callbacks, and two dispatchers' callbacks
+/// replacing each other's on two threads would wait for each other for
+/// ever), and `apf_dispatcher_free` of the same dispatcher (ignored); it
+/// should be quick. `callback` and `user` must be usable from any thread.
+/// When this function returns `APF_OK`, no call of the previous callback is
+/// still running.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or live; `callback` NULL or a function that is
@@ -428,7 +438,7 @@ pub unsafe extern "C" fn apf_dispatcher_set_completion_callback(
             Ok(()) => apf_status::APF_OK,
             Err(status) => fail(
                 status,
-                "apf_dispatcher_set_completion_callback called from inside a completion callback",
+                "apf_dispatcher_set_completion_callback called from inside a completion callback (of this or another dispatcher): refused",
             ),
         }
     }
@@ -504,5 +514,35 @@ pub unsafe extern "C" fn apf_dispatcher_stats_text(
         let d = try_ref_from_ptr!(dispatcher);
         // SAFETY: `out` per the contract.
         unsafe { text_out(out, || d.stats_text()) }
+    }
+}
+
+/// The notices of the configuration in force, one a line, each naming its
+/// object (`FlowSchema "NAME": ...`): mandatory objects that were added, and
+/// flow schemas naming a priority level that does not exist. Such a schema
+/// is accepted, as Kubernetes accepts it, but matches no request (it is
+/// "dangling"); read this after `apf_dispatcher_new_from_config` or
+/// `apf_dispatcher_reconfigure` to warn about it. Empty when there is
+/// nothing to note. On `APF_OK`, `*out` owns the text: free it with
+/// `apf_text_free`.
+///
+/// # Safety
+/// `dispatcher` must be NULL or live; `out` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_dispatcher_config_notices(
+    dispatcher: *mut apf_dispatcher,
+    out: *mut apf_text,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        let notices = || {
+            d.inner
+                .config_notices()
+                .iter()
+                .map(|n| format!("{n}\n"))
+                .collect()
+        };
+        // SAFETY: `out` per the contract.
+        unsafe { text_out(out, notices) }
     }
 }

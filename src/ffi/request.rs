@@ -158,7 +158,7 @@ fn to_estimate(e: Option<&apf_work_estimate>) -> WorkEstimate {
     }
 }
 
-fn stale_error(handle: u64, stale: Stale, action: &str) -> apf_status {
+fn stale_error(handle: u64, stale: Stale<Retired>, action: &str) -> apf_status {
     match stale {
         Stale::Retired(Retired::Rejected(_)) => fail(
             apf_status::APF_ERR_REQUEST_REJECTED,

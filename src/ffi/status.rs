@@ -55,8 +55,9 @@ pub enum apf_status {
     APF_ERR_IO = 7011,
     /// Too many requests in flight for the handle space (over 2^31 at once).
     APF_ERR_TOO_MANY_REQUESTS = 7012,
-    /// The call is not allowed from inside a completion callback (it would
-    /// wait for the callback itself).
+    /// The call is not allowed from inside a completion callback, of any
+    /// dispatcher (it would wait for running callbacks, which can be the
+    /// caller itself or wait for the caller).
     APF_ERR_IN_CALLBACK = 7013,
     /// The workqueue is of another kind than the call needs: a slow lane on
     /// a queue without lanes, a priority on a non-priority queue.
@@ -113,7 +114,9 @@ impl apf_status {
             apf_status::APF_ERR_REQUEST_EXECUTING => "request is executing\0",
             apf_status::APF_ERR_CONFIG => "invalid configuration\0",
             apf_status::APF_ERR_NOT_MANUAL_CLOCK => "no manual clock (real clock in use)\0",
-            apf_status::APF_ERR_INSUFFICIENT_SIZE => "buffer too small\0",
+            apf_status::APF_ERR_INSUFFICIENT_SIZE => {
+                "buffer too small (retired: no function returns it)\0"
+            }
             apf_status::APF_ERR_IO => "operating system error\0",
             apf_status::APF_ERR_TOO_MANY_REQUESTS => "too many requests in flight\0",
             apf_status::APF_ERR_IN_CALLBACK => "not allowed inside a completion callback\0",

@@ -17,7 +17,9 @@ pub unsafe extern "C" fn apf_test_panic(dispatcher: *const apf_dispatcher) -> ap
     ffi_panic_boundary! {
         // SAFETY: NULL or live, per the contract.
         match unsafe { super::cast::try_from(dispatcher) } {
-            Some(d) => d.requests.panic_while_locked(),
+            Some(d) => d.requests.panic_while_locked(
+                "apf_test_panic: deliberate panic while holding a request-slab lock",
+            ),
             None => panic!("apf_test_panic: deliberate panic"),
         }
         #[allow(unreachable_code)]

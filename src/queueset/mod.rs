@@ -54,6 +54,8 @@ mod core;
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
+#[cfg(all(test, not(loom)))]
+mod failure_tests;
 mod guard;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
@@ -416,6 +418,17 @@ impl QueueSet {
     /// the event ring replayed first.
     pub fn tag_stats(&self) -> Vec<(u32, TagStats)> {
         self.shared.lock_and_drain().core.tallies.snapshot()
+    }
+
+    /// Whether a request tagged `tag` waits or executes here (ring replayed
+    /// first, so requests admitted lock-free count).
+    pub(crate) fn tag_busy(&self, tag: u32) -> bool {
+        self.shared.lock_and_drain().core.tallies.is_busy(tag)
+    }
+
+    /// Drop the tallies of `tag` (see `Tallies::remove`).
+    pub(crate) fn forget_tag(&self, tag: u32) {
+        self.shared.lock_and_drain().core.tallies.remove(tag);
     }
 
     /// The queues and waiting requests, with the event ring replayed first.

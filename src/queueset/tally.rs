@@ -291,6 +291,31 @@ impl Tallies {
         &mut self.stats[self.slot_of[i] as usize].1
     }
 
+    /// Whether a request tagged `tag` still waits, executes or holds seats.
+    pub(crate) fn is_busy(&self, tag: u32) -> bool {
+        let slot = self.slot_of.get(tag as usize).copied().unwrap_or(NO_SLOT) as usize;
+        self.stats.get(slot).is_some_and(|(_, t)| {
+            let s = &t.stats;
+            s.waiting > 0 || s.executing > 0 || s.seats_in_use > 0 || s.waiting_seats > 0
+        })
+    }
+
+    /// Drop the tally of `tag` (its schema is gone and its id will be
+    /// reused: the new schema must not inherit its counts).
+    pub(crate) fn remove(&mut self, tag: u32) {
+        let Some(&slot) = self.slot_of.get(tag as usize) else {
+            return;
+        };
+        if slot == NO_SLOT {
+            return;
+        }
+        self.slot_of[tag as usize] = NO_SLOT;
+        self.stats.swap_remove(slot as usize);
+        if let Some((moved, _)) = self.stats.get(slot as usize) {
+            self.slot_of[*moved as usize] = slot;
+        }
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = &TagStats> {
         self.stats.iter().map(|(_, t)| &t.stats)
     }
@@ -338,6 +363,25 @@ mod tests {
         for (n, b) in l.bounds().iter().zip(QUEUE_LENGTH_BUCKETS) {
             assert_eq!(*n as f64, b);
         }
+    }
+
+    #[test]
+    fn a_removed_tag_starts_afresh_and_the_others_keep_their_counts() {
+        let mut t = Tallies::default();
+        for tag in [3, 5, 9] {
+            t.get(tag).begin_at_once(1, false);
+        }
+        assert!(t.is_busy(5));
+        t.get(5).end(Instant::ZERO, Instant::ZERO);
+        t.get(5).release(1);
+        assert!(!t.is_busy(5));
+        t.remove(3);
+        t.remove(3);
+        t.remove(100);
+        let tags: Vec<u32> = t.snapshot().iter().map(|(tag, _)| *tag).collect();
+        assert_eq!(tags, vec![5, 9]);
+        assert_eq!(t.get(9).stats.dispatched, 1, "moved slot still found");
+        assert_eq!(t.get(3).stats.dispatched, 0, "a reused tag starts at zero");
     }
 
     #[test]

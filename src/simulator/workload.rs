@@ -436,9 +436,12 @@ fn check_server(c: &mut Checker, s: raw::Server) -> Server {
         format!("must be between 1 and {}", limits::MAX_CONCURRENCY),
     );
     c.check(
-        server.borrowing_period > Duration::ZERO,
+        server.borrowing_period >= crate::borrowing::MIN_ADJUSTMENT_PERIOD,
         "server.borrowingPeriod",
-        "must be positive",
+        format!(
+            "must be at least {:?}",
+            crate::borrowing::MIN_ADJUSTMENT_PERIOD
+        ),
     );
     c.check(
         server.wait_limit > Duration::ZERO,

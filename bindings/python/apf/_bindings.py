@@ -64,12 +64,14 @@ APF_REJECT_QUEUE_FULL = 1
 APF_REJECT_TIME_OUT = 2
 APF_REJECT_CANCELLED = 3
 APF_REJECT_CONCURRENCY_LIMIT = 4
+APF_REJECT_LEVEL_FAILED = 5
 apf_reject_reason_NAMES = {
     0: 'APF_REJECT_NONE',
     1: 'APF_REJECT_QUEUE_FULL',
     2: 'APF_REJECT_TIME_OUT',
     3: 'APF_REJECT_CANCELLED',
     4: 'APF_REJECT_CONCURRENCY_LIMIT',
+    5: 'APF_REJECT_LEVEL_FAILED',
 }
 
 # enum apf_wq_kind
@@ -247,6 +249,7 @@ FUNCTIONS = {
     'apf_dispatcher_completion_fd': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
     'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),

@@ -17,13 +17,14 @@ use super::sized::{read_growable, Growable};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
 use crate::clock::{duration_nanos, Clock, ManualClock};
+use crate::ffi::slab::Stale;
 use crate::metrics::{Exporter, WorkqueueSource};
 use crate::sync::Arc;
 use crate::workqueue::{
     Config, Fifo, GetTimeoutError, Lane, PriorityQueue, QueueStrategy, RateLimiter,
     RateLimitingQueue, TryGetError, TwoLane, WorkqueueMetrics,
 };
-use items::{ItemSlab, Key, Stale};
+use items::{Done, ItemSlab, Key};
 use limiter::{Limiter, LimiterSpec, StateBounds};
 use std::ffi::c_char;
 use std::num::NonZeroUsize;
@@ -386,7 +387,7 @@ impl Core {
         Ok(Core {
             kind,
             limiter,
-            items: ItemSlab::new(),
+            items: ItemSlab::default(),
             manual,
         })
     }
@@ -481,7 +482,7 @@ impl Core {
         };
         let (ptr, len) = (key.as_ptr(), key.len());
         match self.items.insert(key.clone()) {
-            Some(handle) => Ok(apf_wq_item {
+            Ok(handle) => Ok(apf_wq_item {
                 result: apf_wq_get_result::APF_WQ_ITEM as u32,
                 item: handle,
                 key: ptr,
@@ -489,7 +490,7 @@ impl Core {
                 lane,
                 priority,
             }),
-            None => {
+            Err(_) => {
                 // Undo the get: done, then add again where it was.
                 let _ = each!(&self.kind, q => q.done(&key));
                 let request = AddRequest {
@@ -512,9 +513,9 @@ impl Core {
     }
 
     fn done(&self, handle: u64) -> apf_status {
-        let key = match self.items.remove(handle) {
+        let key = match self.items.remove(handle, Done) {
             Ok(key) => key,
-            Err(Stale::Done) => {
+            Err(Stale::Retired(Done)) => {
                 return fail(
                     apf_status::APF_ERR_INVALID_HANDLE,
                     format_args!("item handle {handle:#x} is already done"),

@@ -17,7 +17,9 @@ pub unsafe extern "C" fn apf_wq_test_panic(queue: *mut apf_workqueue) -> apf_sta
     ffi_panic_boundary! {
         // SAFETY: NULL or live, per the contract.
         match unsafe { crate::ffi::cast::try_from(queue) } {
-            Some(q) => q.core.items.panic_while_locked(),
+            Some(q) => q.core.items.panic_while_locked(
+                "apf_wq_test_panic: deliberate panic while holding an item-handle lock",
+            ),
             None => panic!("apf_wq_test_panic: deliberate panic"),
         }
         #[allow(unreachable_code)]
