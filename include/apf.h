@@ -150,6 +150,7 @@ enum apf_reject_reason
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
+  // Not rejected.
   APF_REJECT_NONE = 0,
   // Its queue was full and its level had no free seat.
   APF_REJECT_QUEUE_FULL = 1,
@@ -322,7 +323,9 @@ typedef struct apf_text {
 // out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
 // UID is the empty string).
 typedef struct apf_str {
+  // The bytes (NULL only with `len` 0).
   const char *ptr;
+  // Their number, without any NUL.
   size_t len;
 } apf_str;
 
@@ -333,30 +336,41 @@ typedef struct apf_request_digest {
   // Authenticated user name (`system:serviceaccount:NS:NAME` for a
   // service account).
   const char *user;
+  // The length of `user` in bytes.
   size_t user_len;
   // Kubernetes verb (`get`, `list`, `create`, ...; for a non-resource
   // request the lower-case HTTP method).
   const char *verb;
+  // The length of `verb` in bytes.
   size_t verb_len;
   // API group, empty for the core group.
   const char *api_group;
+  // The length of `api_group` in bytes.
   size_t api_group_len;
+  // Resource (`pods`, `configmaps`, ...), empty for a non-resource request.
   const char *resource;
+  // The length of `resource` in bytes.
   size_t resource_len;
+  // Subresource (`status`, `log`, ...), empty for none.
   const char *subresource;
+  // The length of `subresource` in bytes.
   size_t subresource_len;
   // Namespace, empty for cluster-scoped requests. (Named `namespace_`
   // because `namespace` is a C++ keyword.)
   const char *namespace_;
+  // The length of `namespace_` in bytes.
   size_t namespace_len;
   // Object name.
   const char *name;
+  // The length of `name` in bytes.
   size_t name_len;
   // URL path (what non-resource rules match).
   const char *path;
+  // The length of `path` in bytes.
   size_t path_len;
   // The user's groups: `n_groups` strings (NULL when `n_groups` is 0).
   const struct apf_str *groups;
+  // How many groups `groups` points to.
   size_t n_groups;
   // A resource request (true) or a non-resource URL (false).
   bool is_resource_request;
@@ -366,8 +380,11 @@ typedef struct apf_request_digest {
 // `final_seats` for `additional_latency_nanos` after it finishes (0 for
 // none). Seats of 0 count as 1; seats above a level's limit are capped.
 typedef struct apf_work_estimate {
+  // Seats occupied while the request executes.
   uint32_t initial_seats;
+  // Seats still occupied after it finished, for the additional latency.
   uint32_t final_seats;
+  // How long `final_seats` stay occupied after the request finished.
   uint64_t additional_latency_nanos;
 } apf_work_estimate;
 
@@ -386,8 +403,11 @@ typedef struct apf_decision {
   // `X-Kubernetes-PF-PriorityLevel-UID`. Owned by the dispatcher,
   // NUL-terminated, valid until `apf_dispatcher_free`.
   struct apf_str flow_schema_name;
+  // The flow schema's UID.
   struct apf_str flow_schema_uid;
+  // The priority level's name.
   struct apf_str priority_level_name;
+  // The priority level's UID.
   struct apf_str priority_level_uid;
 } apf_decision;
 
@@ -461,6 +481,7 @@ typedef struct apf_wq_item {
   // `apf_wq_done` of this handle (or `apf_wq_free`). Not NUL-terminated.
   // NULL only for no item (an empty key has a non-NULL pointer).
   const uint8_t *key;
+  // The length of `key` in bytes.
   size_t key_len;
   // Two-lane queues: the `apf_wq_lane` the item came from; 0 otherwise.
   uint32_t lane;

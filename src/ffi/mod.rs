@@ -27,6 +27,7 @@
 //! The ABI is not built under loom (its waker implements std's `Wake`,
 //! which needs std's `Arc`); the loom models cover the structures below it.
 #![cfg(not(loom))]
+#![warn(missing_docs)]
 
 #[macro_use]
 mod panic;

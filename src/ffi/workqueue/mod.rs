@@ -173,6 +173,7 @@ pub struct apf_wq_item {
     /// `apf_wq_done` of this handle (or `apf_wq_free`). Not NUL-terminated.
     /// NULL only for no item (an empty key has a non-NULL pointer).
     pub key: *const u8,
+    /// The length of `key` in bytes.
     pub key_len: usize,
     /// Two-lane queues: the `apf_wq_lane` the item came from; 0 otherwise.
     pub lane: u32,
