@@ -24,6 +24,7 @@ class RejectReason(enum.IntEnum):
     TIME_OUT = b.APF_REJECT_TIME_OUT
     CANCELLED = b.APF_REJECT_CANCELLED
     CONCURRENCY_LIMIT = b.APF_REJECT_CONCURRENCY_LIMIT
+    LEVEL_FAILED = b.APF_REJECT_LEVEL_FAILED
 
     @property
     def label(self) -> str:
@@ -36,6 +37,7 @@ _LABELS = {
     RejectReason.TIME_OUT: "time-out",
     RejectReason.CANCELLED: "cancelled",
     RejectReason.CONCURRENCY_LIMIT: "concurrency-limit",
+    RejectReason.LEVEL_FAILED: "level-failed",
 }
 
 

@@ -85,7 +85,7 @@ def test_python_enums_cover_the_header_enums():
     reasons = {v for v, n in b.apf_reject_reason_NAMES.items() if not n.endswith("_NONE")}
     assert {r.value for r in apf.RejectReason} == reasons
     assert {r.label for r in apf.RejectReason} == {
-        "queue-full", "time-out", "cancelled", "concurrency-limit"}
+        "queue-full", "time-out", "cancelled", "concurrency-limit", "level-failed"}
 
 
 def test_status_codes_are_in_the_error_range_and_named():
@@ -189,14 +189,15 @@ def test_options_carry_their_size():
 def test_long_last_error_is_read_whole():
     objects = "\n---\n".join(
         f"apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\n"
-        f"metadata: {{name: fs-{i}}}\nspec: {{priorityLevelConfiguration: {{name: missing-{i}}}}}"
+        f"metadata: {{name: fs-{i}}}\nspec: {{priorityLevelConfiguration: {{name: missing-{i}}}, "
+        f"matchingPrecedence: -1}}"
         for i in range(20))
     with pytest.raises(apf.ApfError) as info:
         apf.Dispatcher.from_config(objects)
     message = info.value.message
     assert len(message.encode()) > 256
     for i in range(20):
-        assert f"missing-{i}" in message
+        assert f"fs-{i}" in message
 
 
 def test_invalid_utf8_in_a_digest_is_an_error(dispatcher):
