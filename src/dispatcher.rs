@@ -546,9 +546,16 @@ fn build_levels(
         .enumerate()
         .map(|(i, pl)| {
             let limit = limits.get(i).copied().unwrap_or(0);
+            // A level that failed (a panic inside its critical section, see
+            // `queueset`) is not kept: a new one replaces it, and the failed
+            // one drains like a removed level.
             let kept = old
                 .iter()
-                .find(|l| l.name == pl.name && l.is_exempt() == pl.is_exempt())
+                .find(|l| {
+                    l.name == pl.name
+                        && l.is_exempt() == pl.is_exempt()
+                        && !l.queueset().is_some_and(|qs| qs.failed())
+                })
                 .cloned();
             let level = match (pl.is_exempt(), kept) {
                 (_, Some(level)) => {

@@ -99,12 +99,12 @@ impl<T, R> Default for Shard<T, R> {
     }
 }
 
-/// The shards, each padded to its own cache line.
-type Shards<T, R> = Box<[CachePadded<Mutex<Shard<T, R>>>]>;
+/// One shard behind its own lock, on its own cache line.
+type LockedShard<T, R> = CachePadded<Mutex<Shard<T, R>>>;
 
 /// The slab. See the module documentation.
 pub(crate) struct Slab<T, R> {
-    shards: Shards<T, R>,
+    shards: Box<[LockedShard<T, R>]>,
     salt: u32,
 }
 

@@ -32,7 +32,9 @@
 //! one of them panics (a bug: nothing that can panic by design, such as a
 //! user's waker, runs under the lock), the state may be half-updated. The
 //! next thread to take the lock finds it poisoned and marks the level
-//! *failed* instead of deciding on inconsistent state: the admission word's
+//! *failed* instead of deciding on inconsistent state (until then the hot
+//! path may still admit within the limit: the admission word is never
+//! half-updated, each change being one atomic operation): the admission word's
 //! `FAILED` bit stops the hot path, every waiting request and every new one
 //! is rejected with [`RejectReason::LevelFailed`], executing requests still
 //! give their seats back (straight to the word), and [`QueueSet::failed`]
@@ -219,6 +221,19 @@ impl QueueSet {
     /// rejects every request with [`RejectReason::LevelFailed`].
     pub fn failed(&self) -> bool {
         self.shared.is_failed()
+    }
+
+    /// Poison the level lock as a panic inside the critical section would
+    /// (unit tests only: no code path of the core panics by design).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn poison_for_test(&self) {
+        std::thread::scope(|s| {
+            let poisoner = s.spawn(|| {
+                let _held = self.shared.locked.lock();
+                panic!("a bug inside the critical section (provoked by a test)");
+            });
+            assert!(poisoner.join().is_err());
+        });
     }
 
     /// The clock this queueset runs on.
