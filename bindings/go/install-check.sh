@@ -20,6 +20,10 @@ require github.com/libapf/apf/bindings/go v0.0.0
 replace github.com/libapf/apf/bindings/go => $here
 MOD
 export CGO_ENABLED=1
+# A build cache of its own: Go's cache does not key cgo links on what
+# pkg-config printed, so a cache shared with an earlier check would link the
+# libapf.a of a prefix that no longer exists.
+export GOCACHE="$work/gocache"
 (cd "$work/src" &&
   PKG_CONFIG_PATH="$prefix/lib/pkgconfig" go build -tags apf_static -o "$work/app" .)
 mv "$work/app" "$work/elsewhere/app"
