@@ -21,6 +21,7 @@
 //! while another user keeps getting answers: the flood gets `429` with a
 //! `Retry-After` that grows, the others keep their share.
 
+use apf::classification::RequestInfo;
 use apf::clock::Clock;
 use apf::dispatcher::{Dispatcher, DispatcherOptions};
 use apf::queueset::RejectReason;
@@ -76,8 +77,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// The request's user, groups, verb and target, as Kubernetes' request-info
-/// and authentication filters would give them (simplified: no proxy or
-/// `watch/` path verbs).
+/// and authentication filters would give them (the user and groups from
+/// the `X-Remote-User` / `X-Remote-Group` headers of an authenticating
+/// proxy).
 fn classify<B>(request: &Request<B>) -> (OwnedDigest, WorkEstimate) {
     let headers = request.headers();
     let user = headers
@@ -101,75 +103,17 @@ fn classify<B>(request: &Request<B>) -> (OwnedDigest, WorkEstimate) {
         }
         .to_owned(),
     );
-    let mut digest = OwnedDigest {
-        user: user.unwrap_or("system:anonymous").to_owned(),
-        groups,
-        path: request.uri().path().to_owned(),
-        ..OwnedDigest::default()
-    };
     let watch = request
         .uri()
         .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
-    resource_info(&mut digest, request.method(), watch);
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("watch=")))
+        .unwrap_or("");
+    // The verb and, for a resource path, the group, namespace, resource,
+    // name and subresource, as Kubernetes' request-info filter derives them.
+    let info = RequestInfo::parse(request.method().as_str(), request.uri().path(), watch);
+    let user = user.unwrap_or("system:anonymous").to_owned();
+    let digest = OwnedDigest::from_info(&info, user, groups);
     (digest, WorkEstimate::new(1, 0, Duration::ZERO))
-}
-
-/// Fill in the verb and, for a resource path, the group, namespace,
-/// resource, name and subresource.
-fn resource_info(d: &mut OwnedDigest, method: &hyper::Method, watch: bool) {
-    let parts: Vec<String> = d
-        .path
-        .split('/')
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let rest = match parts.as_slice() {
-        [api, _version, rest @ ..] if api == "api" => rest,
-        [apis, group, _version, rest @ ..] if apis == "apis" => {
-            d.api_group = group.clone();
-            rest
-        }
-        _ => {
-            d.verb = method.as_str().to_ascii_lowercase();
-            return;
-        }
-    };
-    let rest = match rest {
-        [ns, namespace, tail @ ..] if ns == "namespaces" && !tail.is_empty() => {
-            d.namespace = namespace.clone();
-            tail
-        }
-        _ => rest,
-    };
-    let [resource, tail @ ..] = rest else {
-        d.verb = method.as_str().to_ascii_lowercase();
-        return;
-    };
-    d.is_resource_request = true;
-    d.resource = resource.clone();
-    if let [name, tail @ ..] = tail {
-        d.name = name.clone();
-        if resource == "namespaces" {
-            d.namespace = name.clone();
-        }
-        if let [subresource, ..] = tail {
-            d.subresource = subresource.clone();
-        }
-    }
-    let named = !d.name.is_empty();
-    d.verb = match (method.as_str(), named) {
-        ("GET" | "HEAD", true) => "get",
-        ("GET" | "HEAD", false) if watch => "watch",
-        ("GET" | "HEAD", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        (other, _) => return d.verb = other.to_ascii_lowercase(),
-    }
-    .to_owned();
 }
 
 /// The work behind the layer: wait `work_ms`, then answer; or print the

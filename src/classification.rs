@@ -38,6 +38,9 @@ mod matchers;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
+mod request_info;
+
+pub use request_info::RequestInfo;
 
 use sha2::{Digest, Sha256};
 

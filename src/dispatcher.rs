@@ -13,7 +13,7 @@ use crate::borrowing::{AdjusterOptions, BorrowingAdjuster, BorrowingConfigError,
 use crate::classification::{Classifier, RequestDigest};
 use crate::clock::{Clock, Instant};
 use crate::config::{
-    Config, ConfigErrors, LevelKind, LimitPolicy, ValidConfig, ValidPriorityLevel,
+    Config, ConfigError, ConfigErrors, LevelKind, LimitPolicy, ValidConfig, ValidPriorityLevel,
 };
 use crate::level::{Level, LevelOutcome, RequestGuard, RequestTicket, Schema, WaitingNote};
 use crate::queueset::{QueueSetConfig, RejectReason};
@@ -137,13 +137,16 @@ impl fmt::Debug for Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher with `config` (mandatory objects added if missing).
+    /// A dispatcher with `config` (mandatory objects added if missing). A
+    /// configuration with no objects at all is refused
+    /// ([`ConfigError::no_objects`]); [`Config::mandatory`] is the explicit
+    /// way to ask for only the mandatory ones.
     pub fn new(
         config: &Config,
         options: DispatcherOptions,
         clock: Clock,
     ) -> Result<Dispatcher, DispatcherError> {
-        let valid = config.validate()?;
+        let valid = validate_nonempty(config)?;
         let borrowing = borrowing_levels(&valid);
         let table: Arc<Mutex<Vec<Arc<Level>>>> = Arc::new(Mutex::new(Vec::new()));
         let for_callback = table.clone();
@@ -228,7 +231,7 @@ impl Dispatcher {
     /// name, borrowing adjusts at once, and the new snapshot is swapped in.
     pub fn reconfigure(&self, config: &Config) -> Result<(), DispatcherError> {
         let _one_at_a_time = lock(&self.reconfiguring);
-        let valid = config.validate()?;
+        let valid = validate_nonempty(config)?;
         // Ids freed since the last reconfiguration go to this one's names.
         self.reclaim_schema_ids();
         let old = self.snapshot.load_full();
@@ -486,6 +489,15 @@ impl Snapshot {
             schemas,
         }
     }
+}
+
+/// Validation, refusing a configuration with no objects: applied, it would
+/// silently drop every suggested level and send everybody to `catch-all`.
+fn validate_nonempty(config: &Config) -> Result<ValidConfig, ConfigErrors> {
+    if config.is_empty() {
+        return Err(ConfigErrors(vec![ConfigError::no_objects()]));
+    }
+    config.validate()
 }
 
 fn borrowing_levels(valid: &ValidConfig) -> Vec<LevelConfig> {

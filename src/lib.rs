@@ -51,6 +51,7 @@ pub mod config;
 pub mod dealer;
 pub mod dispatcher;
 pub mod ffi;
+pub mod input;
 pub mod level;
 #[cfg(not(loom))]
 pub mod metrics;

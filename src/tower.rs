@@ -98,6 +98,28 @@ pub struct OwnedDigest {
 }
 
 impl OwnedDigest {
+    /// The digest of a request whose attributes came from
+    /// [`RequestInfo::parse`](crate::classification::RequestInfo::parse),
+    /// for `user` in `groups` (from your authentication).
+    pub fn from_info(
+        info: &crate::classification::RequestInfo<'_>,
+        user: String,
+        groups: Vec<String>,
+    ) -> OwnedDigest {
+        OwnedDigest {
+            user,
+            groups,
+            verb: info.verb.clone(),
+            is_resource_request: info.is_resource_request,
+            api_group: info.api_group.to_owned(),
+            resource: info.resource.to_owned(),
+            subresource: info.subresource.to_owned(),
+            namespace: info.namespace.to_owned(),
+            name: info.name.to_owned(),
+            path: info.path.to_owned(),
+        }
+    }
+
     /// The borrowed digest, with `groups` as its group list (see
     /// [`OwnedDigest::group_refs`]). A `RequestDigest` borrows its groups
     /// as `&[&str]`, which a `Vec<String>` cannot lend by itself.

@@ -287,3 +287,31 @@ fn borrowing_sees_demand_admitted_on_the_lock_free_path() {
     );
     drop(held);
 }
+
+#[test]
+fn a_configuration_with_no_objects_is_refused_and_the_old_one_stays() {
+    // Applied, an empty configuration would drop every suggested level and
+    // send everybody to catch-all; `Config::mandatory()` is the explicit way.
+    let options = DispatcherOptions::default();
+    let e = Dispatcher::new(&Config::default(), options.clone(), Clock::manual().0)
+        .expect_err("no objects");
+    assert!(
+        e.to_string()
+            .contains("no FlowSchema or PriorityLevelConfiguration"),
+        "{e}"
+    );
+    let d = Dispatcher::builtin(options, Clock::manual().0);
+    let e = d.reconfigure(&Config::default()).expect_err("no objects");
+    assert!(
+        e.to_string()
+            .contains("no FlowSchema or PriorityLevelConfiguration"),
+        "{e}"
+    );
+    assert!(
+        d.level("workload-low").is_some(),
+        "the built-in levels stay"
+    );
+    d.reconfigure(&Config::mandatory())
+        .expect("only the mandatory ones, on purpose");
+    assert!(d.level("workload-low").is_none());
+}

@@ -865,6 +865,11 @@ fn a_bad_reconfiguration_keeps_the_old_config() {
     let d = tiny(true);
     let before = stats(&d);
     for bad in [
+        // No objects: it used to apply, dropping every level but the
+        // mandatory ones.
+        "",
+        "# nothing\n---\n",
+        "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}",
         "this is: [not valid",
         // handSize above queues does not validate.
         "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: tiny}\nspec:\n  type: Limited\n  limited:\n    nominalConcurrencyShares: 5\n    limitResponse: {type: Queue, queuing: {queues: 2, handSize: 9, queueLengthLimit: 2}}\n",

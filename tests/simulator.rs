@@ -171,6 +171,67 @@ fn noisy_neighbour_verdict_holds() {
     }
 }
 
+/// `expect:` with bounds (issue 13): a served fraction and a wait p99 per
+/// flow. Checked on the noisy-neighbour report (expectations are read from
+/// each flow's report, so no second run is needed).
+#[test]
+fn expectations_bound_the_served_fraction_and_the_wait_p99() {
+    use apf::simulator::Expectation;
+    let w = simulator::noisy_neighbour()
+        .with_duration(secs(12))
+        .unwrap();
+    let (mut report, _) = run(&w, w.seed);
+    let runaway_p99 = report
+        .flow("runaway-controller")
+        .unwrap()
+        .wait
+        .quantile(0.99);
+    assert!(
+        runaway_p99 > 1_000_000,
+        "the runaway waits: {runaway_p99} ns"
+    );
+    for f in &mut report.flows {
+        f.expect = match f.name.as_str() {
+            // Served is not checked, the wait is: it fails.
+            "runaway-controller" => Some(Expectation::Bounds {
+                served: None,
+                wait_p99: Some(Duration::from_millis(1)),
+            }),
+            // Both hold.
+            "tenant" => Some(Expectation::Bounds {
+                served: Some(0.9),
+                wait_p99: Some(secs(1)),
+            }),
+            // A stricter served fraction than the workload's 95% holds too.
+            "node-heartbeat" => Some(Expectation::Bounds {
+                served: Some(0.99),
+                wait_p99: None,
+            }),
+            _ => None,
+        };
+    }
+    let verdict = report.verdict();
+    assert!(!verdict.pass);
+    assert_eq!(verdict.checks.len(), 3);
+    let by_flow = |name: &str| verdict.checks.iter().find(|c| c.flow == name).unwrap();
+    assert!(!by_flow("runaway-controller").pass);
+    assert_eq!(by_flow("runaway-controller").served_bound, None);
+    assert!(by_flow("tenant").pass);
+    assert!(by_flow("node-heartbeat").pass);
+    let text = report.render();
+    assert!(
+        text.contains(
+            "verdict: FAIL — 2 of 3 flows met their expectations (served fraction, wait p99)"
+        ),
+        "{text}"
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains("FAIL ") && l.contains("runaway-controller"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.ends_with("— wait p99 over 1.0 ms"), "{line}");
+}
+
 #[test]
 fn open_loop_rate_phases_and_bursts() {
     let w = workload(

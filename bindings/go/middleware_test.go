@@ -2,9 +2,11 @@ package apf
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,4 +222,43 @@ func equalDigest(a, b RequestDigest) bool {
 	return a.User == b.User && a.IsResourceRequest == b.IsResourceRequest && a.Verb == b.Verb &&
 		a.APIGroup == b.APIGroup && a.Resource == b.Resource && a.Subresource == b.Subresource &&
 		a.Namespace == b.Namespace && a.Name == b.Name && a.Path == b.Path
+}
+
+// TestParsePathSharedCases checks ParsePath against the expectations every
+// binding's request-to-digest helper shares with libapf's own
+// (apf::classification::RequestInfo in Rust).
+func TestParsePathSharedCases(t *testing.T) {
+	text, err := os.ReadFile("../../tests/data/request-info-cases.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Cases []struct {
+			Method, Path, Watch string
+			Want                struct {
+				Verb              string `json:"verb"`
+				IsResourceRequest bool   `json:"is_resource_request"`
+				APIGroup          string `json:"api_group"`
+				Resource          string `json:"resource"`
+				Subresource       string `json:"subresource"`
+				Namespace         string `json:"namespace"`
+				Name              string `json:"name"`
+				Path              string `json:"path"`
+			}
+		}
+	}
+	if err := json.Unmarshal(text, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Cases) < 20 {
+		t.Fatalf("only %d cases", len(doc.Cases))
+	}
+	for _, c := range doc.Cases {
+		w := c.Want
+		want := RequestDigest{Verb: w.Verb, IsResourceRequest: w.IsResourceRequest, APIGroup: w.APIGroup,
+			Resource: w.Resource, Subresource: w.Subresource, Namespace: w.Namespace, Name: w.Name, Path: w.Path}
+		if got := ParsePath(c.Method, c.Path, c.Watch); !equalDigest(got, want) {
+			t.Errorf("%s %s watch=%q: got %+v, want %+v", c.Method, c.Path, c.Watch, got, want)
+		}
+	}
 }

@@ -47,9 +47,14 @@ enum Command {
 struct SimulateArgs {
     /// FlowSchemas and PriorityLevelConfigurations (YAML or JSON, as
     /// `kubectl get flowschemas,prioritylevelconfigurations -o yaml` prints
-    /// them) [default: Kubernetes' built-in configuration]
+    /// them), applied on top of Kubernetes' built-in ones as a cluster
+    /// applies them: same kind and name replaces, others are added
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// With --config: use the file's objects alone (the mandatory `exempt`
+    /// and `catch-all` are still added), not on top of the built-in ones
+    #[arg(long, requires = "config")]
+    replace: bool,
     /// The workload (see docs/workload-format.md) [default: the built-in
     /// noisy-neighbour scenario]
     #[arg(long, value_name = "FILE")]
@@ -76,9 +81,13 @@ struct CheckArgs {
 
 #[derive(Args)]
 struct ClassifyArgs {
-    /// The configuration [default: Kubernetes' built-in configuration]
+    /// A configuration applied on top of Kubernetes' built-in one (as for
+    /// `apf simulate --config`)
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// With --config: the file's objects alone, not on top of the built-in ones
+    #[arg(long, requires = "config")]
+    replace: bool,
     /// The authenticated user name
     #[arg(long)]
     user: String,
@@ -111,6 +120,7 @@ struct ClassifyArgs {
 }
 
 pub fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         None => simulate(cli.simulate),
@@ -128,20 +138,114 @@ pub fn main() -> ExitCode {
     })
 }
 
+/// At most `apf::input::MAX_INPUT_BYTES`: `apf check /dev/zero` fails
+/// promptly, naming the cap.
 fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+    apf::input::read_file(path)
 }
 
-fn load_config(path: Option<&Path>) -> Result<(Config, String), String> {
-    match path {
-        None => Ok((
+/// The configuration to run: the built-in one, the file's objects on top
+/// of it, or (`--replace`) the file's alone. Also returns how to name it and
+/// the lines saying which objects came from where.
+fn load_config(
+    path: Option<&Path>,
+    replace: bool,
+) -> Result<(Config, String, Vec<String>), String> {
+    let Some(p) = path else {
+        return Ok((
             Config::builtin(),
             "Kubernetes' built-in configuration".to_string(),
-        )),
-        Some(p) => {
-            let config = Config::from_slice(&read(p)?).map_err(|e| config_errors(p, &e))?;
-            Ok((config, format!("the configuration in {}", p.display())))
+            Vec::new(),
+        ));
+    };
+    let file = Config::from_slice(&read(p)?).map_err(|e| config_errors(p, &e))?;
+    if replace {
+        return Ok((
+            file,
+            format!("the configuration in {} alone (--replace)", p.display()),
+            Vec::new(),
+        ));
+    }
+    let builtin = Config::builtin();
+    let merged = builtin.with_overrides(&file);
+    let origins = origins(&builtin, &file, p);
+    Ok((
+        merged,
+        format!(
+            "{} on top of Kubernetes' built-in configuration (--replace for the file alone)",
+            p.display()
+        ),
+        origins,
+    ))
+}
+
+/// Which objects of a merged configuration came from the file (new, or
+/// replacing a built-in one) and how many built-in ones stayed.
+fn origins(builtin: &Config, file: &Config, path: &Path) -> Vec<String> {
+    let file_levels: Vec<&str> = file
+        .priority_levels
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    let file_schemas: Vec<&str> = file
+        .flow_schemas
+        .iter()
+        .map(|f| f.metadata.name.as_str())
+        .collect();
+    let describe = |kind: &str, names: &[&str], builtin_names: &[&str]| -> Option<String> {
+        if names.is_empty() {
+            return None;
         }
+        let listed: Vec<String> = names
+            .iter()
+            .map(|n| {
+                let n = apf::input::clip(n, 64);
+                if builtin_names.contains(&n.as_ref()) {
+                    format!("{n} (replaces the built-in one)")
+                } else {
+                    format!("{n} (new)")
+                }
+            })
+            .collect();
+        Some(format!("{kind}: {}", listed.join(", ")))
+    };
+    let builtin_levels: Vec<&str> = builtin
+        .priority_levels
+        .iter()
+        .map(|p| p.metadata.name.as_str())
+        .collect();
+    let builtin_schemas: Vec<&str> = builtin
+        .flow_schemas
+        .iter()
+        .map(|f| f.metadata.name.as_str())
+        .collect();
+    let mut lines = vec![format!("from {}:", path.display())];
+    lines.extend(describe("  priority levels", &file_levels, &builtin_levels));
+    lines.extend(describe("  flow schemas", &file_schemas, &builtin_schemas));
+    let kept_levels = builtin_levels
+        .iter()
+        .filter(|n| !file_levels.contains(n))
+        .count();
+    let kept_schemas = builtin_schemas
+        .iter()
+        .filter(|n| !file_schemas.contains(n))
+        .count();
+    lines.push(format!(
+        "built in (`apf defaults` prints them): {kept_levels} priority levels, {kept_schemas} flow schemas"
+    ));
+    lines
+}
+
+/// `apf ... | head` ends quietly when `head` has read enough, as `cat` and
+/// `grep` do: Rust ignores SIGPIPE, so every `println!` after the reader
+/// left would panic ("Broken pipe", exit 101). Restoring the default
+/// disposition lets the kernel end the process on the first such write.
+fn quiet_on_broken_pipe() {
+    // SAFETY: called first thing in `main`, before any thread starts, so
+    // nothing races the change of disposition; SIG_DFL is a valid handler
+    // for SIGPIPE, and the previous handler (SIG_IGN) needs no cleanup.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -155,7 +259,7 @@ fn config_errors(path: &Path, errors: &ConfigErrors) -> String {
 }
 
 fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
-    let (config, config_name) = load_config(args.config.as_deref())?;
+    let (config, config_name, origins) = load_config(args.config.as_deref(), args.replace)?;
     let valid = config
         .validate()
         .map_err(|e| config_errors(args.config.as_deref().unwrap_or(Path::new("config")), &e))?;
@@ -183,29 +287,35 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
             .map_err(|e| format!("--duration: {e}"))?;
     }
     let seed = args.seed.unwrap_or(workload.seed);
-    println!(
-        "apf simulate: workload {:?} ({source}) against {config_name}",
+    // Printed as it goes, and kept for the report page (--out).
+    let mut text = format!(
+        "apf simulate: workload {:?} ({source}) against {config_name}\n",
         workload.name
     );
     if !workload.description.is_empty() {
-        println!("{}", wrap(&workload.description, 96, "  "));
+        text.push_str(&wrap(&workload.description, 96, "  "));
+        text.push('\n');
     }
-    println!(
-        "  {} priority levels, {} flow schemas; server concurrency limit {}; {} simulated; seed {seed}",
+    text.push_str(&format!(
+        "  {} priority levels, {} flow schemas; server concurrency limit {}; {} simulated; seed {seed}\n",
         valid.priority_levels().len(),
         valid.flow_schemas().len(),
         workload.server.concurrency_limit,
         simulator::format_duration(workload.duration),
-    );
-    println!();
+    ));
+    for line in &origins {
+        text.push_str(&format!("  {line}\n"));
+    }
+    text.push('\n');
+    print!("{text}");
     let mut bar = Progress::new();
     let (report, stats) = simulator::run(&config, &workload, seed, &mut |f| bar.update(f))
         .map_err(|e| e.to_string())?;
     bar.finish();
-    print!("{}", report.render());
-    println!();
-    println!("{}", speed(&stats));
-    charts(&report, args.out.as_deref())?;
+    let rest = format!("{}\n{}\n", report.render(), speed(&stats));
+    print!("{rest}");
+    text.push_str(&rest);
+    charts(&report, &text, args.out.as_deref())?;
     Ok(if report.verdict().pass {
         ExitCode::SUCCESS
     } else {
@@ -239,11 +349,11 @@ fn rate(r: f64) -> String {
     }
 }
 
-fn charts(report: &Report, out: Option<&Path>) -> Result<(), String> {
+fn charts(report: &Report, text: &str, out: Option<&Path>) -> Result<(), String> {
     match out {
-        None => println!("charts: add --out DIR to write SVG charts of seat share, queue length, seats and waits"),
+        None => println!("charts: add --out DIR to write SVG charts of seat share, queue length, seats and waits, and an index.html showing them with this report"),
         Some(dir) => {
-            let paths = simulator::write_charts(report, dir)
+            let paths = simulator::write_report_page(report, text, dir)
                 .map_err(|e| format!("writing charts to {}: {e}", dir.display()))?;
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
             println!("charts: {}", names.join(", "));
@@ -347,10 +457,13 @@ fn check(args: &CheckArgs) -> Result<ExitCode, String> {
 }
 
 fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
-    let (config, _) = load_config(args.config.as_deref())?;
+    let (config, _, _) = load_config(args.config.as_deref(), args.replace)?;
     let valid = config
         .validate()
         .map_err(|e| config_errors(args.config.as_deref().unwrap_or(Path::new("config")), &e))?;
+    if let Some(warning) = unknown_verb(&args.verb, args.non_resource) {
+        eprintln!("apf: warning: {warning}");
+    }
     let classifier = Classifier::new(&valid);
     let groups: Vec<&str> = args.groups.iter().map(String::as_str).collect();
     let digest = RequestDigest {
@@ -396,4 +509,38 @@ fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
     println!("distinguisher:  {distinguisher} ({method})");
     println!("flow hash:      {:#018x}", c.flow_hash);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The verbs the API server gives resource requests (RBAC's request verbs).
+const RESOURCE_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "watch",
+    "create",
+    "update",
+    "patch",
+    "delete",
+    "deletecollection",
+    "proxy",
+];
+
+/// Non-resource requests carry the HTTP method, lower-cased.
+const NON_RESOURCE_VERBS: &[&str] = &["get", "head", "post", "put", "patch", "delete", "options"];
+
+/// A warning when Kubernetes never sends `verb` for this kind of request: a
+/// typo (`lst`) would otherwise classify silently, matching only `*` rules.
+fn unknown_verb(verb: &str, non_resource: bool) -> Option<String> {
+    let (known, kind) = if non_resource {
+        (NON_RESOURCE_VERBS, "a non-resource request")
+    } else {
+        (RESOURCE_VERBS, "a resource request")
+    };
+    if known.contains(&verb) {
+        return None;
+    }
+    Some(format!(
+        "--verb {:?} is not a verb Kubernetes uses for {kind} (known: {}); only rules with verbs [\"*\"] match it",
+        apf::input::clip(verb, 64),
+        known.join(", ")
+    ))
 }

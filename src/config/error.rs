@@ -5,6 +5,7 @@
 //! own field errors: `FlowSchema "x": spec.matchingPrecedence: Invalid value:
 //! 0: must be a positive value`.
 
+use crate::input::clip;
 use std::fmt;
 
 /// Which object an error is about.
@@ -42,7 +43,7 @@ impl fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.kind)?;
         if !self.name.is_empty() {
-            write!(f, " {:?}", self.name)?;
+            write!(f, " {:?}", clip(&self.name, MAX_QUOTED_NAME))?;
         }
         if !self.location.is_empty() {
             write!(f, " ({})", self.location)?;
@@ -94,6 +95,27 @@ pub struct ConfigError {
     pub detail: String,
 }
 
+impl ConfigError {
+    /// A configuration with no objects at all (an empty file, an empty
+    /// `List`): refused as kubectl refuses to apply nothing.
+    pub fn no_objects() -> ConfigError {
+        ConfigError {
+            object: ObjectRef::document("input"),
+            field: String::new(),
+            error_type: ErrorType::Required,
+            value: None,
+            detail: "no FlowSchema or PriorityLevelConfiguration objects (an empty configuration \
+                     would silently drop every suggested object; `apf defaults` prints the built-in ones)"
+                .into(),
+        }
+    }
+}
+
+/// Errors quote at most this much of a name, and of a value or detail:
+/// enough to recognise it, never a 50 MB echo.
+const MAX_QUOTED_NAME: usize = 128;
+const MAX_QUOTED_TEXT: usize = 512;
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: ", self.object)?;
@@ -102,10 +124,10 @@ impl fmt::Display for ConfigError {
         }
         f.write_str(self.error_type.phrase())?;
         if let Some(value) = &self.value {
-            write!(f, ": {value}")?;
+            write!(f, ": {}", clip(value, MAX_QUOTED_TEXT))?;
         }
         if !self.detail.is_empty() {
-            write!(f, ": {}", self.detail)?;
+            write!(f, ": {}", clip(&self.detail, MAX_QUOTED_TEXT))?;
         }
         Ok(())
     }

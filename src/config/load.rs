@@ -12,69 +12,119 @@ use super::defaults::{default_flow_schema, default_priority_level, SourceVersion
 use super::error::{ConfigError, ConfigErrors, ErrorType, ObjectRef};
 use super::types::*;
 use super::Config;
+use crate::input;
 
 /// Text in YAML (one or more documents; JSON is YAML too).
 ///
-/// The parser enforces a budget (nesting depth, node count, alias
-/// expansion), so hostile input fails fast instead of exhausting time or
-/// memory; a syntax error anywhere rejects the whole text, with its line
-/// and column.
+/// The parser enforces the shared budget ([`crate::input`]: size, nesting,
+/// node count, alias expansion), so hostile input fails fast instead of
+/// exhausting time or memory. When the text does not parse, each document is
+/// parsed on its own so that every document's errors are reported, not only
+/// the first one's.
 pub(crate) fn from_yaml(text: &str) -> Result<Config, ConfigErrors> {
-    let mut options = serde_saphyr::Options::default();
-    options.with_snippet = false;
-    // Read plain scalars as YAML 1.2 does: `n`, `no`, `on` and `0755` stay
-    // strings (a service account named `n` is not `false`).
-    options.strict_booleans = true;
-    options.leading_zero_numbers_as_strings = true;
-    options.underscored_numbers_as_strings = true;
-    // A flow-control configuration has hundreds of nodes, a cluster's worth
-    // with managed fields tens of thousands; aliases are rare. Lower caps than
-    // the parser's defaults make hostile input (alias bombs) fail sooner.
-    options.alias_limits.max_total_replayed_events = 100_000;
-    if let Some(budget) = options.budget.as_mut() {
-        budget.max_nodes = 200_000;
-    }
-    let documents =
-        match serde_saphyr::from_multiple_with_options::<Value>(strip_bom(text), options) {
-            Ok(documents) => documents,
-            Err(e) => {
-                return Err(ConfigErrors(vec![ConfigError {
-                    object: ObjectRef::document("YAML input"),
-                    field: String::new(),
-                    error_type: ErrorType::Parse,
-                    value: None,
-                    detail: e.to_string(),
-                }]))
+    let text = strip_bom(text);
+    check_size(text)?;
+    let mut loader = Loader::default();
+    match serde_saphyr::from_multiple_with_options::<Value>(text, input::yaml_options()) {
+        Ok(documents) => {
+            for (i, value) in documents.into_iter().enumerate() {
+                loader.document(value, &format!("document {}", i + 1));
             }
-        };
-    let mut loader = Loader::default();
-    for (i, value) in documents.into_iter().enumerate() {
-        loader.document(value, &format!("document {}", i + 1));
-    }
-    loader.finish()
-}
-
-/// Text in JSON: one value, or several one after another.
-pub(crate) fn from_json(text: &str) -> Result<Config, ConfigErrors> {
-    let mut loader = Loader::default();
-    let stream = serde_json::Deserializer::from_str(strip_bom(text)).into_iter::<Value>();
-    for (i, value) in stream.enumerate() {
-        let location = format!("document {}", i + 1);
-        match value {
-            Ok(value) => loader.document(value, &location),
-            Err(e) => {
-                // The stream cannot resynchronise after a syntax error.
-                loader.parse_error(ObjectRef::document(location), "", e.to_string());
-                break;
+        }
+        Err(whole) => {
+            let documents = split_documents(text);
+            if documents.len() <= 1 {
+                loader.parse_error(
+                    ObjectRef::document("YAML input"),
+                    "",
+                    input::yaml_error(&whole),
+                );
+            } else {
+                for (i, (first_line, document)) in documents.into_iter().enumerate() {
+                    loader.yaml_document(document, first_line, &format!("document {}", i + 1));
+                }
             }
         }
     }
     loader.finish()
 }
 
+/// Text in JSON: one value, or several one after another.
+pub(crate) fn from_json(text: &str) -> Result<Config, ConfigErrors> {
+    let text = strip_bom(text);
+    check_size(text)?;
+    let mut loader = Loader::default();
+    for (i, value) in input::json_values(text).into_iter().enumerate() {
+        let location = format!("document {}", i + 1);
+        match value {
+            Ok(value) => loader.document(value, &location),
+            // `json_values` stops here: the stream cannot resynchronise
+            // after a syntax error.
+            Err(e) => loader.parse_error(ObjectRef::document(location), "", e.to_string()),
+        }
+    }
+    loader.finish()
+}
+
+fn check_size(text: &str) -> Result<(), ConfigErrors> {
+    if text.len() > input::MAX_INPUT_BYTES {
+        return Err(too_large(text.len()));
+    }
+    Ok(())
+}
+
+fn too_large(len: usize) -> ConfigErrors {
+    ConfigErrors(vec![ConfigError {
+        object: ObjectRef::document("input"),
+        field: String::new(),
+        error_type: ErrorType::Parse,
+        value: None,
+        detail: input::too_large(Some(len)),
+    }])
+}
+
+/// The documents of a YAML stream, each with the line (from 1) it starts
+/// on. A document marker `---` at the start of a line always begins a new
+/// document (YAML forbids it inside content); directives and comments before
+/// a marker stay with the document that follows, trailing ones with the
+/// last document.
+fn split_documents(text: &str) -> Vec<(usize, &str)> {
+    // (first line, byte offset) of each document.
+    let mut starts = vec![(1, 0)];
+    // Whether the current document has content yet: a chunk holding only
+    // directives, comments or blanks is not a document of its own.
+    let mut has_content = false;
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let is_marker = bare == "---" || bare.starts_with("--- ") || bare.starts_with("---\t");
+        if is_marker && has_content {
+            starts.push((i + 1, offset));
+            has_content = false;
+        }
+        let trimmed = bare.trim_start();
+        if !(trimmed.is_empty() || trimmed.starts_with('#') || bare.starts_with('%')) {
+            has_content = true;
+        }
+        offset += line.len();
+    }
+    if !has_content && starts.len() > 1 {
+        starts.pop();
+    }
+    let mut documents = Vec::with_capacity(starts.len());
+    for (k, &(line, begin)) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).map_or(text.len(), |&(_, e)| e);
+        documents.push((line, &text[begin..end]));
+    }
+    documents
+}
+
 /// Bytes in either format: JSON when the first non-blank character opens a
 /// JSON object or array, YAML otherwise.
 pub(crate) fn from_slice(bytes: &[u8]) -> Result<Config, ConfigErrors> {
+    if bytes.len() > input::MAX_INPUT_BYTES {
+        return Err(too_large(bytes.len()));
+    }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         ConfigErrors(vec![ConfigError {
             object: ObjectRef::document("input"),
@@ -110,11 +160,39 @@ struct Inherited<'a> {
 }
 
 impl Loader {
-    fn finish(self) -> Result<Config, ConfigErrors> {
+    fn finish(mut self) -> Result<Config, ConfigErrors> {
+        // As kubectl refuses to apply nothing: an empty file is a mistake
+        // (a wrong path, a truncated download), not a request for only the
+        // mandatory objects.
+        if self.errors.is_empty() && self.config.is_empty() {
+            self.errors.push(ConfigError::no_objects());
+        }
         if self.errors.is_empty() {
             Ok(self.config)
         } else {
             Err(ConfigErrors(self.errors))
+        }
+    }
+
+    /// One document of a YAML stream that did not parse as a whole; errors
+    /// give lines of the whole stream.
+    fn yaml_document(&mut self, text: &str, first_line: usize, location: &str) {
+        match serde_saphyr::from_str_with_options::<Value>(text, input::yaml_options()) {
+            Ok(value) => self.document(value, location),
+            Err(e) => {
+                let message = input::yaml_error(&e);
+                let shifted = e.location().and_then(|at| {
+                    let suffix = format!("at line {}, column {}", at.line(), at.column());
+                    let line = at.line() + first_line as u64 - 1;
+                    message
+                        .strip_suffix(&suffix)
+                        .map(|head| format!("{head}at line {line}, column {}", at.column()))
+                });
+                let detail = shifted.unwrap_or_else(|| {
+                    format!("{message} (in the document starting at line {first_line})")
+                });
+                self.parse_error(ObjectRef::document(location), "", detail);
+            }
         }
     }
 

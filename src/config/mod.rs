@@ -79,6 +79,36 @@ impl Config {
         }
     }
 
+    /// This configuration with `overrides` applied as a cluster applies
+    /// objects: an object of `overrides` replaces the one of the same kind
+    /// and name (in its place), the others are added after. How `apf
+    /// simulate --config` puts a file on top of the built-in objects.
+    pub fn with_overrides(&self, overrides: &Config) -> Config {
+        fn merge<T: Clone>(base: &[T], top: &[T], name: impl Fn(&T) -> &str) -> Vec<T> {
+            let mut out: Vec<T> = base.to_vec();
+            for object in top {
+                match out.iter().position(|o| name(o) == name(object)) {
+                    Some(i) => out[i] = object.clone(),
+                    None => out.push(object.clone()),
+                }
+            }
+            out
+        }
+        Config {
+            priority_levels: merge(&self.priority_levels, &overrides.priority_levels, |p| {
+                &p.metadata.name
+            }),
+            flow_schemas: merge(&self.flow_schemas, &overrides.flow_schemas, |f| {
+                &f.metadata.name
+            }),
+        }
+    }
+
+    /// Whether the configuration holds no object at all.
+    pub fn is_empty(&self) -> bool {
+        self.priority_levels.is_empty() && self.flow_schemas.is_empty()
+    }
+
     /// Reads YAML: one object, a `List` (as `kubectl get
     /// flowschemas,prioritylevelconfigurations -o yaml` prints), a typed
     /// list, or several documents separated by `---`.
@@ -92,6 +122,9 @@ impl Config {
     }
 
     /// Reads bytes in either format (JSON if they start with `{` or `[`).
+    ///
+    /// Every reader refuses input over [`crate::input::MAX_INPUT_BYTES`] or
+    /// [`crate::input::MAX_INPUT_NODES`], and input with no objects.
     pub fn from_slice(bytes: &[u8]) -> Result<Config, ConfigErrors> {
         load::from_slice(bytes)
     }

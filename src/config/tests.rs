@@ -183,20 +183,80 @@ fn builtin_round_trips_through_yaml_and_json() {
 }
 
 #[test]
-fn empty_input_gets_the_mandatory_objects() {
-    for text in ["", "---\n", "# nothing\n"] {
-        let config = Config::from_yaml_str(text).unwrap();
-        assert_eq!(config, Config::default());
-        let valid = config.validate().unwrap();
-        assert_eq!(valid.config(), &{
-            let mut m = Config::default();
-            m.ensure_mandatory();
-            m
-        });
-        assert_eq!(valid.notices().len(), 4, "{:?}", valid.notices());
-        assert_eq!(valid.priority_levels().len(), 2);
-        assert_eq!(valid.flow_schemas().len(), 2);
+fn input_without_objects_is_refused() {
+    // kubectl refuses to apply "no objects"; before issue 13 this loaded as
+    // an empty configuration, which dropped every suggested object.
+    for text in [
+        "",
+        "---\n",
+        "# nothing\n",
+        "apiVersion: v1\nkind: List\nitems: []\n",
+    ] {
+        let errors = Config::from_yaml_str(text).unwrap_err();
+        assert_eq!(errors.0, vec![ConfigError::no_objects()], "{text:?}");
     }
+    for text in [
+        "",
+        "{\"apiVersion\": \"v1\", \"kind\": \"List\", \"items\": []}",
+    ] {
+        let errors = Config::from_json_str(text).unwrap_err();
+        assert_eq!(errors.0, vec![ConfigError::no_objects()], "{text:?}");
+    }
+    // Objects built in code can still be empty; validation adds the
+    // mandatory ones (the dispatcher is what refuses an empty one).
+    let valid = Config::default().validate().unwrap();
+    assert_eq!(valid.notices().len(), 4, "{:?}", valid.notices());
+    assert_eq!(valid.priority_levels().len(), 2);
+    assert_eq!(valid.flow_schemas().len(), 2);
+}
+
+#[test]
+fn every_yaml_documents_errors_are_reported_with_lines_of_the_whole_text() {
+    let level = |name: &str, version: &str| {
+        format!("apiVersion: {version}\nkind: PriorityLevelConfiguration\nmetadata: {{name: {name}}}\nspec: {{type: Limited, limited: {{limitResponse: {{type: Reject}}}}}}\n")
+    };
+    let text = format!(
+        "%YAML 1.2\n---\n{}---\n# a comment\nkey: [unclosed\n---\n{}# trailing\n",
+        level("one", "x/v1"),
+        level("three", "y/v1")
+    );
+    let errors = Config::from_yaml_str(&text).unwrap_err();
+    let shown: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errors.len(), 3, "{shown:#?}");
+    assert!(errors.has("one", "apiVersion"), "{shown:#?}");
+    assert!(errors.has("three", "apiVersion"), "{shown:#?}");
+    let syntax = &errors.0[1];
+    assert_eq!(syntax.object.location, "document 2");
+    // The unclosed sequence runs to the end of its document (line 10).
+    assert!(
+        syntax.detail.contains("line 8")
+            || syntax.detail.contains("line 9")
+            || syntax.detail.contains("line 10"),
+        "{syntax}"
+    );
+}
+
+#[test]
+fn input_over_the_size_cap_is_refused_before_parsing() {
+    let big = "#".repeat(crate::input::MAX_INPUT_BYTES + 1);
+    for result in [
+        Config::from_yaml_str(&big),
+        Config::from_json_str(&big),
+        Config::from_slice(big.as_bytes()),
+    ] {
+        let e = result.unwrap_err().to_string();
+        assert!(e.contains("MAX_INPUT_BYTES"), "{e}");
+    }
+}
+
+#[test]
+fn errors_quote_a_huge_name_only_in_part() {
+    let mut config = Config::builtin();
+    let name = "x".repeat(8 << 20);
+    config.priority_levels[2].metadata.name = name.clone();
+    let text = config.validate().unwrap_err().to_string();
+    assert!(text.len() < 4096, "{} bytes", text.len());
+    assert!(text.contains(&format!("({} bytes in all)", name.len())));
 }
 
 #[test]
@@ -362,10 +422,18 @@ items:
 
 #[test]
 fn syntax_errors_say_where() {
+    // The first document's own error is reported too (it lacks an
+    // apiVersion), and the syntax error's line is the whole text's.
     let errors = Config::from_yaml_str("kind: FlowSchema\n---\n[unclosed\n").unwrap_err();
+    assert_eq!(errors.len(), 2, "{errors}");
+    assert_eq!(errors.0[0].object.location, "document 1");
+    assert_eq!(errors.0[0].field, "apiVersion");
+    assert_eq!(errors.0[1].object.location, "document 2");
+    assert!(errors.0[1].detail.contains("line 3"), "{errors}");
+    // A single document that does not parse is the whole input.
+    let errors = Config::from_yaml_str("[unclosed\n").unwrap_err();
     assert_eq!(errors.len(), 1);
     assert_eq!(errors.0[0].object.location, "YAML input");
-    assert!(errors.0[0].detail.contains("line 3"), "{errors}");
     let errors = Config::from_json_str("{\"kind\": ").unwrap_err();
     assert_eq!(errors.0[0].object.location, "document 1");
     let errors = Config::from_slice(&[0xff, 0xfe]).unwrap_err();
@@ -1196,7 +1264,8 @@ mod properties {
         /// Print, read back: the same objects, whatever the strings.
         #[test]
         fn yaml_and_json_round_trip(
-            levels in proptest::collection::vec(priority_level(), 0..3),
+            // At least one object: a text with none is refused.
+            levels in proptest::collection::vec(priority_level(), 1..3),
             schemas in proptest::collection::vec(flow_schema(), 0..3),
         ) {
             let config = Config { priority_levels: levels, flow_schemas: schemas };
@@ -1205,4 +1274,48 @@ mod properties {
             prop_assert_eq!(Config::from_json_str(&config.to_json()).map_err(|e| e.to_string()), Ok(config));
         }
     }
+}
+
+#[test]
+fn overrides_replace_by_kind_and_name_in_place_and_add_the_rest() {
+    let builtin = Config::builtin();
+    let mut low = builtin
+        .priority_levels
+        .iter()
+        .find(|p| p.metadata.name == "workload-low")
+        .unwrap()
+        .clone();
+    low.spec
+        .limited
+        .as_mut()
+        .unwrap()
+        .nominal_concurrency_shares = Some(7);
+    let mut new = low.clone();
+    new.metadata.name = "new-level".into();
+    let file = Config {
+        priority_levels: vec![low.clone(), new.clone()],
+        flow_schemas: vec![],
+    };
+    let merged = builtin.with_overrides(&file);
+    assert_eq!(merged.flow_schemas, builtin.flow_schemas);
+    assert_eq!(
+        merged.priority_levels.len(),
+        builtin.priority_levels.len() + 1
+    );
+    let at = builtin
+        .priority_levels
+        .iter()
+        .position(|p| p.metadata.name == "workload-low")
+        .unwrap();
+    assert_eq!(merged.priority_levels[at], low, "replaced in its place");
+    assert_eq!(merged.priority_levels.last(), Some(&new), "added after");
+    // A FlowSchema named like a level replaces nothing: kinds are apart.
+    let mut schema = builtin.flow_schemas[0].clone();
+    schema.metadata.name = "workload-low".into();
+    let merged = builtin.with_overrides(&Config {
+        priority_levels: vec![],
+        flow_schemas: vec![schema],
+    });
+    assert_eq!(merged.priority_levels, builtin.priority_levels);
+    assert_eq!(merged.flow_schemas.len(), builtin.flow_schemas.len() + 1);
 }

@@ -1,7 +1,7 @@
 //! The exposition: owned figures in, OpenMetrics text out, through the
 //! `prometheus-client` crate's encoder.
 
-use super::{possible_reasons, FlowcontrolMetrics, LevelMetrics, SchemaMetrics};
+use super::{possible_reasons, ExpositionOptions, FlowcontrolMetrics, LevelMetrics, SchemaMetrics};
 use super::{DURATION_BUCKETS_SECONDS, QUEUE_LENGTH_BUCKETS};
 use crate::queueset::tally::Histogram;
 use crate::queueset::RejectReason;
@@ -12,11 +12,23 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 use std::fmt;
 
 /// The exposition of `flow` (if any) and `queues`.
-pub(super) fn text(flow: Option<&FlowcontrolMetrics>, queues: &[WorkqueueMetrics]) -> String {
-    let mut registry = Registry::default();
+pub(super) fn text(
+    flow: Option<&FlowcontrolMetrics>,
+    queues: &[WorkqueueMetrics],
+    options: &ExpositionOptions,
+) -> String {
+    let labels = options
+        .const_labels
+        .iter()
+        .map(|(k, v)| (Cow::Owned(k.clone()), Cow::Owned(v.clone())));
+    let mut registry = match &options.prefix {
+        Some(prefix) => Registry::with_prefix_and_labels(prefix.clone(), labels),
+        None => Registry::with_labels(labels),
+    };
     registry.register_collector(Box::new(Scrape {
         flow: flow.cloned(),
         queues: queues.to_vec(),

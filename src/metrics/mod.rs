@@ -27,6 +27,12 @@
 //! at most 705 once every pair has seen every kind of request;
 //! `tests/metrics.rs` counts them.
 //!
+//! # Names and labels
+//! By default the names are Kubernetes' (`apiserver_flowcontrol_...`,
+//! `workqueue_...`). [`Exporter::with_options`] takes a prefix for every
+//! name and constant labels for every series ([`ExpositionOptions`]), for a
+//! service that is not an API server or runs several dispatchers.
+//!
 //! # Format
 //! [`Dispatcher::metrics_text`] and [`Exporter::text`] write the
 //! OpenMetrics 1.0 text format with the `prometheus-client` crate; serve it
@@ -146,7 +152,7 @@ impl Dispatcher {
     /// The exposition of this dispatcher's metrics (OpenMetrics text; see
     /// the [module documentation](crate::metrics)).
     pub fn metrics_text(&self) -> String {
-        encode::text(Some(&self.metrics()), &[])
+        encode::text(Some(&self.metrics()), &[], &ExpositionOptions::default())
     }
 
     /// The pairs of `level`: the schemas routed to it, and any other schema
@@ -241,6 +247,76 @@ struct Registered {
     queue: Weak<dyn WorkqueueSource>,
 }
 
+/// How an [`Exporter`] names and labels its series: a service embedding
+/// libapf is not an API server, and may run several dispatchers in one
+/// process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpositionOptions {
+    /// Prepended, with `_`, to every metric name: `shop` gives
+    /// `shop_apiserver_flowcontrol_rejected_requests_total` and
+    /// `shop_workqueue_depth`. Letters, digits and `_`, not starting with a
+    /// digit.
+    pub prefix: Option<String>,
+    /// Labels with fixed values added to every series (`instance_role="api"`,
+    /// `dispatcher="public"`), so cardinality does not grow. Names as
+    /// Prometheus allows them, and none of the labels the metrics use
+    /// themselves.
+    pub const_labels: Vec<(String, String)>,
+}
+
+/// The labels the exposition uses itself; a constant label may not take
+/// one of these names.
+const OWN_LABELS: [&str; 7] = [
+    "priority_level",
+    "flow_schema",
+    "reason",
+    "execute",
+    "type",
+    "le",
+    "name",
+];
+
+impl ExpositionOptions {
+    /// Checks the prefix and every constant label; the error names the one
+    /// at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        fn valid_name(name: &str) -> bool {
+            let mut chars = name.chars();
+            chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        }
+        if let Some(prefix) = &self.prefix {
+            if !valid_name(prefix) {
+                return Err(format!(
+                    "metrics prefix {:?}: must be letters, digits and _, not starting with a digit",
+                    crate::input::clip(prefix, 64)
+                ));
+            }
+        }
+        let mut seen = Vec::new();
+        for (name, _) in &self.const_labels {
+            let quoted = crate::input::clip(name, 64);
+            if !valid_name(name) || name.starts_with("__") {
+                return Err(format!(
+                    "constant label {quoted:?}: must be letters, digits and _, not starting with a digit or __"
+                ));
+            }
+            if OWN_LABELS.contains(&name.as_str()) {
+                return Err(format!(
+                    "constant label {quoted:?}: the metrics use this label themselves"
+                ));
+            }
+            if seen.contains(&name) {
+                return Err(format!("constant label {quoted:?}: given twice"));
+            }
+            seen.push(name);
+        }
+        Ok(())
+    }
+}
+
 /// Exports a dispatcher's metrics and the metrics of named workqueues in
 /// one exposition. Workqueues are held weakly: a dropped queue leaves the
 /// exposition at the next scrape.
@@ -248,6 +324,7 @@ struct Registered {
 pub struct Exporter {
     dispatcher: Option<Arc<Dispatcher>>,
     queues: Mutex<Vec<Registered>>,
+    options: ExpositionOptions,
 }
 
 impl fmt::Debug for Exporter {
@@ -272,7 +349,16 @@ impl Exporter {
         Exporter {
             dispatcher: Some(dispatcher),
             queues: Mutex::new(Vec::new()),
+            options: ExpositionOptions::default(),
         }
+    }
+
+    /// This exporter with a name prefix and constant labels (see
+    /// [`ExpositionOptions`]); an invalid option is an error naming it.
+    pub fn with_options(mut self, options: ExpositionOptions) -> Result<Exporter, String> {
+        options.validate()?;
+        self.options = options;
+        Ok(self)
     }
 
     /// Export `queue`'s metrics under the name it was built with.
@@ -321,7 +407,7 @@ impl Exporter {
             queues.iter().filter_map(|r| r.queue.upgrade()).collect()
         };
         let queues: Vec<WorkqueueMetrics> = sources.iter().map(|q| q.workqueue_metrics()).collect();
-        encode::text(flow.as_ref(), &queues)
+        encode::text(flow.as_ref(), &queues, &self.options)
     }
 }
 

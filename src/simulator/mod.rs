@@ -94,6 +94,60 @@ pub fn write_charts(report: &Report, dir: &Path) -> std::io::Result<Vec<PathBuf>
         .collect()
 }
 
+/// Writes [`charts`] and an `index.html` that shows `text` (the report as
+/// printed) above every chart, so one page holds the whole run; returns the
+/// path of `index.html` after the charts'.
+pub fn write_report_page(report: &Report, text: &str, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut paths = write_charts(report, dir)?;
+    let mut html =
+        String::from("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    html.push_str(&format!(
+        "<title>apf simulate: {}</title>\n",
+        html_escape(&report.workload)
+    ));
+    html.push_str(
+        "<style>body{font-family:sans-serif;margin:2em}pre{font-size:12px;overflow-x:auto}\
+         img{max-width:100%;display:block;margin:1em 0}</style>\n</head>\n<body>\n",
+    );
+    html.push_str(&format!(
+        "<h1>apf simulate: {}</h1>\n<pre>{}</pre>\n",
+        html_escape(&report.workload),
+        html_escape(text)
+    ));
+    for path in &paths {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let title = name.trim_end_matches(".svg").replace('-', " ");
+        html.push_str(&format!(
+            "<h2>{}</h2>\n<img src=\"{}\" alt=\"{}\">\n",
+            html_escape(&title),
+            html_escape(&name),
+            html_escape(&title)
+        ));
+    }
+    html.push_str("</body>\n</html>\n");
+    let index = dir.join("index.html");
+    std::fs::write(&index, html)?;
+    paths.push(index);
+    Ok(paths)
+}
+
+fn html_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 fn seat_share_chart(report: &Report) -> svg::Chart {
     let s = &report.series;
     let totals: Vec<f64> = (0..s.times.len())

@@ -115,7 +115,49 @@ pub struct Verdict {
 pub struct Check {
     pub flow: String,
     pub served: f64,
+    /// The least fraction of its demand it had to get, if checked.
+    pub served_bound: Option<f64>,
+    /// Its wait p99, in nanoseconds.
+    pub wait_p99: u64,
+    /// The longest wait p99 allowed, if checked.
+    pub wait_p99_bound: Option<Duration>,
     pub pass: bool,
+}
+
+impl Check {
+    fn of(flow: &FlowReport, expectation: &Expectation, default_served: f64) -> Check {
+        let served_bound = expectation.served_fraction(default_served);
+        let wait_p99 = flow.wait.quantile(0.99);
+        let wait_p99_bound = expectation.wait_p99();
+        let served_ok = served_bound.is_none_or(|b| flow.served >= b);
+        let wait_ok = wait_p99_bound.is_none_or(|b| u128::from(wait_p99) <= b.as_nanos());
+        Check {
+            flow: flow.name.clone(),
+            served: flow.served,
+            served_bound,
+            wait_p99,
+            wait_p99_bound,
+            pass: served_ok && wait_ok,
+        }
+    }
+
+    /// Why it failed, in words (empty when it passed).
+    fn shortfall(&self) -> String {
+        let mut why = Vec::new();
+        if let Some(b) = self.served_bound.filter(|b| self.served < *b) {
+            why.push(format!("served below {}", percent(b)));
+        }
+        if let Some(b) = self
+            .wait_p99_bound
+            .filter(|b| u128::from(self.wait_p99) > b.as_nanos())
+        {
+            why.push(format!(
+                "wait p99 over {}",
+                wait(b.as_nanos() as u64).trim()
+            ));
+        }
+        why.join(", ")
+    }
 }
 
 impl FlowReport {
@@ -157,11 +199,10 @@ impl Report {
         let checks: Vec<Check> = self
             .flows
             .iter()
-            .filter(|f| f.expect == Some(Expectation::Served))
-            .map(|f| Check {
-                flow: f.name.clone(),
-                served: f.served,
-                pass: f.served >= self.served_fraction,
+            .filter_map(|f| {
+                f.expect
+                    .as_ref()
+                    .map(|e| Check::of(f, e, self.served_fraction))
             })
             .collect();
         Verdict {
@@ -176,9 +217,52 @@ impl Report {
         self.render_flows(&mut out);
         out.push('\n');
         self.render_levels(&mut out);
+        let notes = self.notes();
+        if !notes.is_empty() {
+            for note in &notes {
+                let _ = writeln!(out, "note: {note}");
+            }
+        }
         out.push('\n');
         self.render_verdict(&mut out);
         out
+    }
+
+    /// What an operator may misread in the level table, explained where it
+    /// occurs: a limit below or above nominal (lending, borrowing) and a
+    /// queue total above the per-queue length limit.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        for l in self.busy_levels() {
+            let (Some(nominal), Some(mean)) = (l.nominal_limit, l.mean_limit) else {
+                continue;
+            };
+            let nominal_f = f64::from(nominal);
+            if mean < nominal_f - 0.5 {
+                notes.push(format!(
+                    "{}: limit avg {mean:.1} is below its nominal {nominal}: it lent seats to levels \
+                     whose demand was higher (at most its lendablePercent), and gets them back within \
+                     a borrowing period when its own demand rises",
+                    l.name
+                ));
+            } else if mean > nominal_f + 0.5 {
+                notes.push(format!(
+                    "{}: limit avg {mean:.1} is above its nominal {nominal}: it borrowed seats that idle \
+                     levels lent (up to its borrowingLimitPercent)",
+                    l.name
+                ));
+            }
+        }
+        for l in self.busy_levels().filter(|l| l.max_queue_length > 0) {
+            notes.push(format!(
+                "{}: queue max {} counts the waiting requests of all its queues together; \
+                 queueLengthLimit caps each queue, and a flow spreads over the handSize queues \
+                 dealt to it, so it can have up to handSize × queueLengthLimit waiting before \
+                 it is rejected (queue-full)",
+                l.name, l.max_queue_length
+            ));
+        }
+        notes
     }
 
     fn render_flows(&self, out: &mut String) {
@@ -248,9 +332,13 @@ impl Report {
 
     fn render_verdict(&self, out: &mut String) {
         let verdict = self.verdict();
+        let only_served = self
+            .flows
+            .iter()
+            .all(|f| matches!(f.expect, None | Some(Expectation::Served)));
         if verdict.checks.is_empty() {
-            out.push_str("verdict: nothing to check (no flow has `expect: served`)\n");
-        } else {
+            out.push_str("verdict: nothing to check (no flow has `expect:`)\n");
+        } else if only_served {
             let _ = writeln!(
                 out,
                 "verdict: {} — {} of {} flows expected to be served got at least {} of their demand",
@@ -259,14 +347,26 @@ impl Report {
                 verdict.checks.len(),
                 percent(self.served_fraction),
             );
+        } else {
+            let _ = writeln!(
+                out,
+                "verdict: {} — {} of {} flows met their expectations (served fraction, wait p99)",
+                if verdict.pass { "PASS" } else { "FAIL" },
+                verdict.checks.iter().filter(|c| c.pass).count(),
+                verdict.checks.len(),
+            );
         }
         let name_w = width(self.flows.iter().map(|f| f.label()), "");
         let level_w = width(self.flows.iter().map(|f| f.level.clone()), "");
         for f in &self.flows {
-            let mark = match (f.expect, f.served >= self.served_fraction) {
-                (Some(Expectation::Served), true) => "ok  ",
-                (Some(Expectation::Served), false) => "FAIL",
-                (None, _) => "    ",
+            let check = f
+                .expect
+                .as_ref()
+                .map(|e| Check::of(f, e, self.served_fraction));
+            let mark = match &check {
+                Some(c) if c.pass => "ok  ",
+                Some(_) => "FAIL",
+                None => "    ",
             };
             let mut line = format!(
                 "  {mark}  {:<name_w$}  {:<level_w$}  {:>6} of demand",
@@ -281,13 +381,19 @@ impl Report {
             if f.rejected_total() > 0 {
                 let _ = write!(line, ", {} rejected", count(f.rejected_total()));
             }
-            if f.expect.is_none() {
-                if let Some(level) = self.level(&f.level) {
-                    let _ = write!(
-                        line,
-                        "; {} of its level's seat time",
-                        percent(ratio(f.seat_seconds, level.seat_seconds)),
-                    );
+            match &check {
+                Some(c) if !c.pass => {
+                    let _ = write!(line, " — {}", c.shortfall());
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(level) = self.level(&f.level) {
+                        let _ = write!(
+                            line,
+                            "; {} of its level's seat time",
+                            percent(ratio(f.seat_seconds, level.seat_seconds)),
+                        );
+                    }
                 }
             }
             out.push_str(line.trim_end());

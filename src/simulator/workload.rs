@@ -8,6 +8,7 @@
 //! [`Workload::from_raw`] checks values and ranges, collecting every error
 //! with its field path.
 
+use crate::input::{self, clip};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -193,10 +194,36 @@ pub struct Burst {
 }
 
 /// What the verdict checks about a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Expectation {
-    /// The flow gets at least [`Workload::served_fraction`] of its demand.
+    /// `expect: served`: the flow gets at least
+    /// [`Workload::served_fraction`] of its demand.
     Served,
+    /// `expect: {served: 0.9, waitP99: 200ms}`: at least `served` of its
+    /// demand (when given) and a wait p99 of at most `wait_p99` (when
+    /// given); at least one of the two is.
+    Bounds {
+        served: Option<f64>,
+        wait_p99: Option<Duration>,
+    },
+}
+
+impl Expectation {
+    /// The least fraction of its demand the flow must get, if checked.
+    pub fn served_fraction(&self, default: f64) -> Option<f64> {
+        match self {
+            Expectation::Served => Some(default),
+            Expectation::Bounds { served, .. } => *served,
+        }
+    }
+
+    /// The longest wait p99 the flow may see, if checked.
+    pub fn wait_p99(&self) -> Option<Duration> {
+        match self {
+            Expectation::Served => None,
+            Expectation::Bounds { wait_p99, .. } => *wait_p99,
+        }
+    }
 }
 
 /// One problem in a workload file: where (a field path such as
@@ -209,10 +236,12 @@ pub struct WorkloadError {
 
 impl fmt::Display for WorkloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Quotes are clipped: a 50 MB flow name is not echoed whole.
+        let message = clip(&self.message, 512);
         if self.path.is_empty() || self.path == "." {
-            write!(f, "{}", self.message)
+            write!(f, "{message}")
         } else {
-            write!(f, "{}: {}", self.path, self.message)
+            write!(f, "{}: {message}", clip(&self.path, 256))
         }
     }
 }
@@ -239,11 +268,17 @@ impl Workload {
     /// Reads a workload from YAML text (JSON is YAML too).
     pub fn from_yaml_str(text: &str) -> Result<Workload, WorkloadErrors> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let tree: serde_json::Value = serde_saphyr::from_str_with_options(text, yaml_options())
-            .map_err(|e| {
+        if text.len() > input::MAX_INPUT_BYTES {
+            return Err(WorkloadErrors(vec![WorkloadError {
+                path: String::new(),
+                message: input::too_large(Some(text.len())),
+            }]));
+        }
+        let tree: serde_json::Value =
+            serde_saphyr::from_str_with_options(text, input::yaml_options()).map_err(|e| {
                 WorkloadErrors(vec![WorkloadError {
                     path: String::new(),
-                    message: e.to_string(),
+                    message: input::yaml_error(&e),
                 }])
             })?;
         let raw: raw::Workload = serde_path_to_error::deserialize(tree).map_err(|e| {
@@ -257,6 +292,12 @@ impl Workload {
 
     /// Reads a workload from bytes, which must be UTF-8.
     pub fn from_slice(bytes: &[u8]) -> Result<Workload, WorkloadErrors> {
+        if bytes.len() > input::MAX_INPUT_BYTES {
+            return Err(WorkloadErrors(vec![WorkloadError {
+                path: String::new(),
+                message: input::too_large(Some(bytes.len())),
+            }]));
+        }
         let text = std::str::from_utf8(bytes).map_err(|e| {
             WorkloadErrors(vec![WorkloadError {
                 path: String::new(),
@@ -392,22 +433,6 @@ impl Workload {
             flows,
         })
     }
-}
-
-/// YAML 1.2 scalars (`n`, `no` and `0755` stay strings) and low caps on
-/// nodes and alias expansion, as for configurations: a workload is small,
-/// and hostile input (alias bombs) fails fast.
-fn yaml_options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    options.with_snippet = false;
-    options.strict_booleans = true;
-    options.leading_zero_numbers_as_strings = true;
-    options.underscored_numbers_as_strings = true;
-    options.alias_limits.max_total_replayed_events = 100_000;
-    if let Some(budget) = options.budget.as_mut() {
-        budget.max_nodes = 200_000;
-    }
-    options
 }
 
 /// About 120 points per chart, on a round number of milliseconds.
@@ -581,15 +606,36 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
             "must be at least 1",
         );
     }
-    let expect = match f.expect.as_deref() {
+    let expect = match f.expect {
         None => None,
-        Some("served") => Some(Expectation::Served),
-        Some(other) => {
+        Some(raw::Expect::Word(word)) if word == "served" => Some(Expectation::Served),
+        Some(raw::Expect::Word(other)) => {
             c.error(
                 format!("{at}.expect"),
-                format!("unknown expectation {other:?}; expected `served`"),
+                format!(
+                    "unknown expectation {:?}; expected `served` or {{served: FRACTION, waitP99: DURATION}}",
+                    clip(&other, 64)
+                ),
             );
             None
+        }
+        Some(raw::Expect::Bounds { served, wait_p99 }) => {
+            if let Some(s) = served {
+                c.check(
+                    (0.0..=1.0).contains(&s),
+                    format!("{at}.expect.served"),
+                    "must be a fraction between 0 and 1",
+                );
+            }
+            c.check(
+                served.is_some() || wait_p99.is_some(),
+                format!("{at}.expect"),
+                "give `served`, `waitP99` or both",
+            );
+            Some(Expectation::Bounds {
+                served,
+                wait_p99: wait_p99.map(|d| d.0),
+            })
         }
     };
     Flow {
@@ -741,453 +787,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos as u64))
 }
 
-/// The serde shapes of the file. Every struct denies unknown fields.
-mod raw {
-    use super::*;
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    pub struct Workload {
-        pub name: Option<String>,
-        pub description: Option<String>,
-        pub duration: Dur,
-        pub seed: Option<u64>,
-        pub server: Option<Server>,
-        pub sample_interval: Option<Dur>,
-        pub served_fraction: Option<f64>,
-        pub flows: Vec<Flow>,
-    }
-
-    #[derive(Deserialize, Default)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    pub struct Server {
-        pub concurrency_limit: Option<u32>,
-        pub service_time_guess: Option<Dur>,
-        pub wait_limit: Option<Dur>,
-        pub borrowing_period: Option<Dur>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    pub struct Flow {
-        pub name: String,
-        pub replicas: Option<u32>,
-        pub user: String,
-        pub groups: Option<Vec<String>>,
-        pub verb: Option<String>,
-        pub non_resource: Option<bool>,
-        pub api_group: Option<String>,
-        pub resource: Option<String>,
-        pub subresource: Option<String>,
-        pub namespace: Option<String>,
-        /// The object's name (`name` is the flow's).
-        pub object_name: Option<String>,
-        pub path: Option<String>,
-        pub rate: Option<f64>,
-        pub clients: Option<u32>,
-        pub think: Option<Dur>,
-        pub retry_after: Option<Dur>,
-        pub service: Option<Service>,
-        pub seats: Option<Seats>,
-        pub additional_latency: Option<Dur>,
-        pub timeout: Option<Dur>,
-        pub phases: Option<Vec<PhaseRaw>>,
-        #[serde(default)]
-        pub bursts: Vec<BurstRaw>,
-        pub expect: Option<String>,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct PhaseRaw {
-        pub at: Dur,
-        pub scale: f64,
-    }
-
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub struct BurstRaw {
-        pub at: Dur,
-        pub requests: u32,
-        pub over: Option<Dur>,
-    }
-
-    /// `seats: 3` or `seats: {initial: 1, final: 4}`.
-    pub enum Seats {
-        Count(u32),
-        Split {
-            initial: Option<u32>,
-            r#final: Option<u32>,
-        },
-    }
-
-    impl Default for Seats {
-        fn default() -> Self {
-            Seats::Count(1)
-        }
-    }
-
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct SeatsMap {
-        initial: Option<u32>,
-        r#final: Option<u32>,
-    }
-
-    impl<'de> Deserialize<'de> for Seats {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Seats;
-                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                    f.write_str("a seat count or {initial, final}")
-                }
-                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Seats, E> {
-                    u32::try_from(v)
-                        .map(Seats::Count)
-                        .map_err(|_| E::custom("seat count out of range"))
-                }
-                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seats, E> {
-                    u32::try_from(v)
-                        .map(Seats::Count)
-                        .map_err(|_| E::custom("seat count out of range"))
-                }
-                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Seats, A::Error> {
-                    let m = SeatsMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                    Ok(Seats::Split {
-                        initial: m.initial,
-                        r#final: m.r#final,
-                    })
-                }
-            }
-            d.deserialize_any(V)
-        }
-    }
-
-    /// `service: 20ms` (constant) or one distribution.
-    pub struct Service(pub ServiceTime);
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    enum ServiceMap {
-        Constant(Dur),
-        Uniform { min: Dur, max: Dur },
-        Exponential { mean: Dur },
-        Lognormal { median: Dur, sigma: f64 },
-    }
-
-    impl<'de> Deserialize<'de> for Service {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Service;
-                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                    f.write_str(
-                        "a duration, or one of {constant}, {uniform}, {exponential}, {lognormal}",
-                    )
-                }
-                fn visit_str<E: de::Error>(self, v: &str) -> Result<Service, E> {
-                    parse_duration(v)
-                        .map(|d| Service(ServiceTime::Constant(d)))
-                        .map_err(E::custom)
-                }
-                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Service, E> {
-                    self.visit_str(&v.to_string())
-                }
-                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Service, A::Error> {
-                    let m = ServiceMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                    Ok(Service(match m {
-                        ServiceMap::Constant(d) => ServiceTime::Constant(d.0),
-                        ServiceMap::Uniform { min, max } => ServiceTime::Uniform {
-                            min: min.0,
-                            max: max.0,
-                        },
-                        ServiceMap::Exponential { mean } => {
-                            ServiceTime::Exponential { mean: mean.0 }
-                        }
-                        ServiceMap::Lognormal { median, sigma } => ServiceTime::Lognormal {
-                            median: median.0,
-                            sigma,
-                        },
-                    }))
-                }
-            }
-            d.deserialize_any(V)
-        }
-    }
-
-    /// A duration written with a unit.
-    pub struct Dur(pub Duration);
-
-    impl<'de> Deserialize<'de> for Dur {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl Visitor<'_> for V {
-                type Value = Dur;
-                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                    f.write_str("a duration such as 250ms, 1.5s or 2m")
-                }
-                fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
-                    parse_duration(v).map(Dur).map_err(E::custom)
-                }
-                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
-                    self.visit_str(&v.to_string())
-                }
-                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-                    self.visit_str(&v.to_string())
-                }
-            }
-            d.deserialize_any(V)
-        }
-    }
-}
+/// The serde shapes of the file (workload/raw.rs).
+mod raw;
 
 #[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-
-    const MINIMAL: &str = "
-duration: 10s
-flows:
-  - name: app
-    user: alice
-    groups: [system:authenticated]
-    resource: pods
-    rate: 100
-";
-
-    #[test]
-    fn minimal_workload_takes_defaults() {
-        let w = Workload::from_yaml_str(MINIMAL).unwrap();
-        assert_eq!(w.duration, Duration::from_secs(10));
-        assert_eq!(w.seed, 1);
-        assert_eq!(w.server.concurrency_limit, 600);
-        assert_eq!(w.sample_interval, Duration::from_millis(83));
-        let f = &w.flows[0];
-        assert_eq!(f.replicas, 1);
-        assert_eq!(f.arrival, Arrival::Poisson { rate: 100.0 });
-        assert_eq!(f.service, ServiceTime::Constant(Duration::from_millis(10)));
-        assert_eq!((f.initial_seats, f.final_seats), (1, 0));
-        assert_eq!(f.request.verb, "get");
-        assert_eq!(f.request.path, "/api/v1/pods");
-    }
-
-    #[test]
-    fn every_field_is_read() {
-        let text = "
-name: full
-description: every field
-duration: 2m
-seed: 7
-sampleInterval: 1s
-servedFraction: 0.9
-server: {concurrencyLimit: 50, serviceTimeGuess: 1ms, waitLimit: 5s, borrowingPeriod: 2s}
-flows:
-  - name: tenant
-    replicas: 3
-    user: 'system:serviceaccount:t-{i}:app'
-    groups: [system:serviceaccounts, 'system:serviceaccounts:t-{i}']
-    verb: update
-    apiGroup: apps
-    resource: deployments
-    subresource: status
-    namespace: 't-{i}'
-    objectName: web
-    clients: 4
-    think: 250ms
-    retryAfter: 2s
-    service: {lognormal: {median: 20ms, sigma: 0.5}}
-    seats: {initial: 2, final: 3}
-    additionalLatency: 100ms
-    timeout: 30s
-    phases: [{at: 10s, scale: 2}, {at: 20s, scale: 0}]
-    bursts: [{at: 5s, requests: 100, over: 1s}]
-    expect: served
-  - name: metrics
-    user: prometheus
-    nonResource: true
-    path: /metrics
-    verb: get
-    rate: 0.5
-    service: {uniform: {min: 1ms, max: 3ms}}
-    seats: 2
-";
-        let w = Workload::from_yaml_str(text).unwrap();
-        assert_eq!(w.seed, 7);
-        assert_eq!(w.served_fraction, 0.9);
-        assert_eq!(w.server.concurrency_limit, 50);
-        assert_eq!(w.server.borrowing_period, Duration::from_secs(2));
-        let t = &w.flows[0];
-        assert_eq!(
-            t.arrival,
-            Arrival::Closed {
-                clients: 4,
-                think: Duration::from_millis(250)
-            }
-        );
-        assert_eq!(t.retry_after, Duration::from_secs(2));
-        assert_eq!(
-            t.service,
-            ServiceTime::Lognormal {
-                median: Duration::from_millis(20),
-                sigma: 0.5
-            }
-        );
-        assert_eq!((t.initial_seats, t.final_seats), (2, 3));
-        assert_eq!(t.additional_latency, Duration::from_millis(100));
-        assert_eq!(t.timeout, Some(Duration::from_secs(30)));
-        assert_eq!(t.phases.len(), 2);
-        assert_eq!(t.bursts[0].over, Duration::from_secs(1));
-        assert_eq!(t.expect, Some(Expectation::Served));
-        assert_eq!(
-            t.request.path,
-            "/apis/apps/v1/namespaces/t-{i}/deployments/web/status"
-        );
-        let r = t.request.instantiate(2);
-        assert_eq!(r.user, "system:serviceaccount:t-2:app");
-        assert_eq!(r.groups[1], "system:serviceaccounts:t-2");
-        assert_eq!(r.namespace, "t-2");
-        let m = &w.flows[1];
-        assert!(m.request.non_resource);
-        assert_eq!((m.initial_seats, m.final_seats), (2, 0));
-    }
-
-    fn errors(text: &str) -> Vec<String> {
-        Workload::from_yaml_str(text)
-            .unwrap_err()
-            .0
-            .iter()
-            .map(|e| e.to_string())
-            .collect()
-    }
-
-    #[test]
-    fn parse_errors_name_the_field() {
-        let e = errors(&MINIMAL.replace("rate: 100", "rate: 100\n    sevice: 5ms"));
-        assert_eq!(e.len(), 1);
-        assert!(
-            e[0].starts_with("flows[0].sevice: unknown field `sevice`"),
-            "{e:?}"
-        );
-        let e = errors(&MINIMAL.replace("rate: 100", "rate: 100\n    service: 5 parsecs"));
-        assert!(e[0].starts_with("flows[0].service: unknown unit"), "{e:?}");
-        let e = errors(&MINIMAL.replace(
-            "rate: 100",
-            "rate: 100\n    service: {lognormal: {median: 5ms}}",
-        ));
-        assert!(e[0].contains("missing field `sigma`"), "{e:?}");
-        let e = errors(&MINIMAL.replace("10s", "ten seconds"));
-        assert!(e[0].starts_with("duration: "), "{e:?}");
-    }
-
-    #[test]
-    fn value_errors_are_all_collected() {
-        let text = "
-duration: 0s
-server: {concurrencyLimit: 0}
-flows:
-  - name: a
-    user: u
-    rate: -1
-    clients: 3
-    service: {uniform: {min: 5ms, max: 1ms}}
-    seats: 0
-    phases: [{at: 2s, scale: 1}, {at: 1s, scale: -1}]
-    expect: perfect
-  - name: a
-    user: u
-    nonResource: true
-";
-        let e = errors(text);
-        let want = [
-            "duration: must be positive",
-            "server.concurrencyLimit: must be between 1",
-            "flows[0]: give either rate",
-            "flows[0].service.uniform: min must not exceed max",
-            "flows[0].seats.initial: must be between 1",
-            "flows[0].resource: a resource request needs",
-            "flows[0].phases[1].scale: must be between",
-            "flows[0].phases[1].at: phases must be in increasing order",
-            "flows[0].expect: unknown expectation",
-            "flows[1].name: duplicate flow name",
-            "flows[1]: give rate",
-            "flows[1].path: a non-resource request needs a path",
-        ];
-        for w in want {
-            assert!(
-                e.iter().any(|m| m.starts_with(w)),
-                "missing {w:?} in {e:#?}"
-            );
-        }
-    }
-
-    #[test]
-    fn limits_refuse_huge_workloads_before_building_anything() {
-        let e = errors(&MINIMAL.replace("rate: 100", "clients: 4000000000\n    replicas: 4000"));
-        assert!(e.iter().any(|m| m.contains("clients in all")), "{e:?}");
-        let e = errors(&MINIMAL.replace("10s", "1000h"));
-        assert!(
-            e.iter().any(|m| m.starts_with("duration: at most")),
-            "{e:?}"
-        );
-        let e = errors(&MINIMAL.replace(
-            "rate: 100",
-            "rate: 100\n    replicas: 500000\n    bursts: [{at: 1s, requests: 1}, {at: 2s, requests: 1}, {at: 3s, requests: 0}]",
-        ));
-        assert!(
-            e.iter().any(|m| m.contains("bursts over all replicas")),
-            "{e:?}"
-        );
-        assert!(
-            e.iter()
-                .any(|m| m.starts_with("flows[0].bursts[2].requests: must be at least 1")),
-            "{e:?}"
-        );
-        let e = errors(&format!("sampleInterval: 1ns\n{MINIMAL}"));
-        assert!(
-            e.iter().any(|m| m.starts_with("sampleInterval: gives")),
-            "{e:?}"
-        );
-    }
-
-    #[test]
-    fn a_new_duration_resamples() {
-        let w = Workload::from_yaml_str(MINIMAL).unwrap();
-        let w = w.with_duration(Duration::from_secs(120)).unwrap();
-        assert_eq!(w.duration, Duration::from_secs(120));
-        assert_eq!(w.sample_interval, Duration::from_secs(1));
-        assert!(w.clone().with_duration(Duration::ZERO).is_err());
-        assert!(w.with_duration(Duration::from_secs(8 * 24 * 3600)).is_err());
-    }
-
-    #[test]
-    fn durations() {
-        let ms = Duration::from_millis;
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("250ms"), Ok(ms(250)));
-        assert_eq!(parse_duration("1.5s"), Ok(ms(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("10us"), Ok(Duration::from_micros(10)));
-        assert_eq!(parse_duration("10µs"), Ok(Duration::from_micros(10)));
-        assert_eq!(parse_duration("7ns"), Ok(Duration::from_nanos(7)));
-        for bad in [
-            "",
-            "5",
-            "s",
-            "1.2.3s",
-            "-1s",
-            "1e400s",
-            "3 fortnights",
-            "1e30h",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn bytes_that_are_not_utf8_are_an_error() {
-        let e = Workload::from_slice(&[0xff, 0xfe, b'a']).unwrap_err();
-        assert!(e.to_string().contains("not UTF-8"));
-    }
-}
+mod tests;

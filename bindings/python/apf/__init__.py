@@ -19,6 +19,7 @@ or in the repository's ``target/release``.
 from ._library import ApfError, ClosedError, LibraryNotFound, last_error, status_text
 from .dispatcher import Dispatcher, Request, RequestScope, default_options
 from .observe import metrics_content_type
+from .paths import parse_path
 from .aio import AsyncRequestScope
 from .workqueue import (
     Item,

@@ -189,8 +189,8 @@ def test_options_carry_their_size():
 def test_long_last_error_is_read_whole():
     objects = "\n---\n".join(
         f"apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\n"
-        f"metadata: {{name: fs-{i}}}\nspec: {{priorityLevelConfiguration: {{name: missing-{i}}}, "
-        f"matchingPrecedence: -1}}"
+        f"metadata: {{name: fs-{i}}}\n"
+        f"spec: {{priorityLevelConfiguration: {{name: catch-all}}, matchingPrecedence: {20000 + i}}}"
         for i in range(20))
     with pytest.raises(apf.ApfError) as info:
         apf.Dispatcher.from_config(objects)

@@ -97,7 +97,8 @@ def test_invalid_options_are_an_error():
 
 
 @pytest.mark.parametrize("text, status", [
-    ("kind: FlowSchema\nmetadata: {name: x}\nspec: {priorityLevelConfiguration: {name: nowhere}}\n",
+    ("kind: FlowSchema\nmetadata: {name: x}\n"
+     "spec: {priorityLevelConfiguration: {name: catch-all}, matchingPrecedence: 20000}\n",
      b.APF_ERR_CONFIG),
     ("{ not json", b.APF_ERR_CONFIG),
     (b"kind: \xff\xfe", b.APF_ERR_INVALID_UTF8),

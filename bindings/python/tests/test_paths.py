@@ -1,0 +1,28 @@
+"""apf.parse_path against the expectations every binding's request-to-digest
+helper shares (tests/data/request-info-cases.json at the repository root)."""
+
+import json
+from pathlib import Path
+
+import apf
+
+CASES = Path(__file__).resolve().parents[3] / "tests" / "data" / "request-info-cases.json"
+
+
+def test_every_shared_case():
+    cases = json.loads(CASES.read_text())["cases"]
+    assert len(cases) >= 20
+    for case in cases:
+        got = apf.parse_path(case["method"], case["path"], case["watch"])
+        want = case["want"]
+        assert got.user == "" and tuple(got.groups) == ()
+        assert {
+            "verb": got.verb,
+            "is_resource_request": got.is_resource_request,
+            "api_group": got.api_group,
+            "resource": got.resource,
+            "subresource": got.subresource,
+            "namespace": got.namespace,
+            "name": got.name,
+            "path": got.path,
+        } == want, (case["method"], case["path"], case["watch"])
