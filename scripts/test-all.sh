@@ -16,9 +16,13 @@ cargo clippy --all-targets --features tower -- -D warnings
 
 step "rust: unit, integration and property tests"
 # Benchmarks are compiled by clippy --all-targets above; running them in
-# test mode would only repeat their (debug-build) set-up.
+# test mode would only repeat their (debug-build) set-up. Both workspace
+# members: the library apf and the tool apf-cli.
 cargo test --lib --bins --tests --examples
-cargo test --doc
+cargo test --doc -p apf --features simulator
+
+step "rust: the library crate packages for crates.io"
+cargo package -p apf --no-verify --allow-dirty --quiet
 
 step "tower layer: unit tests and the loopback load test"
 cargo test --features tower --lib tower::
@@ -51,3 +55,6 @@ bindings/go/run-tests.sh
 
 step "Python binding (pytest)"
 bindings/python/run-tests.sh
+
+step "install: C, C++, Python, Go and Rust from outside the repository"
+scripts/install-checks.sh

@@ -91,7 +91,9 @@ func TestRejectsAtConcurrencyLimit(t *testing.T) {
 // 20 and takes up to ceil(20 * 15%) = 3 seats per request.
 func TestWorkEstimateTakesSeats(t *testing.T) {
 	d := newTestDispatcher(t, Options{ServerConcurrencyLimit: 50})
-	for _, c := range []struct{ asked, held int64 }{{0, 1}, {1, 1}, {3, 3}, {9, 3}} {
+	// A request wider than the level's limit (3) is not capped: it executes
+	// alone with all its seats, as in Kubernetes (TestTooWide).
+	for _, c := range []struct{ asked, held int64 }{{0, 1}, {1, 1}, {3, 3}, {9, 9}} {
 		est := func() WorkEstimate { return WorkEstimate{InitialSeats: uint32(c.asked)} }
 		var held int64
 		_, err := d.Handle(context.Background(), podGet("bob"), nil, est, nil, func() {

@@ -19,8 +19,11 @@ command -v go >/dev/null 2>&1 || { echo "run-tests.sh: Go 1.24 or newer is requi
 # go.mod asks for 1.24 (cgo noescape/nocallback); a Go 1.21+ toolchain
 # fetches it by itself through the module proxy.
 export CGO_ENABLED=1
+# The checkout's libapf, through the same pkg-config lookup as an installed one.
+PKG_CONFIG_PATH="$("$root/scripts/dev-pkgconfig.sh")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export PKG_CONFIG_PATH
 
-(cd "$root" && cargo build --release --lib)
+(cd "$root" && cargo build --release --lib --features test-hooks)
 
 cd "$here"
 go vet ./...

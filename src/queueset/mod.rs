@@ -52,6 +52,7 @@
 mod admission;
 pub mod config;
 mod core;
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
@@ -64,6 +65,8 @@ pub mod history;
 #[cfg(all(test, not(loom)))]
 mod invariant_tests;
 mod paths;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub mod reference;
 pub mod tally;
 pub mod vtime;
