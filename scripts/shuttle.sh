@@ -13,4 +13,4 @@ tests=()
 for f in tests/shuttle_*.rs; do
   [ -e "$f" ] && tests+=(--test "$(basename "$f" .rs)")
 done
-cargo test --release --no-default-features "${tests[@]}" -- --test-threads=2 "$@"
+cargo test -p apf --release --no-default-features "${tests[@]}" -- --test-threads=2 "$@"

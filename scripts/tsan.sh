@@ -15,5 +15,5 @@ export RUSTFLAGS="-Zsanitizer=thread"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/tsan"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 export SOAK_SECONDS="${SOAK_SECONDS:-3}"
-cargo +nightly test -Zbuild-std --target "$target" --no-default-features \
+cargo +nightly test -p apf -Zbuild-std --target "$target" --no-default-features \
   --test soak -- --test-threads=1 "$@"
