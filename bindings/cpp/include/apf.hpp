@@ -406,6 +406,9 @@ enum class RejectReason : uint32_t {
   TimeOut = APF_REJECT_TIME_OUT,
   Cancelled = APF_REJECT_CANCELLED,
   ConcurrencyLimit = APF_REJECT_CONCURRENCY_LIMIT,
+  // A panic inside the level's critical section failed the level (a bug);
+  // the dispatcher's next reconfiguration replaces it.
+  LevelFailed = APF_REJECT_LEVEL_FAILED,
 };
 
 inline std::string_view to_string(Outcome o) noexcept {
@@ -433,6 +436,8 @@ inline std::string_view to_string(RejectReason r) noexcept {
     return "cancelled";
   case RejectReason::ConcurrencyLimit:
     return "concurrency-limit";
+  case RejectReason::LevelFailed:
+    return "level-failed";
   }
   return "unknown";
 }
