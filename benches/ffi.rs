@@ -103,7 +103,7 @@ fn bench(c: &mut Criterion) {
             // SAFETY: written on APF_OK.
             let dec = unsafe { out.assume_init() };
             // SAFETY: live dispatcher.
-            let st = unsafe { apf_request_finish(d, dec.request, 0) };
+            let st = unsafe { apf_finish(d, dec.request, 0) };
             debug_assert_eq!(st, apf_status::APF_OK);
         })
     });

@@ -6,9 +6,13 @@
  * Conventions
  * - Every function returns an apf_status (APF_OK = 0, errors 7000-7999),
  *   except apf_abi_version and the _free functions. Results go through
- *   out-parameters, which come last and are written only on APF_OK (the
- *   text-copying functions also write *out_len on APF_ERR_INSUFFICIENT_SIZE).
+ *   out-parameters, which come last and are written only on APF_OK.
  *   apf_last_error gives the calling thread's last error message.
+ * - Text made on demand (metrics, dumps, stats, the last error) comes out
+ *   as an owned struct apf_text: free it with apf_text_free.
+ * - Option structs start with size_t struct_size: initialise them with
+ *   their _default function, then change fields (they can grow in later
+ *   versions without breaking callers).
  * - Strings in are (const char *ptr, size_t len) pairs, UTF-8, not
  *   necessarily NUL-terminated; (NULL, 0) is the empty string. libapf keeps
  *   no pointer you pass in after the call returns.
@@ -17,7 +21,7 @@
  * - Ownership: apf_dispatcher_new_* allocate, apf_dispatcher_free frees
  *   (NULL is a no-op). Request handles are uint64_t values (0 = none) that
  *   need no freeing beyond their protocol: an executing request is retired
- *   by apf_request_finish, a queued one by its rejection or by
+ *   by apf_finish, a queued one by its rejection or by
  *   apf_request_cancel. Stale, unknown or reused handles are detected
  *   (APF_ERR_INVALID_HANDLE), never undefined behaviour.
  * - Workqueues (apf_wq_*): apf_wq_new/apf_wq_free, limiter descriptions
@@ -56,8 +60,7 @@
 // `APF_OK` is 0; errors lie in the range 7000-7999 so they cannot be
 // confused with `errno` values or booleans. A code, once published, keeps
 // its meaning and is never reused. Functions write their out-parameters only
-// when they return `APF_OK` (the one exception is `out_len` of functions
-// that copy text, see `APF_ERR_INSUFFICIENT_SIZE`). On error, the calling
+// when they return `APF_OK`. On error, the calling
 // thread's last error message (`apf_last_error`) says what went wrong.
 enum apf_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -94,8 +97,9 @@ enum apf_status
   APF_ERR_CONFIG = 7008,
   // The dispatcher (or workqueue) does not run on a manual clock.
   APF_ERR_NOT_MANUAL_CLOCK = 7009,
-  // The caller's buffer is too small; `*out_len` holds the length needed
-  // (not counting the terminating NUL).
+  // Retired: no function returns it since text comes out as an owned
+  // `apf_text` (it meant "the caller's buffer is too small"). Kept so the
+  // number is never reused.
   APF_ERR_INSUFFICIENT_SIZE = 7010,
   // The operating system refused a resource (the completion fd).
   APF_ERR_IO = 7011,
@@ -124,7 +128,7 @@ enum apf_outcome
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
-  // Execute the request now, then `apf_request_finish` it.
+  // Execute the request now, then `apf_finish` it.
   APF_OUTCOME_EXECUTE = 0,
   // The request waits in a queue: wait, poll, or get notified.
   APF_OUTCOME_QUEUED = 1,
@@ -146,6 +150,7 @@ enum apf_reject_reason
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
+  // Not rejected.
   APF_REJECT_NONE = 0,
   // Its queue was full and its level had no free seat.
   APF_REJECT_QUEUE_FULL = 1,
@@ -281,8 +286,13 @@ typedef struct apf_workqueue apf_workqueue;
 typedef struct apf_wq_limiter apf_wq_limiter;
 
 // Server-wide settings, with `apf_options_default`'s values filled in
-// unless you change them.
+// unless you change them. Always start from `apf_options_default`: it sets
+// `struct_size`, which lets later versions add fields (see the ABI policy
+// in docs/install.md).
 typedef struct apf_options {
+  // `sizeof(apf_options)` as the caller's header knows it; set by
+  // `apf_options_default`.
+  size_t struct_size;
   // Seats shared by all priority levels (Kubernetes: max-requests-inflight
   // + max-mutating-requests-inflight; default 600). 1 to 2^30.
   uint32_t server_concurrency_limit;
@@ -304,9 +314,27 @@ typedef struct apf_options {
 // handle of a queued request that was just decided.
 typedef void (*apf_completion_callback)(void *user, uint64_t request);
 
-// A queueset's configuration (`apf_queueset_config_default` fills in
-// Kubernetes' defaults).
+// Text made by libapf and owned by the caller: `len` bytes of UTF-8 at
+// `ptr`, followed by a NUL (so `ptr` is also a C string when the text has
+// no NUL inside). Free it with `apf_text_free`, once.
+//
+// Functions write it only on `APF_OK`; an `apf_text` that was never filled
+// should be zero-initialised (`{0}`) so that freeing it is harmless.
+typedef struct apf_text {
+  // The text and a NUL; NULL for an empty (zeroed or freed) value.
+  const char *ptr;
+  // The text's length in bytes, without the NUL.
+  size_t len;
+} apf_text;
+
+// A queueset's configuration. Always start from
+// `apf_queueset_config_default`: it fills in Kubernetes' defaults and sets
+// `struct_size`, which lets later versions add fields (see the ABI policy
+// in docs/install.md).
 typedef struct apf_queueset_config {
+  // `sizeof(apf_queueset_config)` as the caller's header knows it; set by
+  // `apf_queueset_config_default`.
+  size_t struct_size;
   // Seats that may be in use at once (Kubernetes' CurrentCL); 0 to 2^30.
   // With 0, every request queues (or, without queues, is rejected).
   uint32_t concurrency_limit;
@@ -329,8 +357,11 @@ typedef struct apf_queueset_config {
 // `final_seats` for `additional_latency_nanos` after it finishes (0 for
 // none). Seats of 0 count as 1; seats above a level's limit are capped.
 typedef struct apf_work_estimate {
+  // Seats occupied while the request executes.
   uint32_t initial_seats;
+  // Seats still occupied after it finished, for the additional latency.
   uint32_t final_seats;
+  // How long `final_seats` stay occupied after the request finished.
   uint64_t additional_latency_nanos;
 } apf_work_estimate;
 
@@ -341,7 +372,7 @@ typedef struct apf_queueset_decision {
   // An `apf_reject_reason`.
   uint32_t reject_reason;
   // The request's handle (0 when rejected), used with the
-  // `apf_queueset_request_*` functions.
+  // `apf_queueset_request_*` functions and `apf_queueset_finish`.
   uint64_t request;
   // For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
   // `apf_queueset_dump_json` lists it while it waits; otherwise 0.
@@ -350,7 +381,9 @@ typedef struct apf_queueset_decision {
 
 // A queueset's gauges and counters at one moment.
 typedef struct apf_queueset_stats {
+  // Seats that may be in use at once (the configured limit).
   uint32_t concurrency_limit;
+  // Number of queues.
   uint32_t queues;
   // Requests executing (not counting lingering seats).
   uint32_t executing;
@@ -363,9 +396,13 @@ typedef struct apf_queueset_stats {
   uint64_t seats_waiting;
   // Requests that started executing, over the queueset's life.
   uint64_t dispatched;
+  // Requests rejected because their queue was full.
   uint64_t rejected_queue_full;
+  // Requests rejected because their wait limit or deadline passed.
   uint64_t rejected_time_out;
+  // Requests cancelled while waiting.
   uint64_t rejected_cancelled;
+  // Requests rejected because no seat was free and nothing may queue.
   uint64_t rejected_concurrency_limit;
 } apf_queueset_stats;
 
@@ -373,7 +410,9 @@ typedef struct apf_queueset_stats {
 // out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
 // UID is the empty string).
 typedef struct apf_str {
+  // The bytes (NULL only with `len` 0).
   const char *ptr;
+  // Their number, without any NUL.
   size_t len;
 } apf_str;
 
@@ -384,30 +423,41 @@ typedef struct apf_request_digest {
   // Authenticated user name (`system:serviceaccount:NS:NAME` for a
   // service account).
   const char *user;
+  // The length of `user` in bytes.
   size_t user_len;
   // Kubernetes verb (`get`, `list`, `create`, ...; for a non-resource
   // request the lower-case HTTP method).
   const char *verb;
+  // The length of `verb` in bytes.
   size_t verb_len;
   // API group, empty for the core group.
   const char *api_group;
+  // The length of `api_group` in bytes.
   size_t api_group_len;
+  // Resource (`pods`, `configmaps`, ...), empty for a non-resource request.
   const char *resource;
+  // The length of `resource` in bytes.
   size_t resource_len;
+  // Subresource (`status`, `log`, ...), empty for none.
   const char *subresource;
+  // The length of `subresource` in bytes.
   size_t subresource_len;
   // Namespace, empty for cluster-scoped requests. (Named `namespace_`
   // because `namespace` is a C++ keyword.)
   const char *namespace_;
+  // The length of `namespace_` in bytes.
   size_t namespace_len;
   // Object name.
   const char *name;
+  // The length of `name` in bytes.
   size_t name_len;
   // URL path (what non-resource rules match).
   const char *path;
+  // The length of `path` in bytes.
   size_t path_len;
   // The user's groups: `n_groups` strings (NULL when `n_groups` is 0).
   const struct apf_str *groups;
+  // How many groups `groups` points to.
   size_t n_groups;
   // A resource request (true) or a non-resource URL (false).
   bool is_resource_request;
@@ -428,13 +478,20 @@ typedef struct apf_decision {
   // `X-Kubernetes-PF-PriorityLevel-UID`. Owned by the dispatcher,
   // NUL-terminated, valid until `apf_dispatcher_free`.
   struct apf_str flow_schema_name;
+  // The flow schema's UID.
   struct apf_str flow_schema_uid;
+  // The priority level's name.
   struct apf_str priority_level_name;
+  // The priority level's UID.
   struct apf_str priority_level_uid;
 } apf_decision;
 
-// How `apf_wq_new` builds a queue. Start from `apf_wq_options_default`.
+// How `apf_wq_new` builds a queue. Start from `apf_wq_options_default`,
+// which sets `struct_size` (so later versions can add fields).
 typedef struct apf_wq_options {
+  // `sizeof(apf_wq_options)` as the caller's header knows it; set by
+  // `apf_wq_options_default`.
+  size_t struct_size;
   // An `apf_wq_kind` (default `APF_WQ_FIFO`).
   uint32_t kind;
   // Run on a manual clock that starts at 0 and moves only through
@@ -446,6 +503,7 @@ typedef struct apf_wq_options {
   // metrics. May be empty (NULL, 0): an unnamed queue exports no metrics,
   // as in client-go. Copied; need not outlive the call.
   const char *name;
+  // The length of `name` in bytes.
   size_t name_len;
   // The rate limiter (copied; free yours whenever you like); NULL for
   // client-go's default controller limiter (`apf_wq_limiter_new_default`).
@@ -464,8 +522,12 @@ typedef struct apf_wq_options {
   uint64_t capacity;
 } apf_wq_options;
 
-// Options of `apf_wq_add_with_opts`. All zero (`{0}`) is a plain add.
+// Options of `apf_wq_add_with_opts`. Start from `apf_wq_add_opts_default`
+// (a plain add), which sets `struct_size`.
 typedef struct apf_wq_add_opts {
+  // `sizeof(apf_wq_add_opts)` as the caller's header knows it; set by
+  // `apf_wq_add_opts_default`.
+  size_t struct_size;
   // Add once this many nanoseconds have passed on the queue's clock; 0:
   // now. An item already waiting keeps the earlier time.
   uint64_t after_nanos;
@@ -494,6 +556,7 @@ typedef struct apf_wq_item {
   // `apf_wq_done` of this handle (or `apf_wq_free`). Not NUL-terminated.
   // NULL only for no item (an empty key has a non-NULL pointer).
   const uint8_t *key;
+  // The length of `key` in bytes.
   size_t key_len;
   // Two-lane queues: the `apf_wq_lane` the item came from; 0 otherwise.
   uint32_t lane;
@@ -627,14 +690,11 @@ apf_status apf_dispatcher_take_completion(struct apf_dispatcher *dispatcher, uin
 // rejected_REASON N ...`) after a first line of dispatcher-wide figures.
 // The format is for people and may change; metrics proper will follow.
 //
-// Copies the text and a NUL into `buf`; `*out_len` gets its length without
-// the NUL. If `len` is too small: `APF_ERR_INSUFFICIENT_SIZE` with the
-// needed length in `*out_len` (pass `buf` NULL and `len` 0 to ask).
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 //
 // # Safety
-// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-// for `len` bytes; `out_len` NULL or writable.
-apf_status apf_dispatcher_stats_text(struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_stats_text(struct apf_dispatcher *dispatcher, struct apf_text *out);
 
 // The notices of the configuration in force, one a line, each naming its
 // object (`FlowSchema "NAME": ...`): mandatory objects that were added, and
@@ -642,33 +702,26 @@ apf_status apf_dispatcher_stats_text(struct apf_dispatcher *dispatcher, char *bu
 // is accepted, as Kubernetes accepts it, but matches no request (it is
 // "dangling"); read this after `apf_dispatcher_new_from_config` or
 // `apf_dispatcher_reconfigure` to warn about it. Empty when there is
-// nothing to note. Copied out as `apf_dispatcher_stats_text` copies.
+// nothing to note. On `APF_OK`, `*out` owns the text: free it with
+// `apf_text_free`.
 //
 // # Safety
-// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-// for `len` bytes; `out_len` NULL or writable.
-apf_status apf_dispatcher_config_notices(struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_config_notices(struct apf_dispatcher *dispatcher, struct apf_text *out);
 
 // The dispatcher's metrics in the OpenMetrics 1.0 text format, which
 // Prometheus scrapes (serve it with the type `apf_metrics_content_type`
 // gives): Kubernetes' API Priority and Fairness metric names, labels
 // (priority level, flow schema, reason) and histogram buckets, read now.
 //
-// Copies the text and a NUL into `buf`; `*out_len` gets its length without
-// the NUL. If `len` is too small: `APF_ERR_INSUFFICIENT_SIZE` with the
-// needed length in `*out_len` (pass `buf` NULL and `len` 0 to ask). The
-// text is made anew on every call and may have grown since the size was
-// asked (a new flow schema seen, a histogram's first observation): on
-// `APF_ERR_INSUFFICIENT_SIZE`, allocate `*out_len + 1` bytes and call
-// again, in a loop.
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 //
 // Cost: each priority level's lock (which admission takes too) is held
 // briefly while its figures are copied, never while the text is formatted.
 //
 // # Safety
-// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-// for `len` bytes; `out_len` NULL or writable.
-apf_status apf_dispatcher_metrics_text(const struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_metrics_text(const struct apf_dispatcher *dispatcher, struct apf_text *out);
 
 // The HTTP `Content-Type` of `apf_dispatcher_metrics_text`'s text, as a
 // NUL-terminated static string (`*out_text` stays valid forever; `*out_len`
@@ -687,13 +740,11 @@ apf_status apf_metrics_content_type(const char **out_text, size_t *out_len);
 // with `IsQuiescing` true). Cells are separated by commas and aligned with
 // spaces, as Kubernetes prints them.
 //
-// Buffer rules as `apf_dispatcher_metrics_text` (size query with `buf`
-// NULL and `len` 0; retry on `APF_ERR_INSUFFICIENT_SIZE`).
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 //
 // # Safety
-// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-// for `len` bytes; `out_len` NULL or writable.
-apf_status apf_dispatcher_dump_priority_levels(const struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_dump_priority_levels(const struct apf_dispatcher *dispatcher, struct apf_text *out);
 
 // The table of Kubernetes' `/debug/api_priority_and_fairness/dump_queues`:
 // a header line (`PriorityLevelName, Index, PendingRequests,
@@ -701,12 +752,11 @@ apf_status apf_dispatcher_dump_priority_levels(const struct apf_dispatcher *disp
 // MaxSeatsSum, TotalWorkSum`), then one line per queue of every level that
 // queues. Virtual times and work are in seat-seconds (`0.00300000ss`).
 //
-// Buffer rules as `apf_dispatcher_metrics_text`.
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 //
 // # Safety
-// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-// for `len` bytes; `out_len` NULL or writable.
-apf_status apf_dispatcher_dump_queues(const struct apf_dispatcher *dispatcher, char *buf, size_t len, size_t *out_len);
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_dump_queues(const struct apf_dispatcher *dispatcher, struct apf_text *out);
 
 // The table of Kubernetes' `/debug/api_priority_and_fairness/
 // dump_requests`: a header line (`PriorityLevelName, FlowSchemaName,
@@ -720,12 +770,11 @@ apf_status apf_dispatcher_dump_queues(const struct apf_dispatcher *dispatcher, c
 // Unlike Kubernetes, `ArriveTime` is in seconds on the dispatcher's clock
 // (as `apf_dispatcher_now`), and executing requests are not listed.
 //
-// Buffer rules as `apf_dispatcher_metrics_text`.
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 //
 // # Safety
-// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-// for `len` bytes; `out_len` NULL or writable.
-apf_status apf_dispatcher_dump_requests(const struct apf_dispatcher *dispatcher, bool include_details, char *buf, size_t len, size_t *out_len);
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_dump_requests(const struct apf_dispatcher *dispatcher, bool include_details, struct apf_text *out);
 
 // Fill `*out` with Kubernetes' defaults for a queuing level: 1 seat, 64
 // queues, hand size 8, queue length limit 50, G = 3 ms, a 15 s wait limit.
@@ -742,7 +791,7 @@ apf_status apf_queueset_config_default(struct apf_queueset_config *out);
 //
 // # Safety
 // `name` readable for `name_len` bytes (or NULL with 0); `config` NULL or
-// readable; `out` NULL or writable.
+// readable for its `struct_size` bytes; `out` NULL or writable.
 apf_status apf_queueset_new(const char *name, size_t name_len, const struct apf_queueset_config *config, bool manual_clock, struct apf_queueset **out);
 
 // Free a queueset: executing requests are finished, waiting ones
@@ -758,7 +807,8 @@ void apf_queueset_free(struct apf_queueset *qs);
 // once. Queues beyond a smaller `queues` drain before they go.
 //
 // # Safety
-// `qs` NULL or live; `config` NULL or readable.
+// `qs` NULL or live; `config` NULL or readable for its `struct_size`
+// bytes.
 apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_queueset_config *config);
 
 // Decide on a request of flow `flow_hash` (shuffle sharding deals its
@@ -767,7 +817,7 @@ apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_qu
 // (`apf_queueset_now`) at which it may still start, 0 for none. `tag`: the
 // caller's number for the request's kind (e.g. its flow schema), shown by
 // dumps. On `APF_OK`, `*out`: `APF_OUTCOME_EXECUTE` (run it, then
-// `apf_queueset_request_finish`), `APF_OUTCOME_QUEUED` (wait, poll, take
+// `apf_queueset_finish`), `APF_OUTCOME_QUEUED` (wait, poll, take
 // its completion, or cancel it) or `APF_OUTCOME_REJECTED`.
 //
 // # Safety
@@ -792,12 +842,12 @@ apf_status apf_queueset_request_poll(struct apf_queueset *qs, uint64_t request, 
 // `qs` NULL or live; `out_cancelled` NULL or writable.
 apf_status apf_queueset_request_cancel(struct apf_queueset *qs, uint64_t request, bool *out_cancelled);
 
-// `apf_request_finish` for a queueset's request (`end_nanos` on the
+// `apf_finish` for a queueset's request (`end_nanos` on the
 // queueset's clock, 0 for now).
 //
 // # Safety
 // `qs` NULL or live.
-apf_status apf_queueset_request_finish(struct apf_queueset *qs, uint64_t request, uint64_t end_nanos);
+apf_status apf_queueset_finish(struct apf_queueset *qs, uint64_t request, uint64_t end_nanos);
 
 // A file descriptor readable while decided requests wait in the
 // queueset's completion queue (see `apf_dispatcher_completion_fd`).
@@ -841,12 +891,12 @@ apf_status apf_queueset_is_idle(const struct apf_queueset *qs, bool *out_idle);
 apf_status apf_queueset_read_stats(const struct apf_queueset *qs, struct apf_queueset_stats *out);
 
 // The queueset's state as JSON (gauges, counters, queues, waiting
-// requests), copied into `buf` as `apf_dispatcher_stats_text` does.
+// requests). On `APF_OK`, `*out` owns the text: free it with
+// `apf_text_free`.
 //
 // # Safety
-// `qs` NULL or live; `buf` NULL (with `len` 0) or writable for `len`
-// bytes; `out_len` NULL or writable.
-apf_status apf_queueset_dump_json(const struct apf_queueset *qs, char *buf, size_t len, size_t *out_len);
+// `qs` NULL or live; `out` NULL or writable.
+apf_status apf_queueset_dump_json(const struct apf_queueset *qs, struct apf_text *out);
 
 // Classify a request and decide on it.
 //
@@ -857,7 +907,7 @@ apf_status apf_queueset_dump_json(const struct apf_queueset *qs, char *buf, size
 //
 // On `APF_OK`, `*out` holds the decision:
 // - `APF_OUTCOME_EXECUTE`: run the request, then call
-//   `apf_request_finish(request)` exactly once;
+//   `apf_finish(request)` exactly once;
 // - `APF_OUTCOME_QUEUED`: wait (`apf_request_wait`), poll, or get notified
 //   (callback or completion fd); or `apf_request_cancel` it;
 // - `APF_OUTCOME_REJECTED`: answer 429; `request` is 0.
@@ -917,7 +967,7 @@ apf_status apf_request_cancel(struct apf_dispatcher *dispatcher, uint64_t reques
 //
 // # Safety
 // `dispatcher` NULL or live.
-apf_status apf_request_finish(struct apf_dispatcher *dispatcher, uint64_t request, uint64_t end_nanos);
+apf_status apf_finish(struct apf_dispatcher *dispatcher, uint64_t request, uint64_t end_nanos);
 
 // The library's version, packed as `MAJOR << 16 | MINOR << 8 | PATCH`.
 //
@@ -926,20 +976,17 @@ apf_status apf_request_finish(struct apf_dispatcher *dispatcher, uint64_t reques
 // incompatible.
 uint32_t apf_abi_version(void);
 
-// Copy the calling thread's last error message into `buf`.
+// The calling thread's last error message, as an owned `apf_text` (free
+// it with `apf_text_free`).
 //
 // The message belongs to the most recent call on this thread that returned
 // an error (successful calls leave it alone); it is empty if there was
-// none. On `APF_OK`, `buf` holds the message and a terminating NUL and
-// `*out_len` its length without the NUL. If `len` is too small,
-// returns `APF_ERR_INSUFFICIENT_SIZE` with the needed length in `*out_len`
-// (`buf` may be NULL when `len` is 0, to ask for the size). This function
-// never changes the last error.
+// none. This function never changes the last error, even when `out` is
+// NULL (it then returns `APF_ERR_NULL_POINTER`).
 //
 // # Safety
-// `buf` must be NULL (with `len` 0) or writable for `len` bytes;
-// `out_len` must be NULL or writable.
-apf_status apf_last_error(char *buf, size_t len, size_t *out_len);
+// `out` must be NULL or writable.
+apf_status apf_last_error(struct apf_text *out);
 
 // A fixed description of a status code, as a NUL-terminated static string
 // (`*out_text` stays valid forever). Unknown codes give
@@ -949,6 +996,14 @@ apf_status apf_last_error(char *buf, size_t len, size_t *out_len);
 // `out_text` and `out_len` must be NULL or writable.
 apf_status apf_status_text(uint32_t status, const char **out_text, size_t *out_len);
 
+// Free the text `*text` holds and zero it, so a second free is harmless.
+// NULL, and an `apf_text` whose `ptr` is NULL, are no-ops.
+//
+// # Safety
+// `text` must be NULL, or point to an `apf_text` that is zeroed or was
+// filled by a libapf function and not changed since.
+void apf_text_free(struct apf_text *text);
+
 // Fill `*out` with the default options: a FIFO queue on the real clock,
 // unnamed, with client-go's default controller limiter and the default
 // limiter state bounds.
@@ -956,6 +1011,13 @@ apf_status apf_status_text(uint32_t status, const char **out_text, size_t *out_l
 // # Safety
 // `out` must be NULL or writable.
 apf_status apf_wq_options_default(struct apf_wq_options *out);
+
+// Fill `*out` with a plain add's options: no delay, not rate limited, the
+// fast lane, no priority.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_wq_add_opts_default(struct apf_wq_add_opts *out);
 
 // Create a queue. `options` may be NULL for `apf_wq_options_default`'s.
 // Errors: `APF_ERR_INVALID_PARAMETER` (unknown kind), `APF_ERR_INVALID_UTF8`
@@ -1126,15 +1188,11 @@ apf_status apf_wq_advance_clock(struct apf_workqueue *queue, uint64_t nanos);
 // label `name`) in the OpenMetrics text format, ending with `# EOF`. An
 // unnamed queue exports no series, as in client-go.
 //
-// Copies the text and a NUL into `buf`; `*out_len` gets its length without
-// the NUL. If `len` is too small: `APF_ERR_INSUFFICIENT_SIZE` with the
-// needed length in `*out_len` (pass `buf` NULL and `len` 0 to ask; the
-// text may grow between two calls).
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 //
 // # Safety
-// `queue` must be NULL or live; `buf` NULL (with `len` 0) or writable for
-// `len` bytes; `out_len` NULL or writable.
-apf_status apf_wq_metrics_text(struct apf_workqueue *queue, char *buf, size_t len, size_t *out_len);
+// `queue` must be NULL or live; `out` NULL or writable.
+apf_status apf_wq_metrics_text(struct apf_workqueue *queue, struct apf_text *out);
 
 // How many item handles are live (items processing through this queue).
 //

@@ -11,4 +11,4 @@ tests=()
 for f in tests/loom_*.rs; do
   [ -e "$f" ] && tests+=(--test "$(basename "$f" .rs)")
 done
-cargo test --release --lib "${tests[@]}" -- --test-threads=2 "$@"
+cargo test --release -p apf --lib "${tests[@]}" -- --test-threads=2 "$@"

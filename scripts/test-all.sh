@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of libapf: installs what is missing (idempotently), then the
-# Rust unit/integration/property tests, the loom models, the fuzz targets for a
-# short time, and the binding tests. `.ci/run` calls exactly this.
+# Rust unit/integration/property tests (the real-thread soak among them), the
+# loom models, the shuttle schedules, the soak under ThreadSanitizer, the fuzz
+# targets for a short time, and the binding tests. `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -15,9 +16,13 @@ cargo clippy --all-targets --features tower -- -D warnings
 
 step "rust: unit, integration and property tests"
 # Benchmarks are compiled by clippy --all-targets above; running them in
-# test mode would only repeat their (debug-build) set-up.
+# test mode would only repeat their (debug-build) set-up. Both workspace
+# members: the library apf and the tool apf-cli.
 cargo test --lib --bins --tests --examples
-cargo test --doc
+cargo test --doc -p apf --features simulator
+
+step "rust: the library crate packages for crates.io"
+cargo package -p apf --no-verify --allow-dirty --quiet
 
 step "tower layer: unit tests and the loopback load test"
 cargo test --features tower --lib tower::
@@ -26,6 +31,12 @@ cargo test --doc --features tower tower
 
 step "loom models"
 scripts/loom.sh
+
+step "shuttle: randomised schedules of the queueset"
+scripts/shuttle.sh
+
+step "ThreadSanitizer: the real-thread soak (tests/soak.rs)"
+scripts/tsan.sh
 
 step "fuzz targets (short differential runs)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"
@@ -44,3 +55,6 @@ bindings/go/run-tests.sh
 
 step "Python binding (pytest)"
 bindings/python/run-tests.sh
+
+step "install: C, C++, Python, Go and Rust from outside the repository"
+scripts/install-checks.sh

@@ -35,6 +35,8 @@
 
 mod flow_hash_memo;
 mod matchers;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub mod reference;
 mod request_info;
 

@@ -1,10 +1,12 @@
 //! The one import path for atomics, locks and thread primitives.
 //!
 //! Under `--cfg loom` everything here is loom's model type, so a loom test
-//! explores every interleaving of code that goes through this module. Code
-//! that imports `std::sync` directly is invisible to loom: do not.
+//! explores every interleaving of code that goes through this module; under
+//! `--cfg shuttle` it is shuttle's, so a shuttle test runs it under
+//! randomised schedules (tests/shuttle_*.rs). Code that imports `std::sync`
+//! directly is invisible to both: do not.
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 mod imp {
     pub use std::sync::atomic::{
         fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
@@ -12,8 +14,20 @@ mod imp {
     pub use std::sync::{Arc, Condvar, Mutex, MutexGuard};
     pub use std::thread;
 
-    /// `UnsafeCell` with loom's closure API, so the same code compiles under
-    /// both std and loom.
+    pub use super::cell::UnsafeCell;
+
+    /// Spin-loop hint; a no-op yield point under loom.
+    #[inline(always)]
+    pub fn spin_hint() {
+        std::hint::spin_loop();
+    }
+}
+
+/// `UnsafeCell` with loom's closure API, so the same code compiles under
+/// std, loom and shuttle (shuttle has no cell of its own: its schedules
+/// only switch threads at its synchronisation points).
+#[cfg(not(loom))]
+mod cell {
     #[derive(Debug, Default)]
     pub struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
@@ -30,11 +44,22 @@ mod imp {
             f(self.0.get())
         }
     }
+}
 
-    /// Spin-loop hint; a no-op yield point under loom.
-    #[inline(always)]
+#[cfg(all(shuttle, not(loom)))]
+mod imp {
+    pub use shuttle::sync::atomic::{
+        fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    };
+    pub use shuttle::sync::{Arc, Condvar, Mutex, MutexGuard};
+    pub use shuttle::thread;
+
+    pub use super::cell::UnsafeCell;
+
+    /// A spin loop must let shuttle schedule another thread, or it spins
+    /// for ever in a schedule where the awaited thread never runs.
     pub fn spin_hint() {
-        std::hint::spin_loop();
+        shuttle::thread::yield_now();
     }
 }
 
@@ -68,13 +93,14 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A bounded multi-producer queue of plain records: crossbeam's lock-free
-/// `ArrayQueue` normally, a mutex-guarded deque under loom (crossbeam's
-/// internals are outside loom's view; loom checks our protocol around it).
-#[cfg(not(loom))]
+/// `ArrayQueue` normally, a mutex-guarded deque under loom and shuttle
+/// (crossbeam's internals are outside their view; they check our protocol
+/// around it).
+#[cfg(not(any(loom, shuttle)))]
 #[derive(Debug)]
 pub struct EventRing<T>(crossbeam_queue::ArrayQueue<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 impl<T> EventRing<T> {
     pub fn new(capacity: usize) -> Self {
         EventRing(crossbeam_queue::ArrayQueue::new(capacity))
@@ -99,11 +125,11 @@ impl<T> EventRing<T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 #[derive(Debug)]
 pub struct EventRing<T>(Mutex<std::collections::VecDeque<T>>, usize);
 
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 impl<T> EventRing<T> {
     pub fn new(capacity: usize) -> Self {
         EventRing(Mutex::new(std::collections::VecDeque::new()), capacity)
@@ -129,12 +155,12 @@ impl<T> EventRing<T> {
 
 /// A shared pointer that readers load without locking or touching a shared
 /// reference count, and a writer swaps atomically: `arc-swap` normally, a
-/// mutex under loom.
-#[cfg(not(loom))]
+/// mutex under loom and shuttle.
+#[cfg(not(any(loom, shuttle)))]
 #[derive(Debug)]
 pub struct ArcCell<T>(arc_swap::ArcSwap<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(any(loom, shuttle)))]
 impl<T> ArcCell<T> {
     pub fn new(value: Arc<T>) -> Self {
         ArcCell(arc_swap::ArcSwap::new(value))
@@ -152,11 +178,11 @@ impl<T> ArcCell<T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 #[derive(Debug)]
 pub struct ArcCell<T>(Mutex<Arc<T>>);
 
-#[cfg(loom)]
+#[cfg(any(loom, shuttle))]
 impl<T> ArcCell<T> {
     pub fn new(value: Arc<T>) -> Self {
         ArcCell(Mutex::new(value))

@@ -5,12 +5,16 @@
 #![cfg(not(loom))]
 
 use apf::ffi::*;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_void, CStr};
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 use std::time::Duration;
+
+#[path = "support/text.rs"]
+mod text;
+use text::{take_text, text_of};
 
 const SECOND: u64 = 1_000_000_000;
 
@@ -82,15 +86,8 @@ fn tiny(manual: bool) -> D {
 }
 
 fn last_error() -> String {
-    let mut buf = vec![0 as c_char; 4096];
-    let mut len = 0usize;
-    // SAFETY: buffer writable for its length, out_len writable.
-    let s = unsafe { apf_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
-    assert_eq!(s, apf_status::APF_OK);
-    // SAFETY: apf_last_error wrote a NUL-terminated string.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    // SAFETY: `t` is a writable apf_text.
+    text_of(|t| unsafe { apf_last_error(t) })
 }
 
 #[allow(dead_code)]
@@ -158,7 +155,7 @@ fn start(d: &D, user: &'static str) -> apf_decision {
 
 fn finish(d: &D, h: u64) -> apf_status {
     // SAFETY: live dispatcher; any handle value is allowed.
-    unsafe { apf_request_finish(d.0, h, 0) }
+    unsafe { apf_finish(d.0, h, 0) }
 }
 
 fn poll(d: &D, h: u64) -> Result<(u32, u32), apf_status> {
@@ -207,30 +204,9 @@ fn take(d: &D) -> Option<u64> {
 }
 
 fn stats(d: &D) -> String {
-    // The text can change between the size query and the copy (the real
-    // clock's borrowing timer may adjust limits meanwhile): retry then.
-    let (buf, written) = loop {
-        let mut len = 0usize;
-        // SAFETY: a size query: NULL buffer with length 0.
-        let st = unsafe { apf_dispatcher_stats_text(d.0, null_mut(), 0, &mut len) };
-        assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-        let mut buf = vec![0 as c_char; len + 1];
-        let mut written = 0usize;
-        // SAFETY: buffer writable for its length.
-        let st =
-            unsafe { apf_dispatcher_stats_text(d.0, buf.as_mut_ptr(), buf.len(), &mut written) };
-        if st == apf_status::APF_ERR_INSUFFICIENT_SIZE {
-            continue;
-        }
-        assert_eq!(st, apf_status::APF_OK);
-        break (buf, written);
-    };
-    let _ = written;
-    // SAFETY: NUL-terminated by the call.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_str()
-        .unwrap()
-        .to_owned()
+    // One call gives the whole text, however it changes meanwhile.
+    // SAFETY: live dispatcher, writable apf_text.
+    text_of(|t| unsafe { apf_dispatcher_stats_text(d.0, t) })
 }
 
 fn level_line(d: &D, level: &str) -> String {
@@ -379,7 +355,7 @@ fn null_pointers_are_errors_not_crashes() {
         assert_eq!(apf_request_poll(d.0, 1, &mut o, null_mut()), NULLP);
         assert_eq!(apf_request_cancel(nd, 1, &mut b), NULLP);
         assert_eq!(apf_request_cancel(d.0, 1, null_mut()), NULLP);
-        assert_eq!(apf_request_finish(nd, 1, 0), NULLP);
+        assert_eq!(apf_finish(nd, 1, 0), NULLP);
         assert_eq!(
             apf_dispatcher_set_completion_callback(nd, None, null_mut()),
             NULLP
@@ -395,19 +371,16 @@ fn null_pointers_are_errors_not_crashes() {
             apf_dispatcher_take_completion(d.0, &mut n, null_mut()),
             NULLP
         );
-        assert_eq!(
-            apf_dispatcher_stats_text(nd, null_mut(), 0, &mut len),
-            NULLP
-        );
-        assert_eq!(
-            apf_dispatcher_stats_text(d.0, null_mut(), 0, null_mut()),
-            NULLP
-        );
-        assert_eq!(
-            apf_dispatcher_stats_text(d.0, null_mut(), 10, &mut len),
-            NULLP
-        );
-        assert_eq!(apf_last_error(null_mut(), 0, null_mut()), NULLP);
+        let mut text = apf_text {
+            ptr: null(),
+            len: 0,
+        };
+        assert_eq!(apf_dispatcher_stats_text(nd, &mut text), NULLP);
+        assert_eq!(apf_dispatcher_stats_text(d.0, null_mut()), NULLP);
+        assert!(text.ptr.is_null(), "out untouched on error");
+        assert_eq!(apf_last_error(null_mut()), NULLP);
+        apf_text_free(null_mut());
+        apf_text_free(&mut text);
         assert_eq!(apf_status_text(0, null_mut(), &mut len), NULLP);
     }
     assert!(last_error().contains("is NULL"), "{}", last_error());
@@ -548,6 +521,80 @@ fn default_options_are_kubernetes_defaults() {
     assert_eq!(o.wait_limit_ns, 15 * SECOND);
     assert_eq!(o.borrowing_period_ns, 10 * SECOND);
     assert!(!o.manual_clock);
+    assert_eq!(o.struct_size, std::mem::size_of::<apf_options>());
+}
+
+/// A caller compiled against a newer header: `apf_options` with a field
+/// this library does not know.
+#[repr(C)]
+struct NewerOptions {
+    known: apf_options,
+    future_field: u64,
+}
+
+fn new_builtin(options: *const apf_options) -> apf_status {
+    let mut d = null_mut();
+    // SAFETY: `options` is NULL or readable for its struct_size; `d` writable.
+    let st = unsafe { apf_dispatcher_new_builtin(options, &mut d) };
+    drop(D(d));
+    st
+}
+
+#[test]
+fn options_carry_their_size_so_the_struct_can_grow() {
+    let bad = apf_status::APF_ERR_INVALID_PARAMETER;
+    assert_eq!(
+        new_builtin(null()),
+        apf_status::APF_OK,
+        "NULL: the defaults"
+    );
+    assert_eq!(new_builtin(&options(false)), apf_status::APF_OK);
+    // A struct not initialised by apf_options_default (size 0) is refused,
+    // naming the struct and the field.
+    let unset = apf_options {
+        struct_size: 0,
+        ..options(false)
+    };
+    assert_eq!(new_builtin(&unset), bad);
+    assert!(
+        last_error().contains("apf_options.struct_size is 0"),
+        "{}",
+        last_error()
+    );
+    let short = apf_options {
+        struct_size: 8,
+        ..options(false)
+    };
+    assert_eq!(new_builtin(&short), bad);
+    // A newer caller's larger struct works while its new fields keep their
+    // zero default, and is refused when one is set.
+    let mut newer = NewerOptions {
+        known: options(false),
+        future_field: 0,
+    };
+    newer.known.struct_size = std::mem::size_of::<NewerOptions>();
+    assert_eq!(
+        new_builtin(&newer.known),
+        apf_status::APF_OK,
+        "{}",
+        last_error()
+    );
+    newer.future_field = 1;
+    assert_eq!(new_builtin(&newer.known), bad);
+    assert!(
+        last_error().contains("a newer header's field"),
+        "{}",
+        last_error()
+    );
+    // The size check runs before any other validation of the fields.
+    let mut o = options(false);
+    o.server_concurrency_limit = 0;
+    assert_eq!(new_builtin(&o), bad);
+    assert!(
+        last_error().contains("server_concurrency_limit"),
+        "{}",
+        last_error()
+    );
 }
 
 // ----- status codes and last error -------------------------------------------
@@ -585,26 +632,18 @@ fn status_text_covers_every_code_and_refuses_unknown_ones() {
 }
 
 #[test]
-fn last_error_reports_size_and_is_per_thread() {
+fn last_error_is_an_owned_text_and_per_thread() {
     let d = tiny(true);
     assert_eq!(finish(&d, 0), apf_status::APF_ERR_INVALID_HANDLE);
     let message = last_error();
     assert!(message.contains("unknown or stale"), "{message}");
-    let mut len = 0usize;
-    // SAFETY: a size query.
-    assert_eq!(
-        unsafe { apf_last_error(null_mut(), 0, &mut len) },
-        apf_status::APF_ERR_INSUFFICIENT_SIZE
-    );
-    assert_eq!(len, message.len());
-    let mut small = [0 as c_char; 4];
-    // SAFETY: writable for 4 bytes.
-    assert_eq!(
-        unsafe { apf_last_error(small.as_mut_ptr(), 4, &mut len) },
-        apf_status::APF_ERR_INSUFFICIENT_SIZE
-    );
-    assert_eq!(small, [0; 4], "nothing copied when it does not fit");
     assert_eq!(last_error(), message, "reading it does not change it");
+    // SAFETY: a NULL out is refused without touching the last error.
+    assert_eq!(
+        unsafe { apf_last_error(null_mut()) },
+        apf_status::APF_ERR_NULL_POINTER
+    );
+    assert_eq!(last_error(), message, "a refused read does not change it");
     let other = std::thread::spawn(last_error).join().unwrap();
     assert_eq!(other, "", "another thread has no error");
 }
@@ -807,7 +846,7 @@ fn finish_honours_the_actual_end_and_additional_latency() {
     // The request really ended at 0.1 s; its final seat is held until 0.6 s.
     // SAFETY: live dispatcher.
     assert_eq!(
-        unsafe { apf_request_finish(d.0, a.request, SECOND / 10) },
+        unsafe { apf_finish(d.0, a.request, SECOND / 10) },
         apf_status::APF_OK
     );
     let q = start(&d, "alice");
@@ -976,9 +1015,8 @@ unsafe extern "C" fn record(user: *mut c_void, request: u64) {
     calls.seen.lock().unwrap().push(request);
     // Calling back into libapf from the callback must work (no lock is
     // held): stats take the level's lock, a start takes it too.
-    let mut len = 0usize;
-    // SAFETY: live dispatcher; a size query.
-    let st = unsafe { apf_dispatcher_stats_text(calls.dispatcher, null_mut(), 0, &mut len) };
+    // SAFETY: live dispatcher; writable apf_text.
+    let (st, _) = take_text(|t| unsafe { apf_dispatcher_stats_text(calls.dispatcher, t) });
     calls.reentrant_status.lock().unwrap().push(st);
     // SAFETY: live dispatcher; changing the callback inside it is refused.
     let st = unsafe { apf_dispatcher_set_completion_callback(calls.dispatcher, None, null_mut()) };
@@ -1020,7 +1058,7 @@ fn the_callback_runs_outside_libapf_locks_and_may_call_back_in() {
     std::thread::spawn(move || {
         // SAFETY: the dispatcher outlives this thread's one call (the test
         // waits for it below).
-        let st = unsafe { apf_request_finish(dp as *mut apf_dispatcher, h, 0) };
+        let st = unsafe { apf_finish(dp as *mut apf_dispatcher, h, 0) };
         let _ = tx.send(st);
     });
     let Ok(st) = rx.recv_timeout(Duration::from_secs(60)) else {
@@ -1028,14 +1066,14 @@ fn the_callback_runs_outside_libapf_locks_and_may_call_back_in() {
         // dispatcher would wait for it forever, so leak it and fail.
         std::mem::forget(d);
         std::mem::forget(calls);
-        panic!("apf_request_finish deadlocked: the callback ran under a libapf lock");
+        panic!("apf_finish deadlocked: the callback ran under a libapf lock");
     };
     assert_eq!(st, apf_status::APF_OK);
     assert_eq!(*calls.seen.lock().unwrap(), vec![q.request]);
     assert_eq!(
         *calls.reentrant_status.lock().unwrap(),
         vec![
-            apf_status::APF_ERR_INSUFFICIENT_SIZE,
+            apf_status::APF_OK,
             apf_status::APF_ERR_IN_CALLBACK,
             apf_status::APF_ERR_IN_CALLBACK,
         ]

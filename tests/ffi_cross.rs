@@ -6,10 +6,14 @@
 #![cfg(not(loom))]
 
 use apf::ffi::*;
-use std::ffi::{c_char, c_void, CStr};
+
+#[path = "support/text.rs"]
+mod text;
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::{mpsc, Barrier};
 use std::time::Duration;
+use text::text_of;
 
 /// One level with one seat, for every user.
 const ONE_SEAT: &str = r#"
@@ -55,17 +59,8 @@ unsafe impl Send for D {}
 unsafe impl Sync for D {}
 
 fn last_error() -> String {
-    let mut buf = vec![0 as c_char; 4096];
-    let mut len = 0usize;
-    // SAFETY: buffer writable for its length, out_len writable.
-    assert_eq!(
-        unsafe { apf_last_error(buf.as_mut_ptr(), buf.len(), &mut len) },
-        apf_status::APF_OK
-    );
-    // SAFETY: NUL-terminated by the call.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    // SAFETY: `t` is a writable apf_text.
+    text_of(|t| unsafe { apf_last_error(t) })
 }
 
 fn new_dispatcher() -> D {
@@ -164,7 +159,7 @@ fn a_request_handle_of_another_dispatcher_is_invalid_even_when_its_slot_is_live(
     // SAFETY: live dispatchers; any handle value is allowed.
     unsafe {
         assert_eq!(
-            apf_request_finish(b.0, ra.request, 0),
+            apf_finish(b.0, ra.request, 0),
             apf_status::APF_ERR_INVALID_HANDLE
         );
         let mut cancelled = false;
@@ -183,8 +178,8 @@ fn a_request_handle_of_another_dispatcher_is_invalid_even_when_its_slot_is_live(
     );
     // SAFETY: live dispatchers, their own handles.
     unsafe {
-        assert_eq!(apf_request_finish(a.0, ra.request, 0), apf_status::APF_OK);
-        assert_eq!(apf_request_finish(b.0, rb.request, 0), apf_status::APF_OK);
+        assert_eq!(apf_finish(a.0, ra.request, 0), apf_status::APF_OK);
+        assert_eq!(apf_finish(b.0, rb.request, 0), apf_status::APF_OK);
     }
 }
 
@@ -247,7 +242,7 @@ fn two_dispatchers_callbacks_replacing_each_others_do_not_deadlock() {
                 std::thread::spawn(move || {
                     // SAFETY: the dispatcher outlives this call (the test
                     // waits for it, or leaks everything on deadlock).
-                    unsafe { apf_request_finish(d as *mut apf_dispatcher, h, 0) }
+                    unsafe { apf_finish(d as *mut apf_dispatcher, h, 0) }
                 })
             })
             .collect();
@@ -289,10 +284,7 @@ fn advancing_the_clock_by_uint64_max_returns_and_keeps_serving() {
     let r = start(d.0);
     assert_eq!(r.outcome, EXECUTE);
     // SAFETY: live dispatcher, its own handle.
-    assert_eq!(
-        unsafe { apf_request_finish(d.0, r.request, 0) },
-        apf_status::APF_OK
-    );
+    assert_eq!(unsafe { apf_finish(d.0, r.request, 0) }, apf_status::APF_OK);
 }
 
 #[test]
@@ -333,20 +325,9 @@ spec:
   - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
     nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
 "#;
-    let notices = |d: *mut apf_dispatcher| {
-        let mut len = 0usize;
-        // SAFETY: a size query: NULL buffer with length 0.
-        let st = unsafe { apf_dispatcher_config_notices(d, null_mut(), 0, &mut len) };
-        assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-        let mut buf = vec![0 as c_char; len + 1];
-        // SAFETY: buffer writable for its length.
-        let st = unsafe { apf_dispatcher_config_notices(d, buf.as_mut_ptr(), buf.len(), &mut len) };
-        assert_eq!(st, apf_status::APF_OK);
-        // SAFETY: NUL-terminated by the call.
-        unsafe { CStr::from_ptr(buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned()
-    };
+    // SAFETY: `d` is live; `t` a writable apf_text.
+    let notices =
+        |d: *mut apf_dispatcher| text_of(|t| unsafe { apf_dispatcher_config_notices(d, t) });
     let mut d = null_mut();
     // SAFETY: text readable for its length; NULL options; out writable.
     let st =

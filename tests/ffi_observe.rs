@@ -10,11 +10,15 @@ mod openmetrics;
 use openmetrics::parse;
 #[path = "support/dumps.rs"]
 mod dumps;
+
+#[path = "support/text.rs"]
+mod text;
 use dumps::table;
+use text::text_of;
 
 use apf::ffi::*;
 use apf::metrics::{BUILTIN_CONFIG_SERIES, CONTENT_TYPE};
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 use std::ptr::{null, null_mut};
 
 const SECOND: u64 = 1_000_000_000;
@@ -94,15 +98,8 @@ fn tiny() -> D {
 }
 
 fn last_error() -> String {
-    let mut buf = vec![0 as c_char; 4096];
-    let mut len = 0usize;
-    // SAFETY: buffer writable for its length, out_len writable.
-    let st = unsafe { apf_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
-    assert_eq!(st, apf_status::APF_OK);
-    // SAFETY: NUL-terminated by apf_last_error.
-    unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    // SAFETY: `t` is a writable apf_text.
+    text_of(|t| unsafe { apf_last_error(t) })
 }
 
 const GROUPS: &[apf_str] = &[apf_str {
@@ -150,7 +147,7 @@ fn start(d: &D, user: &'static str) -> apf_decision {
 
 fn finish(d: &D, h: u64) {
     // SAFETY: live dispatcher.
-    let st = unsafe { apf_request_finish(d.0, h, 0) };
+    let st = unsafe { apf_finish(d.0, h, 0) };
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
 }
 
@@ -175,27 +172,16 @@ const QUEUED: u32 = apf_outcome::APF_OUTCOME_QUEUED as u32;
 const REJECTED: u32 = apf_outcome::APF_OUTCOME_REJECTED as u32;
 
 /// A text function of the ABI, shaped alike for every text.
-type TextFn =
-    unsafe extern "C" fn(*const apf_dispatcher, *mut c_char, usize, *mut usize) -> apf_status;
+type TextFn = unsafe extern "C" fn(*const apf_dispatcher, *mut apf_text) -> apf_status;
 
-unsafe extern "C" fn requests_plain(
-    d: *const apf_dispatcher,
-    buf: *mut c_char,
-    len: usize,
-    out_len: *mut usize,
-) -> apf_status {
+unsafe extern "C" fn requests_plain(d: *const apf_dispatcher, out: *mut apf_text) -> apf_status {
     // SAFETY: forwarded.
-    unsafe { apf_dispatcher_dump_requests(d, false, buf, len, out_len) }
+    unsafe { apf_dispatcher_dump_requests(d, false, out) }
 }
 
-unsafe extern "C" fn requests_detailed(
-    d: *const apf_dispatcher,
-    buf: *mut c_char,
-    len: usize,
-    out_len: *mut usize,
-) -> apf_status {
+unsafe extern "C" fn requests_detailed(d: *const apf_dispatcher, out: *mut apf_text) -> apf_status {
     // SAFETY: forwarded.
-    unsafe { apf_dispatcher_dump_requests(d, true, buf, len, out_len) }
+    unsafe { apf_dispatcher_dump_requests(d, true, out) }
 }
 
 const TEXTS: [(&str, TextFn); 5] = [
@@ -206,28 +192,10 @@ const TEXTS: [(&str, TextFn); 5] = [
     ("requests with details", requests_detailed),
 ];
 
-/// The text, by the protocol the header prescribes: ask for the size, copy,
-/// and ask again while the text outgrew the buffer.
+/// The text, in one call: an owned apf_text, checked and freed.
 fn text(d: &D, f: TextFn) -> String {
-    let mut need = 0usize;
-    // SAFETY: a size query: NULL buffer with length 0.
-    let st = unsafe { f(d.0, null_mut(), 0, &mut need) };
-    assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-    loop {
-        let mut buf = vec![0 as c_char; need + 1];
-        let mut len = usize::MAX;
-        // SAFETY: buffer writable for its length.
-        let st = unsafe { f(d.0, buf.as_mut_ptr(), buf.len(), &mut len) };
-        if st == apf_status::APF_ERR_INSUFFICIENT_SIZE {
-            assert!(len > need, "retry only when the text grew");
-            need = len;
-            continue;
-        }
-        assert_eq!(st, apf_status::APF_OK, "{}", last_error());
-        let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
-        assert_eq!(bytes[len], 0, "NUL right after the text");
-        return String::from_utf8(bytes[..len].to_vec()).expect("UTF-8");
-    }
+    // SAFETY: live dispatcher, writable apf_text.
+    text_of(|t| unsafe { f(d.0, t) })
 }
 
 fn metrics(d: &D) -> String {
@@ -463,72 +431,51 @@ fn dump_requests_lists_the_waiting_with_and_without_details() {
     );
 }
 
-// ----- the buffer protocol and NULLs -----------------------------------------------
+// ----- owned texts and NULLs ----------------------------------------------------
 
 #[test]
-fn every_text_follows_the_size_query_protocol() {
+fn every_text_comes_whole_in_one_call() {
     let d = tiny();
     let _running = start(&d, "alice");
     let _waiting = start(&d, "alice");
     for (what, f) in TEXTS {
-        let mut need = usize::MAX;
-        // SAFETY: a size query.
-        let st = unsafe { f(d.0, null_mut(), 0, &mut need) };
-        assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE, "{what}");
-        assert!(need > 0, "{what}");
-        assert!(
-            last_error().contains(&need.to_string()),
-            "{what}: {}",
-            last_error()
-        );
-        // Exactly the text's length leaves no room for the NUL: refused,
-        // and the buffer is left alone.
-        let mut buf = vec![0x55 as c_char; need];
-        let mut len = 0usize;
-        // SAFETY: buffer writable for its length.
-        let st = unsafe { f(d.0, buf.as_mut_ptr(), buf.len(), &mut len) };
-        assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE, "{what}");
-        assert_eq!(len, need, "{what}");
-        assert!(buf.iter().all(|&c| c == 0x55), "{what}: untouched");
-        let mut buf = vec![0x55 as c_char; need + 1];
-        // SAFETY: as above.
-        let st = unsafe { f(d.0, buf.as_mut_ptr(), buf.len(), &mut len) };
-        assert_eq!(st, apf_status::APF_OK, "{what}");
-        assert_eq!((len, buf[need]), (need, 0), "{what}");
-        assert_eq!(text(&d, f).len(), need, "{what}: the same text again");
+        let first = text(&d, f);
+        assert!(!first.is_empty(), "{what}");
+        assert_eq!(text(&d, f), first, "{what}: the same text again");
     }
 }
 
 #[test]
-fn the_metrics_can_outgrow_a_size_query() {
+fn the_metrics_grow_without_any_retry() {
     let d = tiny();
-    let mut need = 0usize;
-    // SAFETY: a size query.
-    let st = unsafe { apf_dispatcher_metrics_text(d.0, null_mut(), 0, &mut need) };
-    assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-    // A first execution adds its histograms' series.
+    let before = metrics(&d);
+    // A first execution adds its histograms' series: the next call simply
+    // returns the longer text.
     let h = start(&d, "alice").request;
     finish(&d, h);
-    let mut buf = vec![0 as c_char; need + 1];
-    let mut len = 0usize;
-    // SAFETY: buffer writable for its length.
-    let st = unsafe { apf_dispatcher_metrics_text(d.0, buf.as_mut_ptr(), buf.len(), &mut len) };
-    assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-    assert!(len > need, "grew from {need} to {len}");
-    let exp = parse(&metrics(&d));
+    let after = metrics(&d);
+    assert!(
+        after.len() > before.len(),
+        "grew from {} to {}",
+        before.len(),
+        after.len()
+    );
+    let exp = parse(&after);
     assert_eq!(exp.get(&m("dispatched_requests_total"), &TINY_PAIR), 1.0);
 }
 
 #[test]
 fn null_pointers_are_errors_not_crashes() {
     let d = tiny();
-    let mut buf = [0 as c_char; 16];
-    let mut len = 7usize;
     for (what, f) in TEXTS {
+        let mut t = apf_text {
+            ptr: null(),
+            len: 7,
+        };
         // SAFETY: every NULL is checked; non-NULL pointers are valid.
         unsafe {
             assert_eq!(
-                f(null(), buf.as_mut_ptr(), buf.len(), &mut len),
+                f(null(), &mut t),
                 apf_status::APF_ERR_NULL_POINTER,
                 "{what}: NULL dispatcher"
             );
@@ -538,17 +485,15 @@ fn null_pointers_are_errors_not_crashes() {
                 last_error()
             );
             assert_eq!(
-                f(d.0, buf.as_mut_ptr(), buf.len(), null_mut()),
+                f(d.0, null_mut()),
                 apf_status::APF_ERR_NULL_POINTER,
-                "{what}: NULL out_len"
-            );
-            assert_eq!(
-                f(d.0, null_mut(), 10, &mut len),
-                apf_status::APF_ERR_NULL_POINTER,
-                "{what}: NULL buf with a length"
+                "{what}: NULL out"
             );
         }
-        assert_eq!(len, 7, "{what}: out_len untouched on errors");
+        assert!(
+            t.ptr.is_null() && t.len == 7,
+            "{what}: out untouched on errors"
+        );
     }
 }
 

@@ -5,18 +5,15 @@
 #![cfg(not(loom))]
 
 use apf::ffi::*;
-use std::ffi::c_char;
 use std::ptr::{null, null_mut};
 
+#[path = "support/text.rs"]
+mod text;
+use text::{take_text, text_of};
+
 fn last_error() -> String {
-    let mut need = 0usize;
-    // SAFETY: NULL buffer with length 0 asks for the length.
-    unsafe { apf_last_error(null_mut(), 0, &mut need) };
-    let mut buf = vec![0u8; need + 1];
-    let mut got = 0usize;
-    // SAFETY: `buf` is writable for its length.
-    unsafe { apf_last_error(buf.as_mut_ptr().cast::<c_char>(), buf.len(), &mut got) };
-    String::from_utf8_lossy(&buf[..got]).into_owned()
+    // SAFETY: `t` is a writable apf_text.
+    text_of(|t| unsafe { apf_last_error(t) })
 }
 
 fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> apf_queueset_config {
@@ -114,7 +111,7 @@ fn bad_configuration_is_refused_naming_the_level_and_field() {
             apf_status::APF_ERR_NULL_POINTER
         );
         assert_eq!(
-            apf_queueset_request_finish(null_mut(), 1, 0),
+            apf_queueset_finish(null_mut(), 1, 0),
             apf_status::APF_ERR_NULL_POINTER
         );
         apf_queueset_free(null_mut());
@@ -128,6 +125,55 @@ fn bad_configuration_is_refused_naming_the_level_and_field() {
         apf_status::APF_ERR_CONFIG
     );
     assert_eq!(stats(&q).concurrency_limit, 2);
+}
+
+#[test]
+fn config_struct_size_is_checked() {
+    let mut p = null_mut();
+    let name = "level-s";
+    let mut cfg = config(1, 4, 2, 10);
+    assert_eq!(cfg.struct_size, std::mem::size_of::<apf_queueset_config>());
+    cfg.struct_size = 0;
+    // SAFETY: valid arguments; the size is refused before the fields are read.
+    let st = unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p) };
+    assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER);
+    let msg = last_error();
+    assert!(
+        msg.contains("apf_queueset_config.struct_size is 0"),
+        "{msg}"
+    );
+    assert!(p.is_null());
+
+    // A newer caller's struct: accepted while the unknown tail is zero.
+    #[repr(C)]
+    struct Newer {
+        known: apf_queueset_config,
+        extra: u64,
+    }
+    let mut newer = Newer {
+        known: config(1, 4, 2, 10),
+        extra: 0,
+    };
+    newer.known.struct_size = std::mem::size_of::<Newer>();
+    let q = new_qs(&config(2, 4, 2, 10));
+    // SAFETY: `newer` is readable for its struct_size.
+    assert_eq!(
+        unsafe { apf_queueset_reconfigure(q.0, &newer.known) },
+        apf_status::APF_OK
+    );
+    assert_eq!(stats(&q).concurrency_limit, 1);
+    newer.extra = 7;
+    newer.known.concurrency_limit = 3;
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { apf_queueset_reconfigure(q.0, &newer.known) },
+        apf_status::APF_ERR_INVALID_PARAMETER
+    );
+    assert_eq!(
+        stats(&q).concurrency_limit,
+        1,
+        "a refused struct changes nothing"
+    );
 }
 
 #[test]
@@ -176,12 +222,12 @@ fn queue_dispatch_deadline_cancel_and_stale_handles() {
     // dispatches the second, which the completion queue reports.
     // SAFETY: live queueset.
     assert_eq!(
-        unsafe { apf_queueset_request_finish(q.0, second.request, 0) },
+        unsafe { apf_queueset_finish(q.0, second.request, 0) },
         apf_status::APF_ERR_REQUEST_QUEUED
     );
     // SAFETY: live queueset.
     assert_eq!(
-        unsafe { apf_queueset_request_finish(q.0, first.request, 0) },
+        unsafe { apf_queueset_finish(q.0, first.request, 0) },
         apf_status::APF_OK
     );
     let mut taken = Vec::new();
@@ -211,12 +257,12 @@ fn queue_dispatch_deadline_cancel_and_stale_handles() {
     assert!(!idle);
     // SAFETY: live queueset.
     assert_eq!(
-        unsafe { apf_queueset_request_finish(q.0, second.request, 0) },
+        unsafe { apf_queueset_finish(q.0, second.request, 0) },
         apf_status::APF_OK
     );
     // SAFETY: live queueset; the handle is now stale.
     assert_eq!(
-        unsafe { apf_queueset_request_finish(q.0, second.request, 0) },
+        unsafe { apf_queueset_finish(q.0, second.request, 0) },
         apf_status::APF_ERR_INVALID_HANDLE
     );
     // SAFETY: live queueset, writable out.
@@ -238,16 +284,15 @@ fn dump_lists_waiting_requests_by_id_and_tag() {
     let q = new_qs(&config(1, 4, 2, 10));
     let _running = start(&q, 1, 0);
     let waiting = start(&q, 2, 0);
-    let mut need = 0usize;
-    // SAFETY: asking for the length.
-    let st = unsafe { apf_queueset_dump_json(q.0, null_mut(), 0, &mut need) };
-    assert_eq!(st, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-    let mut buf = vec![0u8; need + 1];
-    let mut got = 0usize;
-    // SAFETY: `buf` writable for its length.
-    let st = unsafe { apf_queueset_dump_json(q.0, buf.as_mut_ptr().cast(), buf.len(), &mut got) };
+    // SAFETY: a NULL out is refused, not written.
+    assert_eq!(
+        unsafe { apf_queueset_dump_json(q.0, null_mut()) },
+        apf_status::APF_ERR_NULL_POINTER
+    );
+    // SAFETY: live queueset; `t` is a writable apf_text.
+    let (st, dump) = take_text(|t| unsafe { apf_queueset_dump_json(q.0, t) });
     assert_eq!(st, apf_status::APF_OK);
-    let v: serde_json::Value = serde_json::from_slice(&buf[..got]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&dump.unwrap()).unwrap();
     assert_eq!(v["waiting"], 1);
     assert_eq!(v["executing"], 1);
     assert_eq!(v["queues"].as_array().unwrap().len(), 4);

@@ -6,11 +6,14 @@
 #![cfg(not(loom))]
 
 use apf::ffi::*;
+
+#[path = "support/text.rs"]
+mod text;
 use std::collections::HashSet;
-use std::ffi::c_char;
 use std::ptr::{null, null_mut};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use text::text_of;
 
 #[allow(improper_ctypes)]
 extern "C" {
@@ -23,13 +26,17 @@ const MS: u64 = 1_000_000;
 const SECOND: u64 = 1_000_000_000;
 
 fn last_error() -> String {
-    let mut buf = vec![0 as c_char; 4096];
-    let mut len = 0;
-    // SAFETY: buf is writable for its length; len is writable.
-    let s = unsafe { apf_last_error(buf.as_mut_ptr(), buf.len(), &mut len) };
-    assert_eq!(s, apf_status::APF_OK);
-    let bytes: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
-    String::from_utf8(bytes).unwrap()
+    // SAFETY: `t` is a writable apf_text.
+    text_of(|t| unsafe { apf_last_error(t) })
+}
+
+/// A plain add's options, from `apf_wq_add_opts_default`.
+fn plain() -> apf_wq_add_opts {
+    let mut o = std::mem::MaybeUninit::uninit();
+    // SAFETY: writable.
+    ok(unsafe { apf_wq_add_opts_default(o.as_mut_ptr()) });
+    // SAFETY: written on APF_OK.
+    unsafe { o.assume_init() }
 }
 
 #[track_caller]
@@ -219,15 +226,8 @@ impl Q {
     }
 
     fn metrics(&self) -> String {
-        let mut len = 0;
-        // SAFETY: asking for the size.
-        let s = unsafe { apf_wq_metrics_text(self.0, null_mut(), 0, &mut len) };
-        assert_eq!(s, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-        let mut buf = vec![0 as c_char; len + 1];
-        // SAFETY: buf writable for its length.
-        ok(unsafe { apf_wq_metrics_text(self.0, buf.as_mut_ptr(), buf.len(), &mut len) });
-        let bytes: Vec<u8> = buf[..len].iter().map(|&c| c as u8).collect();
-        String::from_utf8(bytes).unwrap()
+        // SAFETY: live queue; writable apf_text.
+        text_of(|t| unsafe { apf_wq_metrics_text(self.0, t) })
     }
 }
 
@@ -428,7 +428,7 @@ fn blocked_get_receives_an_item_added_later() {
             "x",
             apf_wq_add_opts {
                 lane: SLOW,
-                ..Default::default()
+                ..plain()
             }
         ),
         apf_status::APF_OK
@@ -678,12 +678,12 @@ fn two_lanes_serve_fast_first_and_a_re_add_moves_lanes() {
     let q = Q::new(apf_wq_kind::APF_WQ_TWO_LANE);
     let slow = apf_wq_add_opts {
         lane: SLOW,
-        ..Default::default()
+        ..plain()
     };
     ok(q.add_opts("s1", slow));
     ok(q.add_opts("s2", slow));
     q.add("f1");
-    ok(q.add_opts("f2", apf_wq_add_opts::default()));
+    ok(q.add_opts("f2", plain()));
     let lane_len = |lane: u32| {
         let mut n = 0;
         // SAFETY: live queue; out writable.
@@ -692,7 +692,7 @@ fn two_lanes_serve_fast_first_and_a_re_add_moves_lanes() {
     };
     assert_eq!((lane_len(FAST), lane_len(SLOW)), (2, 2));
     // s2 moves to the fast lane; f1 moves to the slow lane's back.
-    ok(q.add_opts("s2", apf_wq_add_opts::default()));
+    ok(q.add_opts("s2", plain()));
     ok(q.add_opts("f1", slow));
     let order: Vec<(Vec<u8>, u32)> = (0..4)
         .map(|_| {
@@ -712,7 +712,7 @@ fn two_lanes_serve_fast_first_and_a_re_add_moves_lanes() {
         apf_wq_add_opts {
             lane: SLOW,
             after_nanos: MS,
-            ..Default::default()
+            ..plain()
         },
     ));
     q.advance(MS);
@@ -720,24 +720,72 @@ fn two_lanes_serve_fast_first_and_a_re_add_moves_lanes() {
     assert_eq!(g.lane, SLOW);
     q.done(g.handle);
     // A lane that does not exist.
-    let bad = apf_wq_add_opts {
-        lane: 2,
-        ..Default::default()
-    };
+    let bad = apf_wq_add_opts { lane: 2, ..plain() };
     assert_eq!(q.add_opts("x", bad), apf_status::APF_ERR_INVALID_PARAMETER);
     assert!(last_error().contains("lane"));
+}
+
+#[test]
+fn queue_and_add_options_carry_their_size() {
+    let bad = apf_status::APF_ERR_INVALID_PARAMETER;
+    let mut o = options(apf_wq_kind::APF_WQ_FIFO, true);
+    assert_eq!(o.struct_size, std::mem::size_of::<apf_wq_options>());
+    o.struct_size = 0;
+    let mut p = null_mut();
+    // SAFETY: readable; writable.
+    assert_eq!(unsafe { apf_wq_new(&o, &mut p) }, bad);
+    assert!(p.is_null());
+    assert!(
+        last_error().contains("apf_wq_options.struct_size is 0"),
+        "{}",
+        last_error()
+    );
+    let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    let unset = apf_wq_add_opts {
+        struct_size: 0,
+        ..plain()
+    };
+    assert_eq!(q.add_opts("a", unset), bad);
+    assert!(
+        last_error().contains("apf_wq_add_opts.struct_size"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(q.len(), 0, "nothing added");
+    // A newer caller's larger struct: fine while the new field is zero.
+    #[repr(C)]
+    struct Newer {
+        known: apf_wq_add_opts,
+        future: u64,
+    }
+    let mut newer = Newer {
+        known: plain(),
+        future: 0,
+    };
+    newer.known.struct_size = std::mem::size_of::<Newer>();
+    // SAFETY: live queue; key readable; opts readable for struct_size.
+    let add = |n: &Newer| unsafe { apf_wq_add_with_opts(q.0, b"b".as_ptr(), 1, &n.known) };
+    ok(add(&newer));
+    newer.future = 9;
+    assert_eq!(add(&newer), bad);
+    assert!(
+        last_error().contains("a newer header's field"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(q.len(), 1);
 }
 
 #[test]
 fn options_of_another_kind_are_refused() {
     let slow = apf_wq_add_opts {
         lane: SLOW,
-        ..Default::default()
+        ..plain()
     };
     let prio = apf_wq_add_opts {
         has_priority: true,
         priority: 3,
-        ..Default::default()
+        ..plain()
     };
     let fifo = Q::new(apf_wq_kind::APF_WQ_FIFO);
     assert_eq!(fifo.add_opts("a", slow), apf_status::APF_ERR_WQ_WRONG_KIND);
@@ -767,7 +815,7 @@ fn prio(priority: i32, after_nanos: u64) -> apf_wq_add_opts {
         has_priority: true,
         priority,
         after_nanos,
-        ..Default::default()
+        ..plain()
     }
 }
 
@@ -838,7 +886,7 @@ fn priority_rate_limited_adds_use_the_limiter_capped_by_after() {
         rate_limited: true,
         has_priority: true,
         priority: 4,
-        ..Default::default()
+        ..plain()
     };
     ok(q.add_opts("a", opts));
     assert_eq!(q.requeues("a"), 1);
@@ -865,7 +913,7 @@ fn priority_rate_limited_adds_use_the_limiter_capped_by_after() {
     let capped = apf_wq_add_opts {
         rate_limited: true,
         after_nanos: MS,
-        ..Default::default()
+        ..plain()
     };
     ok(f.add_opts("a", capped));
     f.advance(MS);
@@ -916,13 +964,6 @@ fn metrics_text_has_client_go_names() {
     let unnamed = Q::new(apf_wq_kind::APF_WQ_FIFO);
     unnamed.add("a");
     assert!(!unnamed.metrics().contains("workqueue_"));
-    // A buffer too small: the size needed, nothing written.
-    let mut buf = [0 as c_char; 4];
-    let mut len = 0;
-    // SAFETY: buf writable for 4 bytes.
-    let s = unsafe { apf_wq_metrics_text(q.0, buf.as_mut_ptr(), buf.len(), &mut len) };
-    assert_eq!(s, apf_status::APF_ERR_INSUFFICIENT_SIZE);
-    assert!(len > 4);
     // Invalid UTF-8 in a name.
     let bad = [0xffu8, 0xfe];
     o.name = bad.as_ptr().cast();
@@ -1007,12 +1048,14 @@ fn null_pointers_are_errors() {
         assert_eq!(apf_wq_shutting_down(nq, &mut b), null_status);
         assert_eq!(apf_wq_shutting_down(q.0, null_mut()), null_status);
         assert_eq!(apf_wq_advance_clock(nq, 1), null_status);
-        assert_eq!(apf_wq_metrics_text(nq, null_mut(), 0, &mut n), null_status);
-        assert_eq!(
-            apf_wq_metrics_text(q.0, null_mut(), 0, null_mut()),
-            null_status
-        );
-        assert_eq!(apf_wq_metrics_text(q.0, null_mut(), 8, &mut n), null_status);
+        let mut t = apf_text {
+            ptr: null(),
+            len: 0,
+        };
+        assert_eq!(apf_wq_metrics_text(nq, &mut t), null_status);
+        assert_eq!(apf_wq_metrics_text(q.0, null_mut()), null_status);
+        assert!(t.ptr.is_null(), "out untouched on error");
+        assert_eq!(apf_wq_add_opts_default(null_mut()), null_status);
         assert_eq!(apf_wq_limiter_new_default(null_mut()), null_status);
         assert_eq!(
             apf_wq_limiter_new_exponential(1, 2, null_mut()),
@@ -1143,7 +1186,7 @@ fn many_producers_and_consumers_lose_nothing_and_never_share_a_key() {
                                 &key,
                                 apf_wq_add_opts {
                                     lane: SLOW,
-                                    ..Default::default()
+                                    ..plain()
                                 },
                             )),
                             (apf_wq_kind::APF_WQ_PRIORITY, 1) => {

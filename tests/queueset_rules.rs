@@ -1205,3 +1205,25 @@ fn a_blocking_wait_is_woken_by_a_manual_clock_advance_on_another_thread() {
         assert_eq!(rx.recv().unwrap(), Err(RejectReason::TimeOut));
     });
 }
+
+/// Requests of one queue that time out at the same instant leave it
+/// together, and the queue is bounded once, by the head that remains: not
+/// after each removal, which lifted the queue's next-dispatch R to the
+/// arrival R of a head about to time out as well (found by the shuttle
+/// history check against the reference model). Observable while the queue
+/// still executes a request.
+#[test]
+fn requests_timing_out_together_leave_their_queue_unbounded_by_each_other() {
+    let l = level(cfg(1, 1, 1, 10));
+    let running = l.exec(1, est(1));
+    assert_eq!(l.ndr(0), seat_s(1, G));
+    let deadline = Some(l.at(10));
+    let mut first = queued(l.start_with_deadline(1, est(1), deadline));
+    l.advance_ms(5); // R = 5 seat-ms: the second arrives far past the queue's R
+    let mut second = queued(l.start_with_deadline(1, est(1), deadline));
+    l.advance_ms(5);
+    assert_eq!(refused(&mut first), RejectReason::TimeOut);
+    assert_eq!(refused(&mut second), RejectReason::TimeOut);
+    assert_eq!(l.ndr(0), seat_s(1, G), "no waiter left to bound the queue");
+    drop(running);
+}

@@ -59,7 +59,7 @@ static void *loop(void *arg) {
     apf_decision dec;
     if (apf_start_request(d, &dg, &one, 0, &dec) != APF_OK ||
         dec.outcome != APF_OUTCOME_EXECUTE ||
-        apf_request_finish(d, dec.request, 0) != APF_OK) {
+        apf_finish(d, dec.request, 0) != APF_OK) {
       fprintf(stderr, "bench_apf: unexpected status or outcome\n");
       exit(1);
     }

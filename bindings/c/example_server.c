@@ -83,11 +83,11 @@ static uint64_t now_ns(void) {
 }
 
 static void die(const char *what, apf_status s) {
-  char buf[512];
-  size_t len = 0;
-  if (apf_last_error(buf, sizeof buf, &len) != APF_OK) buf[0] = '\0';
+  apf_text message = {0};
+  (void)apf_last_error(&message);
   fprintf(stderr, "example_server: %s failed with %u: %s\n", what,
-          (unsigned)s, buf);
+          (unsigned)s, message.ptr ? message.ptr : "");
+  apf_text_free(&message);
   exit(1);
 }
 
@@ -164,25 +164,14 @@ static void drain_completions(apf_dispatcher *d, uint64_t now) {
   }
 }
 
-/* A text of libapf (metrics or a dump) in a malloc'd string: ask for the
- * size, copy, and ask again if the text grew in between. */
-static char *read_text(const apf_dispatcher *d,
-                       apf_status (*fn)(const apf_dispatcher *, char *, size_t,
-                                        size_t *)) {
-  size_t need = 0;
-  apf_status s = fn(d, NULL, 0, &need);
-  while (s == APF_ERR_INSUFFICIENT_SIZE) {
-    char *buf = malloc(need + 1);
-    if (buf == NULL) {
-      fprintf(stderr, "example_server: out of memory\n");
-      exit(1);
-    }
-    s = fn(d, buf, need + 1, &need);
-    if (s == APF_OK) return buf;
-    free(buf);
-  }
-  die("reading a text", s);
-  return NULL;
+/* A text of libapf (metrics or a dump): one call, an owned apf_text that
+ * the caller frees with apf_text_free. */
+static apf_text read_text(const apf_dispatcher *d,
+                          apf_status (*fn)(const apf_dispatcher *, apf_text *)) {
+  apf_text t = {0};
+  apf_status s = fn(d, &t);
+  if (s != APF_OK) die("reading a text", s);
+  return t;
 }
 
 /* Whether the n bytes at line contain `what`. */
@@ -212,7 +201,7 @@ static uint64_t finish_done(apf_dispatcher *d, uint64_t now) {
     uint64_t ends = inflight[i].ends;
     if (ends != 0 && ends <= now) {
       /* 0: the request ends now, on the dispatcher's clock. */
-      TRY(apf_request_finish(d, inflight[i].request, 0));
+      TRY(apf_finish(d, inflight[i].request, 0));
       forget(i);
       continue;
     }
@@ -266,8 +255,8 @@ int main(void) {
     if (n > 0 && (p.revents & POLLIN)) drain_completions(d, now_ns());
   }
 
-  char *levels = read_text(d, apf_dispatcher_dump_priority_levels);
-  char *metrics = read_text(d, apf_dispatcher_metrics_text);
+  apf_text levels = read_text(d, apf_dispatcher_dump_priority_levels);
+  apf_text metrics = read_text(d, apf_dispatcher_metrics_text);
   printf("%-6s %8s %9s %14s\n", "tenant", "served", "rejected",
          "mean wait ms");
   for (size_t t = 0; t < N_TENANTS; t++) {
@@ -277,10 +266,10 @@ int main(void) {
   }
   /* What /debug/api_priority_and_fairness/dump_priority_levels and
    * /metrics would serve. */
-  printf("\n%s\n", levels);
-  print_counters(metrics);
-  free(levels);
-  free(metrics);
+  printf("\n%s\n", levels.ptr);
+  print_counters(metrics.ptr);
+  apf_text_free(&levels);
+  apf_text_free(&metrics);
   apf_dispatcher_free(d);
 
   /* The run is only meaningful if quiet got through and noisy was held

@@ -50,9 +50,12 @@ static int checks = 0;
 
 static const char *last_error(void) {
   static char buf[4096];
-  size_t len = 0;
-  if (apf_last_error(buf, sizeof buf, &len) != APF_OK) {
+  apf_text t = {0};
+  if (apf_last_error(&t) != APF_OK) {
     snprintf(buf, sizeof buf, "(last error unavailable)");
+  } else {
+    snprintf(buf, sizeof buf, "%s", t.ptr);
+    apf_text_free(&t);
   }
   return buf;
 }
@@ -173,21 +176,16 @@ static void test_status_text_and_last_error(void) {
 
   /* Provoke an error, then read it back in every way. */
   apf_dispatcher *d = new_tiny();
-  CHECK_STATUS(apf_request_finish(d, 0, 0), APF_ERR_INVALID_HANDLE);
-  size_t need = 0;
-  CHECK_STATUS(apf_last_error(NULL, 0, &need), APF_ERR_INSUFFICIENT_SIZE);
-  CHECK(need > 0);
-  char small[4] = {1, 1, 1, 1};
-  CHECK_STATUS(apf_last_error(small, sizeof small, &len),
-               APF_ERR_INSUFFICIENT_SIZE);
-  CHECK(len == need && small[0] == 1);
-  char *buf = malloc(need + 1);
-  CHECK_STATUS(apf_last_error(buf, need + 1, &len), APF_OK);
-  CHECK(len == need && buf[len] == '\0' && strstr(buf, "stale") != NULL);
-  free(buf);
-  CHECK_STATUS(apf_last_error(NULL, 5, &len), APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_last_error(small, sizeof small, NULL),
-               APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_finish(d, 0, 0), APF_ERR_INVALID_HANDLE);
+  apf_text t = {0};
+  CHECK_STATUS(apf_last_error(&t), APF_OK);
+  CHECK(t.ptr != NULL && t.len == strlen(t.ptr) && strstr(t.ptr, "stale") != NULL);
+  apf_text_free(&t);
+  CHECK(t.ptr == NULL && t.len == 0);
+  apf_text_free(&t);  /* zeroed by the first free: a no-op */
+  apf_text_free(NULL);
+  CHECK_STATUS(apf_last_error(NULL), APF_ERR_NULL_POINTER);
+  (void)len;
   apf_dispatcher_free(d);
 }
 
@@ -243,7 +241,7 @@ static void test_null_pointers(void) {
   CHECK_STATUS(apf_request_poll(d, 1, &out32, NULL), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_cancel(NULL, 1, &b), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_cancel(d, 1, NULL), APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_request_finish(NULL, 1, 0), APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_finish(NULL, 1, 0), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_set_completion_callback(NULL, NULL, NULL),
                APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_completion_fd(NULL, &fd), APF_ERR_NULL_POINTER);
@@ -254,12 +252,12 @@ static void test_null_pointers(void) {
                APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_take_completion(d, &out64, NULL),
                APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_dispatcher_stats_text(NULL, buf, sizeof buf, &len),
-               APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_dispatcher_stats_text(d, buf, sizeof buf, NULL),
-               APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_dispatcher_stats_text(d, NULL, 10, &len),
-               APF_ERR_NULL_POINTER);
+  apf_text t = {0};
+  CHECK_STATUS(apf_dispatcher_stats_text(NULL, &t), APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_dispatcher_stats_text(d, NULL), APF_ERR_NULL_POINTER);
+  CHECK(t.ptr == NULL);
+  (void)buf;
+  (void)len;
   CHECK(strstr(last_error(), "NULL") != NULL);
   apf_dispatcher_free(d);
 }
@@ -302,7 +300,7 @@ static void test_invalid_utf8_and_config_errors(void) {
   CHECK(strstr(last_error(), "handSize") != NULL);
   dec = start(d, "alice");
   CHECK(str_is(dec.priority_level_name, "tiny"));
-  CHECK_STATUS(apf_request_finish(d, dec.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, dec.request, 0), APF_OK);
 
   /* A valid one (JSON this time) takes effect. */
   static const char json[] =
@@ -315,7 +313,7 @@ static void test_invalid_utf8_and_config_errors(void) {
   dec = start(d, "alice");
   CHECK(str_is(dec.flow_schema_name, "catch-all"));
   CHECK(strcmp(old_name, "tiny") == 0); /* names live until free */
-  CHECK_STATUS(apf_request_finish(d, dec.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, dec.request, 0), APF_OK);
   apf_dispatcher_free(d);
 }
 
@@ -327,8 +325,16 @@ static void test_options(void) {
   CHECK(o.wait_limit_ns == 15 * SECOND);
   CHECK(o.borrowing_period_ns == 10 * SECOND);
   CHECK(!o.manual_clock);
+  CHECK(o.struct_size == sizeof(apf_options));
 
   apf_dispatcher *out = NULL;
+  /* A struct not set up by apf_options_default is refused by its size. */
+  o.struct_size = 0;
+  CHECK_STATUS(apf_dispatcher_new_builtin(&o, &out),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK(strstr(last_error(), "apf_options.struct_size") != NULL);
+  CHECK(out == NULL);
+  CHECK_STATUS(apf_options_default(&o), APF_OK);
   o.server_concurrency_limit = 0;
   CHECK_STATUS(apf_dispatcher_new_builtin(&o, &out),
                APF_ERR_INVALID_PARAMETER);
@@ -370,7 +376,7 @@ static void test_options(void) {
   CHECK(dec.outcome == APF_OUTCOME_EXECUTE);
   CHECK(str_is(dec.flow_schema_name, "system-node-high"));
   CHECK(str_is(dec.priority_level_name, "node-high"));
-  CHECK_STATUS(apf_request_finish(out, dec.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(out, dec.request, 0), APF_OK);
   apf_dispatcher_free(out);
 }
 
@@ -395,21 +401,21 @@ static void test_request_protocol(void) {
   CHECK(str_is(r.priority_level_name, "tiny"));
 
   /* Misuse of the protocol. */
-  CHECK_STATUS(apf_request_finish(d, q.request, 0), APF_ERR_REQUEST_QUEUED);
+  CHECK_STATUS(apf_finish(d, q.request, 0), APF_ERR_REQUEST_QUEUED);
   CHECK_STATUS(apf_request_cancel(d, a.request, &cancelled),
                APF_ERR_REQUEST_EXECUTING);
-  CHECK_STATUS(apf_request_finish(d, r.request, 0), APF_ERR_INVALID_HANDLE);
-  CHECK_STATUS(apf_request_finish(d, a.request ^ (1ull << 32), 0),
+  CHECK_STATUS(apf_finish(d, r.request, 0), APF_ERR_INVALID_HANDLE);
+  CHECK_STATUS(apf_finish(d, a.request ^ (1ull << 32), 0),
                APF_ERR_INVALID_HANDLE);
-  CHECK_STATUS(apf_request_finish(d, 0xdead00000000beefull, 0),
+  CHECK_STATUS(apf_finish(d, 0xdead00000000beefull, 0),
                APF_ERR_INVALID_HANDLE);
   POLL_IS(d, a.request, APF_OUTCOME_EXECUTE, APF_REJECT_NONE);
   POLL_IS(d, q.request, APF_OUTCOME_QUEUED, APF_REJECT_NONE);
 
   /* Finishing a dispatches q; it counts as queued until reported. */
-  CHECK_STATUS(apf_request_finish(d, a.request, 0), APF_OK);
-  CHECK_STATUS(apf_request_finish(d, a.request, 0), APF_ERR_INVALID_HANDLE);
-  CHECK_STATUS(apf_request_finish(d, q.request, 0), APF_ERR_REQUEST_QUEUED);
+  CHECK_STATUS(apf_finish(d, a.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, a.request, 0), APF_ERR_INVALID_HANDLE);
+  CHECK_STATUS(apf_finish(d, q.request, 0), APF_ERR_REQUEST_QUEUED);
   POLL_IS(d, q.request, APF_OUTCOME_EXECUTE, APF_REJECT_NONE);
 
   /* q2 waits past the wait limit on the manual clock. */
@@ -418,7 +424,7 @@ static void test_request_protocol(void) {
   CHECK_STATUS(apf_dispatcher_now(d, &now), APF_OK);
   CHECK(now == 2 * SECOND);
   POLL_IS(d, q2.request, APF_OUTCOME_REJECTED, APF_REJECT_TIME_OUT);
-  CHECK_STATUS(apf_request_finish(d, q2.request, 0), APF_ERR_REQUEST_REJECTED);
+  CHECK_STATUS(apf_finish(d, q2.request, 0), APF_ERR_REQUEST_REJECTED);
   CHECK_STATUS(apf_request_cancel(d, q2.request, &cancelled),
                APF_ERR_REQUEST_REJECTED);
 
@@ -437,11 +443,11 @@ static void test_request_protocol(void) {
   CHECK_STATUS(apf_request_wait(d, q4.request, 10 * 1000 * 1000, &o, &reason),
                APF_OK);
   CHECK(o == APF_OUTCOME_QUEUED);
-  CHECK_STATUS(apf_request_finish(d, q.request, now + 1), APF_OK);
+  CHECK_STATUS(apf_finish(d, q.request, now + 1), APF_OK);
   CHECK_STATUS(apf_request_wait(d, q4.request, UINT64_MAX, &o, &reason),
                APF_OK);
   CHECK(o == APF_OUTCOME_EXECUTE && reason == APF_REJECT_NONE);
-  CHECK_STATUS(apf_request_finish(d, q4.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, q4.request, 0), APF_OK);
 
   /* A deadline earlier than the wait limit. */
   apf_decision hold = start(d, "alice");
@@ -451,7 +457,7 @@ static void test_request_protocol(void) {
   CHECK(qd.outcome == APF_OUTCOME_QUEUED);
   CHECK_STATUS(apf_dispatcher_advance_clock(d, SECOND / 10), APF_OK);
   POLL_IS(d, qd.request, APF_OUTCOME_REJECTED, APF_REJECT_TIME_OUT);
-  CHECK_STATUS(apf_request_finish(d, hold.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, hold.request, 0), APF_OK);
 
   /* Additional latency counts from the given end. */
   apf_work_estimate est = {1, 1, SECOND / 2};
@@ -460,28 +466,24 @@ static void test_request_protocol(void) {
   CHECK_STATUS(apf_start_request(d, &dg, &est, 0, &lat), APF_OK);
   CHECK(lat.outcome == APF_OUTCOME_EXECUTE);
   CHECK_STATUS(apf_dispatcher_advance_clock(d, SECOND / 4), APF_OK);
-  CHECK_STATUS(apf_request_finish(d, lat.request, now + SECOND / 10), APF_OK);
+  CHECK_STATUS(apf_finish(d, lat.request, now + SECOND / 10), APF_OK);
   apf_decision after = start(d, "alice");
   CHECK(after.outcome == APF_OUTCOME_QUEUED);
   CHECK_STATUS(apf_dispatcher_advance_clock(d, SECOND / 4), APF_OK);
   POLL_IS(d, after.request, APF_OUTCOME_QUEUED, APF_REJECT_NONE);
   CHECK_STATUS(apf_dispatcher_advance_clock(d, SECOND / 10), APF_OK);
   POLL_IS(d, after.request, APF_OUTCOME_EXECUTE, APF_REJECT_NONE);
-  CHECK_STATUS(apf_request_finish(d, after.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, after.request, 0), APF_OK);
 
   /* Statistics. */
-  size_t need = 0, len = 0;
-  CHECK_STATUS(apf_dispatcher_stats_text(d, NULL, 0, &need),
-               APF_ERR_INSUFFICIENT_SIZE);
-  char *text = malloc(need + 1);
-  CHECK_STATUS(apf_dispatcher_stats_text(d, text, need, &len),
-               APF_ERR_INSUFFICIENT_SIZE);
-  CHECK_STATUS(apf_dispatcher_stats_text(d, text, need + 1, &len), APF_OK);
-  CHECK(len == need && text[len] == '\0');
+  apf_text stats = {0};
+  CHECK_STATUS(apf_dispatcher_stats_text(d, &stats), APF_OK);
+  const char *text = stats.ptr;
+  CHECK(text != NULL && text[stats.len] == '\0');
   CHECK(strstr(text, "level tiny exempt false concurrency_limit 1 "
                      "seats_in_use 0 executing 0 waiting 0") != NULL);
   CHECK(strstr(text, "requests_live 0 ") != NULL);
-  free(text);
+  apf_text_free(&stats);
   apf_dispatcher_free(d);
 }
 
@@ -500,8 +502,8 @@ static void on_complete(void *user, uint64_t request) {
   if (c->n < 8) c->seen[c->n++] = request;
   /* libapf holds no lock here: calling back in works, except changing the
    * callback from inside it. */
-  size_t len = 0;
-  (void)apf_dispatcher_stats_text(c->d, NULL, 0, &len);
+  apf_text t = {0};
+  if (apf_dispatcher_stats_text(c->d, &t) == APF_OK) apf_text_free(&t);
   c->reentrant = apf_dispatcher_set_completion_callback(c->d, NULL, NULL);
   /* Freeing the dispatcher from its own callback is ignored. */
   apf_dispatcher_free(c->d);
@@ -526,7 +528,7 @@ static void test_completion(void) {
   apf_decision q = start(d, "alice");
   apf_decision q2 = start(d, "alice");
   CHECK(!fd_readable(fd));
-  CHECK_STATUS(apf_request_finish(d, a.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, a.request, 0), APF_OK);
   CHECK(c.n == 1 && c.seen[0] == q.request);
   CHECK(c.reentrant == APF_ERR_IN_CALLBACK);
   CHECK(c.free_ignored);
@@ -551,7 +553,7 @@ static void test_completion(void) {
   CHECK(cancelled && c.n == 2 && !fd_readable(fd));
   CHECK_STATUS(apf_dispatcher_set_completion_callback(d, NULL, NULL), APF_OK);
   apf_decision q4 = start(d, "alice");
-  CHECK_STATUS(apf_request_finish(d, q.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, q.request, 0), APF_OK);
   CHECK(c.n == 2);
   CHECK_STATUS(apf_dispatcher_take_completion(d, &h, &some), APF_OK);
   CHECK(some && h == q4.request);
@@ -610,7 +612,7 @@ static void *start_finish_loop(void *arg) {
         apf_request_wait(d, dec.request, UINT64_MAX, &o, &r) != APF_OK)
       return arg;
     if (o == APF_OUTCOME_EXECUTE &&
-        apf_request_finish(d, dec.request, 0) != APF_OK)
+        apf_finish(d, dec.request, 0) != APF_OK)
       return arg;
   }
   return NULL;
@@ -623,7 +625,7 @@ static void test_threads(void) {
   struct waiter w = {d, q.request, APF_ERR_PANIC, 99};
   pthread_t t;
   CHECK(pthread_create(&t, NULL, wait_forever, &w) == 0);
-  CHECK_STATUS(apf_request_finish(d, a.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, a.request, 0), APF_OK);
   CHECK(pthread_join(t, NULL) == 0);
   CHECK(w.status == APF_OK && w.outcome == APF_OUTCOME_EXECUTE);
 
@@ -634,7 +636,7 @@ static void test_threads(void) {
   CHECK_STATUS(apf_request_cancel(d, q2.request, &cancelled), APF_OK);
   CHECK(pthread_join(t, NULL) == 0);
   CHECK(w2.status == APF_ERR_INVALID_HANDLE); /* the wait ends */
-  CHECK_STATUS(apf_request_finish(d, q.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, q.request, 0), APF_OK);
 
   pthread_t ts[4];
   for (int i = 0; i < 4; i++)
@@ -644,11 +646,11 @@ static void test_threads(void) {
     CHECK(pthread_join(ts[i], &ret) == 0);
     CHECK(ret == NULL);
   }
-  char text[4096];
-  size_t len = 0;
-  CHECK_STATUS(apf_dispatcher_stats_text(d, text, sizeof text, &len), APF_OK);
-  CHECK(strstr(text, "requests_live 0 ") != NULL);
-  CHECK(strstr(text, "seats_in_use 0 executing 0 waiting 0") != NULL);
+  apf_text stats = {0};
+  CHECK_STATUS(apf_dispatcher_stats_text(d, &stats), APF_OK);
+  CHECK(strstr(stats.ptr, "requests_live 0 ") != NULL);
+  CHECK(strstr(stats.ptr, "seats_in_use 0 executing 0 waiting 0") != NULL);
+  apf_text_free(&stats);
   apf_dispatcher_free(d);
 }
 
@@ -659,10 +661,10 @@ static void test_panic_boundary(void) {
   CHECK(strstr(last_error(), "panic") != NULL);
   CHECK_STATUS(apf_test_panic(d), APF_ERR_PANIC);
   /* Still usable, including the lock the panic poisoned. */
-  CHECK_STATUS(apf_request_finish(d, a.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, a.request, 0), APF_OK);
   apf_decision b = start(d, "alice");
   CHECK(b.outcome == APF_OUTCOME_EXECUTE);
-  CHECK_STATUS(apf_request_finish(d, b.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, b.request, 0), APF_OK);
   apf_dispatcher_free(d);
 }
 

@@ -1,9 +1,8 @@
 /*
  * Tests of the metrics and debug dump functions of libapf's C ABI from C:
  * apf_dispatcher_metrics_text, apf_metrics_content_type and the three
- * apf_dispatcher_dump_* tables; the size query and the retry loop the
- * header prescribes (the text may grow between the two calls), NULL
- * handling, and scrapes from one thread while others run requests.
+ * apf_dispatcher_dump_* tables; the owned apf_text each returns (freed
+ * once, a second free a no-op), growth with no retry, NULL handling, and scrapes from one thread while others run requests.
  *
  * Build and run: bindings/c/run-tests.sh (also under ASan and UBSan).
  */
@@ -23,9 +22,12 @@ static atomic_int checks = 0;
 
 static const char *last_error(void) {
   static char buf[4096];
-  size_t len = 0;
-  if (apf_last_error(buf, sizeof buf, &len) != APF_OK) {
+  apf_text t = {0};
+  if (apf_last_error(&t) != APF_OK) {
     snprintf(buf, sizeof buf, "(last error unavailable)");
+  } else {
+    snprintf(buf, sizeof buf, "%s", t.ptr);
+    apf_text_free(&t);
   }
   return buf;
 }
@@ -116,17 +118,14 @@ static apf_decision start(apf_dispatcher *d) {
 }
 
 /* The text functions share one shape; dump_requests gets two adapters. */
-typedef apf_status (*text_fn)(const apf_dispatcher *, char *, size_t,
-                              size_t *);
+typedef apf_status (*text_fn)(const apf_dispatcher *, apf_text *);
 
-static apf_status requests_plain(const apf_dispatcher *d, char *buf,
-                                 size_t len, size_t *out_len) {
-  return apf_dispatcher_dump_requests(d, false, buf, len, out_len);
+static apf_status requests_plain(const apf_dispatcher *d, apf_text *out) {
+  return apf_dispatcher_dump_requests(d, false, out);
 }
 
-static apf_status requests_detailed(const apf_dispatcher *d, char *buf,
-                                    size_t len, size_t *out_len) {
-  return apf_dispatcher_dump_requests(d, true, buf, len, out_len);
+static apf_status requests_detailed(const apf_dispatcher *d, apf_text *out) {
+  return apf_dispatcher_dump_requests(d, true, out);
 }
 
 static const struct {
@@ -141,28 +140,19 @@ static const struct {
 };
 #define N_TEXTS (sizeof TEXTS / sizeof TEXTS[0])
 
-/* The protocol the header prescribes: ask for the size, allocate, copy, and
- * go round again while the text outgrew the buffer. Returns a malloc'd
- * NUL-terminated string (NULL on error). */
+/* One call gives the whole text as an owned apf_text; this copies it into a
+ * malloc'd string for the checks below (NULL on error). */
 static char *read_text(const apf_dispatcher *d, text_fn fn) {
-  size_t need = 0;
-  apf_status st = fn(d, NULL, 0, &need);
-  for (;;) {
-    if (st != APF_ERR_INSUFFICIENT_SIZE) {
-      return NULL;
-    }
-    char *buf = malloc(need + 1);
-    if (buf == NULL) {
-      return NULL;
-    }
-    size_t len = 0;
-    st = fn(d, buf, need + 1, &len);
-    if (st == APF_OK) {
-      return buf;
-    }
-    free(buf);
-    need = len;
+  apf_text t = {0};
+  if (fn(d, &t) != APF_OK) {
+    return NULL;
   }
+  char *copy = malloc(t.len + 1);
+  if (copy != NULL) {
+    memcpy(copy, t.ptr, t.len + 1);
+  }
+  apf_text_free(&t);
+  return copy;
 }
 
 /* The value of the first sample line starting with `prefix` (-1 if none). */
@@ -207,11 +197,11 @@ static void test_metrics_follow_requests(void) {
     free(text);
   }
   CHECK_STATUS(apf_dispatcher_advance_clock(d, 5 * MS), APF_OK);
-  CHECK_STATUS(apf_request_finish(d, run.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, run.request, 0), APF_OK);
   uint32_t outcome = 0, reason = 0;
   CHECK_STATUS(apf_request_poll(d, wait.request, &outcome, &reason), APF_OK);
   CHECK(outcome == APF_OUTCOME_EXECUTE);
-  CHECK_STATUS(apf_request_finish(d, wait.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, wait.request, 0), APF_OK);
   text = read_text(d, apf_dispatcher_metrics_text);
   CHECK(text != NULL);
   if (text) {
@@ -264,38 +254,27 @@ static void test_dump_headers(void) {
   free(queues);
   free(plain);
   free(detailed);
-  CHECK_STATUS(apf_request_finish(d, run.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, run.request, 0), APF_OK);
   apf_dispatcher_free(d);
 }
 
-static void test_buffer_protocol_and_nulls(void) {
+static void test_owned_texts_and_nulls(void) {
   apf_dispatcher *d = new_tiny();
   for (size_t i = 0; i < N_TEXTS; i++) {
     int failures_before = atomic_load(&failures);
     text_fn fn = TEXTS[i].fn;
-    size_t need = 0, len = 7;
-    CHECK_STATUS(fn(d, NULL, 0, &need), APF_ERR_INSUFFICIENT_SIZE);
-    CHECK(need > 0);
-    char *buf = malloc(need + 1);
-    if (buf == NULL) {
-      failures++;
-      continue;
-    }
-    memset(buf, 'x', need + 1);
-    /* No room for the NUL: refused, buffer untouched, size reported. */
-    CHECK_STATUS(fn(d, buf, need, &len), APF_ERR_INSUFFICIENT_SIZE);
-    CHECK(len == need);
-    CHECK(buf[0] == 'x' && buf[need - 1] == 'x');
-    CHECK_STATUS(fn(d, buf, need + 1, &len), APF_OK);
-    CHECK(len == need && buf[need] == '\0' && strlen(buf) == need);
-    free(buf);
+    apf_text t = {0};
+    CHECK_STATUS(fn(d, &t), APF_OK);
+    CHECK(t.ptr != NULL && t.len > 0 && t.ptr[t.len] == '\0' &&
+          strlen(t.ptr) == t.len);
+    apf_text_free(&t);
+    CHECK(t.ptr == NULL && t.len == 0);
+    apf_text_free(&t); /* a second free is a no-op */
 
-    char small[8];
-    len = 7;
-    CHECK_STATUS(fn(NULL, small, sizeof small, &len), APF_ERR_NULL_POINTER);
-    CHECK_STATUS(fn(d, small, sizeof small, NULL), APF_ERR_NULL_POINTER);
-    CHECK_STATUS(fn(d, NULL, 10, &len), APF_ERR_NULL_POINTER);
-    CHECK(len == 7);
+    apf_text untouched = {0};
+    CHECK_STATUS(fn(NULL, &untouched), APF_ERR_NULL_POINTER);
+    CHECK_STATUS(fn(d, NULL), APF_ERR_NULL_POINTER);
+    CHECK(untouched.ptr == NULL);
     if (atomic_load(&failures) != failures_before) {
       fprintf(stderr, "  (while checking %s)\n", TEXTS[i].name);
     }
@@ -303,25 +282,16 @@ static void test_buffer_protocol_and_nulls(void) {
   apf_dispatcher_free(d);
 }
 
-static void test_growth_between_query_and_copy(void) {
+static void test_growth_needs_no_retry(void) {
   apf_dispatcher *d = new_tiny();
-  size_t need = 0, len = 0;
-  CHECK_STATUS(apf_dispatcher_metrics_text(d, NULL, 0, &need),
-               APF_ERR_INSUFFICIENT_SIZE);
+  char *before = read_text(d, apf_dispatcher_metrics_text);
   /* A first execution brings its histograms' series. */
   apf_decision run = start(d);
-  CHECK_STATUS(apf_request_finish(d, run.request, 0), APF_OK);
-  char *buf = malloc(need + 1);
-  CHECK(buf != NULL);
-  if (buf) {
-    CHECK_STATUS(apf_dispatcher_metrics_text(d, buf, need + 1, &len),
-                 APF_ERR_INSUFFICIENT_SIZE);
-    CHECK(len > need);
-    free(buf);
-  }
-  char *text = read_text(d, apf_dispatcher_metrics_text);
-  CHECK(text != NULL && strlen(text) == len);
-  free(text);
+  CHECK_STATUS(apf_finish(d, run.request, 0), APF_OK);
+  char *after = read_text(d, apf_dispatcher_metrics_text);
+  CHECK(before != NULL && after != NULL && strlen(after) > strlen(before));
+  free(before);
+  free(after);
   apf_dispatcher_free(d);
 }
 
@@ -335,7 +305,7 @@ static void *requester(void *arg) {
   for (int i = 0; i < s->rounds; i++) {
     apf_decision dec = start(s->d);
     if (dec.outcome == APF_OUTCOME_EXECUTE) {
-      CHECK_STATUS(apf_request_finish(s->d, dec.request, 0), APF_OK);
+      CHECK_STATUS(apf_finish(s->d, dec.request, 0), APF_OK);
     } else if (dec.outcome == APF_OUTCOME_QUEUED) {
       bool cancelled = false; /* retired either way */
       CHECK_STATUS(apf_request_cancel(s->d, dec.request, &cancelled), APF_OK);
@@ -378,8 +348,8 @@ int main(void) {
   test_metrics_follow_requests();
   test_content_type();
   test_dump_headers();
-  test_buffer_protocol_and_nulls();
-  test_growth_between_query_and_copy();
+  test_owned_texts_and_nulls();
+  test_growth_needs_no_retry();
   test_scrapes_race_requests();
   if (atomic_load(&failures)) {
     fprintf(stderr, "test_observe: %d of %d checks failed\n",

@@ -27,9 +27,12 @@ static int checks = 0;
 
 static const char *last_error(void) {
   static _Thread_local char buf[4096];
-  size_t len = 0;
-  if (apf_last_error(buf, sizeof buf, &len) != APF_OK) {
+  apf_text t = {0};
+  if (apf_last_error(&t) != APF_OK) {
     snprintf(buf, sizeof buf, "(last error unavailable)");
+  } else {
+    snprintf(buf, sizeof buf, "%s", t.ptr);
+    apf_text_free(&t);
   }
   return buf;
 }
@@ -112,6 +115,13 @@ static size_t parked(apf_workqueue *q) {
   size_t n = 0;
   OK(apf_wq_test_parked(q, &n));
   return n;
+}
+
+/* A plain add's options: apf_wq_add_opts_default sets struct_size. */
+static apf_wq_add_opts plain(void) {
+  apf_wq_add_opts o;
+  OK(apf_wq_add_opts_default(&o));
+  return o;
 }
 
 static bool key_is(const apf_wq_item *it, const char *key) {
@@ -533,9 +543,9 @@ static void test_bad_limiter_parameters(void) {
 
 static void test_two_lanes(void) {
   apf_workqueue *q = new_queue(APF_WQ_TWO_LANE, NULL, NULL);
-  apf_wq_add_opts slow = {0};
+  apf_wq_add_opts slow = plain();
   slow.lane = APF_WQ_LANE_SLOW;
-  apf_wq_add_opts fast = {0};
+  apf_wq_add_opts fast = plain();
   OK(add_opts(q, "s1", slow));
   OK(add_opts(q, "s2", slow));
   add(q, "f1");
@@ -574,7 +584,7 @@ static void test_two_lanes(void) {
   CHECK(key_is(&l, "later") && l.lane == APF_WQ_LANE_SLOW);
   OK(apf_wq_done(q, l.item));
   /* An unknown lane. */
-  apf_wq_add_opts bad = {0};
+  apf_wq_add_opts bad = plain();
   bad.lane = 7;
   CHECK_STATUS(add_opts(q, "x", bad), APF_ERR_INVALID_PARAMETER);
   CHECK(strstr(last_error(), "lane") != NULL);
@@ -583,9 +593,9 @@ static void test_two_lanes(void) {
 }
 
 static void test_wrong_kind(void) {
-  apf_wq_add_opts slow = {0};
+  apf_wq_add_opts slow = plain();
   slow.lane = APF_WQ_LANE_SLOW;
-  apf_wq_add_opts prio = {0};
+  apf_wq_add_opts prio = plain();
   prio.has_priority = true;
   prio.priority = 3;
   apf_workqueue *fifo = new_queue(APF_WQ_FIFO, NULL, NULL);
@@ -617,7 +627,7 @@ static void test_wrong_kind(void) {
 /* ----- priorities --------------------------------------------------------- */
 
 static apf_wq_add_opts prio(int32_t p, uint64_t after) {
-  apf_wq_add_opts o = {0};
+  apf_wq_add_opts o = plain();
   o.has_priority = true;
   o.priority = p;
   o.after_nanos = after;
@@ -688,14 +698,15 @@ static void test_priorities(void) {
 
 /* ----- metrics ------------------------------------------------------------ */
 
+/* The metrics as a malloc'd copy of the owned apf_text. */
 static char *metrics(apf_workqueue *q) {
-  size_t n = 0;
-  CHECK_STATUS(apf_wq_metrics_text(q, NULL, 0, &n), APF_ERR_INSUFFICIENT_SIZE);
-  char *buf = malloc(n + 1);
-  size_t got = 0;
-  OK(apf_wq_metrics_text(q, buf, n + 1, &got));
-  CHECK(got == n && buf[n] == '\0');
-  return buf;
+  apf_text t = {0};
+  OK(apf_wq_metrics_text(q, &t));
+  CHECK(t.ptr != NULL && t.ptr[t.len] == '\0');
+  char *copy = malloc(t.len + 1);
+  memcpy(copy, t.ptr, t.len + 1);
+  apf_text_free(&t);
+  return copy;
 }
 
 static void test_metrics(void) {
@@ -726,11 +737,11 @@ static void test_metrics(void) {
   text = metrics(q);
   CHECK(strstr(text, "workqueue_work_duration_seconds_count{name=\"controller-x\"} 1") != NULL);
   free(text);
-  char small[4];
-  size_t n = 0;
-  CHECK_STATUS(apf_wq_metrics_text(q, small, sizeof small, &n),
-               APF_ERR_INSUFFICIENT_SIZE);
-  CHECK(n > sizeof small);
+  /* A struct not set up by its _default function is refused. */
+  apf_wq_add_opts unset = plain();
+  unset.struct_size = 0;
+  CHECK_STATUS(add_opts(q, "z", unset), APF_ERR_INVALID_PARAMETER);
+  CHECK(strstr(last_error(), "apf_wq_add_opts.struct_size") != NULL);
   apf_wq_free(q);
   /* Unnamed: no series, as in client-go. */
   q = new_queue(APF_WQ_FIFO, NULL, NULL);
@@ -805,9 +816,11 @@ static void test_nulls(void) {
   CHECK_STATUS(apf_wq_shutting_down(NULL, &b), E);
   CHECK_STATUS(apf_wq_shutting_down(q, NULL), E);
   CHECK_STATUS(apf_wq_advance_clock(NULL, 1), E);
-  CHECK_STATUS(apf_wq_metrics_text(NULL, NULL, 0, &n), E);
-  CHECK_STATUS(apf_wq_metrics_text(q, NULL, 0, NULL), E);
-  CHECK_STATUS(apf_wq_metrics_text(q, NULL, 8, &n), E);
+  apf_text t = {0};
+  CHECK_STATUS(apf_wq_metrics_text(NULL, &t), E);
+  CHECK_STATUS(apf_wq_metrics_text(q, NULL), E);
+  CHECK(t.ptr == NULL);
+  CHECK_STATUS(apf_wq_add_opts_default(NULL), E);
   CHECK_STATUS(apf_wq_limiter_new_default(NULL), E);
   CHECK_STATUS(apf_wq_limiter_new_token_bucket(1.0, 1, NULL), E);
   apf_wq_free(NULL);
@@ -920,7 +933,7 @@ static void *producer(void *p) {
   char key[16];
   for (int i = 0; i < ADDS; i++) {
     int n = snprintf(key, sizeof key, "k%d", (i * PRODUCERS + arg->id) % KEYS);
-    apf_wq_add_opts o = {0};
+    apf_wq_add_opts o = plain();
     if (s->kind == APF_WQ_TWO_LANE && i % 3 == 1) {
       o.lane = APF_WQ_LANE_SLOW;
     }

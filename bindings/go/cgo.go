@@ -11,8 +11,6 @@ package apf
 // their arguments stay on the goroutine's stack.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: -L${SRCDIR}/../../target/release -lapf -Wl,-rpath,${SRCDIR}/../../target/release
 #cgo noescape go_apf_start
 #cgo nocallback go_apf_start
 #cgo noescape go_apf_finish
@@ -30,7 +28,6 @@ package apf
 import "C"
 
 import (
-	"errors"
 	"runtime"
 	"unsafe"
 )
@@ -140,10 +137,11 @@ func takeCompletions(p *C.apf_dispatcher, batch []C.uint64_t) (int, error) {
 
 func (d *Dispatcher) reconfigureC(config []byte) error {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return ErrClosed
 	}
+	defer d.c.exit()
 	var e cerr
 	text, n := cbytes(config)
 	st := C.go_apf_reconfigure(p, text, n, &e.e)
@@ -154,10 +152,11 @@ func (d *Dispatcher) reconfigureC(config []byte) error {
 
 func (d *Dispatcher) advanceC(nanos uint64) error {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return ErrClosed
 	}
+	defer d.c.exit()
 	var e cerr
 	st := C.go_apf_advance(p, C.uint64_t(nanos), &e.e)
 	runtime.KeepAlive(d)
@@ -166,10 +165,11 @@ func (d *Dispatcher) advanceC(nanos uint64) error {
 
 func (d *Dispatcher) nowC() (uint64, error) {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return 0, ErrClosed
 	}
+	defer d.c.exit()
 	var now C.uint64_t
 	var e cerr
 	st := C.go_apf_now(p, &now, &e.e)
@@ -179,39 +179,32 @@ func (d *Dispatcher) nowC() (uint64, error) {
 
 func (d *Dispatcher) statsTextC() (string, error) {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return "", ErrClosed
 	}
+	defer d.c.exit()
 	defer runtime.KeepAlive(d)
-	return readText(4096, func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_stats_text(p, buf, size, n, e)
+	return takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_stats_text(p, out, e)
 	})
 }
 
-// textFill is one of the C functions that copy a text into (buf, size),
-// report its length in *n and, when buf is too small, fail with
-// APF_ERR_INSUFFICIENT_SIZE.
-type textFill func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t
+// textFill is one of the C functions that hand over an owned apf_text.
+type textFill func(out *C.apf_text, e *C.go_apf_err) C.uint32_t
 
-// readText runs fill until the text fits, starting from guess bytes. The
-// library makes each text anew on every call, so it may have grown since a
-// call reported its size: a retry leaves some room to spare.
-func readText(guess int, fill textFill) (string, error) {
-	buf := make([]byte, max(guess, 1))
-	for {
-		var n C.size_t
-		var e cerr
-		err := e.err(fill((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &e.e))
-		if errors.Is(err, StatusInsufficientSize) {
-			buf = make([]byte, int(n)+1+int(n)/8)
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
+// takeText runs fill once and copies the text it made into Go memory,
+// freeing the C buffer: the library hands each text over whole, so there
+// is no size to guess and nothing to retry.
+func takeText(fill textFill) (string, error) {
+	var t C.apf_text
+	var e cerr
+	if err := e.err(fill(&t, &e.e)); err != nil {
+		return "", err
 	}
+	text := C.GoStringN(t.ptr, C.int(t.len))
+	C.apf_text_free(&t)
+	return text, nil
 }
 
 // decision is a start's outcome as C gave it.
@@ -222,10 +215,11 @@ type decision C.apf_decision
 // Go pointers, which a C apf_request_digest in Go memory would.
 func (d *Dispatcher) startC(dg *RequestDigest, est WorkEstimate, out *decision) error {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return ErrClosed
 	}
+	defer d.c.exit()
 	var lensSmall [8]C.size_t
 	var bufSmall [256]byte
 	groupsBuf, groupLens := packGroups(dg.Groups, bufSmall[:0], lensSmall[:0])
@@ -264,10 +258,11 @@ func packGroups(groups []string, buf []byte, lens []C.size_t) ([]byte, []C.size_
 
 func (d *Dispatcher) finishC(h uint64) error {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return ErrClosed
 	}
+	defer d.c.exit()
 	var e cerr
 	st := C.go_apf_finish(p, C.uint64_t(h), 0, &e.e)
 	runtime.KeepAlive(d)
@@ -277,10 +272,11 @@ func (d *Dispatcher) finishC(h uint64) error {
 // pollC reports a request's state: queued, executing, or rejected.
 func (d *Dispatcher) pollC(h uint64) (outcome uint32, reason RejectReason, err error) {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return 0, 0, ErrClosed
 	}
+	defer d.c.exit()
 	var o, r C.uint32_t
 	var e cerr
 	st := C.go_apf_poll(p, C.uint64_t(h), &o, &r, &e.e)
@@ -290,10 +286,11 @@ func (d *Dispatcher) pollC(h uint64) (outcome uint32, reason RejectReason, err e
 
 func (d *Dispatcher) cancelC(h uint64) (bool, error) {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return false, ErrClosed
 	}
+	defer d.c.exit()
 	var cancelled C.bool
 	var e cerr
 	st := C.go_apf_cancel(p, C.uint64_t(h), &cancelled, &e.e)

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 )
 
 // Options are the server-wide settings. A zero field takes libapf's
@@ -42,9 +41,12 @@ type Dispatcher struct {
 }
 
 type core struct {
-	// ptr is the *C.apf_dispatcher, nil once closed (accessed atomically;
-	// atomic.Pointer cannot hold an incomplete C type).
-	ptr   unsafe.Pointer
+	// ptr is the C dispatcher, freed once (see use).
+	ptr *C.apf_dispatcher
+	// use counts the calls inside libapf, so that Close, racing calls from
+	// other goroutines, never frees the dispatcher under one of them (the
+	// same scheme as Workqueue's and QueueSet's).
+	use   useCount
 	names names
 	completer
 	once sync.Once
@@ -94,8 +96,7 @@ func newDispatcher(config []byte, builtin bool, opts Options) (*Dispatcher, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &core{completer: newCompleter()}
-	atomic.StorePointer(&c.ptr, unsafe.Pointer(p))
+	c := &core{ptr: p, completer: newCompleter()}
 	fd, err := completionFd(p)
 	if err != nil {
 		freeC(p)
@@ -131,16 +132,35 @@ func (d *Dispatcher) Close() error {
 	return nil
 }
 
-// load is the C dispatcher, or nil once closed.
-func (c *core) load() *C.apf_dispatcher {
-	return (*C.apf_dispatcher)(atomic.LoadPointer(&c.ptr))
+// enter counts a call into libapf and gives the C dispatcher, or reports
+// false once the dispatcher is closed; every successful enter is paired
+// with an exit after the C call returned.
+func (c *core) enter() (*C.apf_dispatcher, bool) {
+	if !c.use.enter(false) {
+		return nil, false
+	}
+	return c.ptr, true
+}
+
+// exit counts a call out, freeing the dispatcher if it was the last call
+// after Close.
+func (c *core) exit() {
+	if c.use.exit() {
+		freeC(c.ptr)
+	}
 }
 
 func (c *core) close() {
 	c.once.Do(func() {
-		p := (*C.apf_dispatcher)(atomic.SwapPointer(&c.ptr, nil))
+		// Close holds a use of its own while it stops the completion
+		// goroutine, so the last call's exit cannot free the dispatcher
+		// under it; marking it closed first makes new calls fail.
+		held := c.use.enter(false) // true: close runs once, and only here
+		_ = c.use.close()          // never frees: the use above is held
 		c.stop()
-		freeC(p)
+		if held {
+			c.exit()
+		}
 	})
 }
 

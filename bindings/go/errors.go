@@ -25,6 +25,8 @@ const (
 	StatusRequestExecuting Status = C.APF_ERR_REQUEST_EXECUTING
 	StatusConfig           Status = C.APF_ERR_CONFIG
 	StatusNotManualClock   Status = C.APF_ERR_NOT_MANUAL_CLOCK
+	// StatusInsufficientSize is retired: no call returns it since texts
+	// come out whole (kept so the number is never reused).
 	StatusInsufficientSize Status = C.APF_ERR_INSUFFICIENT_SIZE
 	StatusIO               Status = C.APF_ERR_IO
 	StatusTooManyRequests  Status = C.APF_ERR_TOO_MANY_REQUESTS

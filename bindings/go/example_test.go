@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	apf "github.com/libapf/apf-go"
+	apf "github.com/libapf/apf/bindings/go"
 )
 
 func ExampleDispatcher_Handle() {

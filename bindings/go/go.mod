@@ -1,3 +1,3 @@
-module github.com/libapf/apf-go
+module github.com/libapf/apf/bindings/go
 
 go 1.24

@@ -178,8 +178,8 @@ func TestMiddlewareWorkEstimateAndAnonymousDefault(t *testing.T) {
 	}))
 	rec := httptest.NewRecorder()
 	mw.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-	// Anonymous users land in catch-all, which does not queue, so no
-	// per-request seat cap applies (as in Kubernetes).
+	// Anonymous users land in catch-all (ceil(50*5/25) = 10 seats); the
+	// request holds the 3 seats it asked for (no per-request cap).
 	if rec.Code != http.StatusOK || held != 3 {
 		t.Fatalf("%d, held %d", rec.Code, held)
 	}

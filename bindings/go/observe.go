@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"path"
 	"runtime"
-	"sync/atomic"
 )
 
 // Kubernetes' paths of the debug dumps; DebugHandler serves them.
@@ -31,11 +30,6 @@ const (
 	textRequestsDetailed
 	textKinds
 )
-
-// sizeHints remembers each text's last size (with some room) so that a
-// read usually takes one C call; it is only a first guess, shared by all
-// dispatchers.
-var sizeHints [textKinds]atomic.Int64
 
 // MetricsText is Kubernetes' API Priority and Fairness metrics of d in the
 // OpenMetrics text format, which Prometheus scrapes; serve it with
@@ -80,24 +74,18 @@ func MetricsContentType() string {
 	return C.GoStringN(text, C.int(n))
 }
 
-// text reads one of libapf's texts. The library makes it anew on each call,
-// so it may have grown since a call reported its size: retry until it fits.
+// text reads one of libapf's texts, handed over whole in one call.
 func (d *Dispatcher) text(kind textKind) (string, error) {
 	maybeGC()
-	p := d.c.load()
-	if p == nil {
+	p, ok := d.c.enter()
+	if !ok {
 		return "", ErrClosed
 	}
+	defer d.c.exit()
 	defer runtime.KeepAlive(d)
-	text, err := readText(max(4096, int(sizeHints[kind].Load())),
-		func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t {
-			return C.go_apf_observe(p, C.int(kind), buf, size, n, e)
-		})
-	if err != nil {
-		return "", err
-	}
-	sizeHints[kind].Store(int64(len(text)) + 1 + int64(len(text))/8)
-	return text, nil
+	return takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_observe(p, C.int(kind), out, e)
+	})
 }
 
 // MetricsHandler serves d's metrics for Prometheus (mount it at /metrics,

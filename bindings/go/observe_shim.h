@@ -14,6 +14,6 @@ enum {
 	GO_APF_DUMP_REQUESTS_DETAILED = 4,
 };
 
-uint32_t go_apf_observe(apf_dispatcher *d, int which, char *buf, size_t len, size_t *out_len, go_apf_err *e);
+uint32_t go_apf_observe(apf_dispatcher *d, int which, apf_text *out, go_apf_err *e);
 
 #endif

@@ -1,5 +1,5 @@
-// C helpers of the Go queueset binding (see qs_cgo.go): one Go call, one
-// C call, the last error copied for Go by go_apf_fail (shim.c).
+// C helpers of the Go queueset binding (see queueset.go): one Go call, one
+// C call, the last error copied for Go by go_apf_capture_error (shim.c).
 #ifndef GO_APF_QS_SHIM_H
 #define GO_APF_QS_SHIM_H
 
@@ -21,6 +21,6 @@ uint32_t go_apf_qs_advance(apf_queueset *q, uint64_t nanos, go_apf_err *e);
 uint32_t go_apf_qs_now(apf_queueset *q, uint64_t *out, go_apf_err *e);
 uint32_t go_apf_qs_is_idle(apf_queueset *q, bool *out, go_apf_err *e);
 uint32_t go_apf_qs_stats(apf_queueset *q, apf_queueset_stats *out, go_apf_err *e);
-uint32_t go_apf_qs_dump(apf_queueset *q, char *buf, size_t len, size_t *out_len, go_apf_err *e);
+uint32_t go_apf_qs_dump(apf_queueset *q, apf_text *out, go_apf_err *e);
 
 #endif

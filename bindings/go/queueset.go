@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -42,8 +41,12 @@ type QueueSet struct {
 }
 
 type qsCore struct {
-	// ptr is the *C.apf_queueset, nil once closed (accessed atomically).
-	ptr unsafe.Pointer
+	// ptr is the C queueset, freed once (see use).
+	ptr *C.apf_queueset
+	// use counts the calls inside libapf, so that Close, racing calls from
+	// other goroutines, never frees the queueset under one of them (the
+	// Dispatcher's and Workqueue's scheme).
+	use useCount
 	completer
 	once sync.Once
 }
@@ -81,8 +84,7 @@ func NewQueueSet(name string, cfg QueueSetConfig, manualClock bool) (*QueueSet, 
 	if err := e.err(st); err != nil {
 		return nil, err
 	}
-	c := &qsCore{completer: newCompleter()}
-	atomic.StorePointer(&c.ptr, unsafe.Pointer(p))
+	c := &qsCore{ptr: p, completer: newCompleter()}
 	var fd C.int
 	if err := e.err(C.go_apf_qs_completion_fd(p, &fd, &e.e)); err != nil {
 		C.apf_queueset_free(p)
@@ -129,24 +131,45 @@ func (cfg QueueSetConfig) toC() (C.apf_queueset_config, error) {
 func (q *QueueSet) Close() error {
 	runtime.SetFinalizer(q, nil)
 	q.c.once.Do(func() {
-		p := (*C.apf_queueset)(atomic.SwapPointer(&q.c.ptr, nil))
+		// As Dispatcher.Close: hold a use while the completion goroutine
+		// stops, so the last call's exit cannot free the queueset under
+		// it; marking it closed first makes new calls fail.
+		held := q.c.use.enter(false) // true: close runs once, and only here
+		_ = q.c.use.close()          // never frees: the use above is held
 		q.c.stop()
-		C.apf_queueset_free(p)
+		if held {
+			q.c.exit()
+		}
 	})
 	return nil
 }
 
-func (q *QueueSet) load() *C.apf_queueset {
-	return (*C.apf_queueset)(atomic.LoadPointer(&q.c.ptr))
+// enter counts a call into libapf and gives the C queueset, or reports
+// false once the queueset is closed; every successful enter is paired
+// with an exit after the C call returned.
+func (c *qsCore) enter() (*C.apf_queueset, bool) {
+	if !c.use.enter(false) {
+		return nil, false
+	}
+	return c.ptr, true
+}
+
+// exit counts a call out, freeing the queueset if it was the last call
+// after Close.
+func (c *qsCore) exit() {
+	if c.use.exit() {
+		C.apf_queueset_free(c.ptr)
+	}
 }
 
 // Reconfigure switches to cfg; on error the old configuration stays.
 func (q *QueueSet) Reconfigure(cfg QueueSetConfig) error {
 	maybeGC()
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return ErrClosed
 	}
+	defer q.c.exit()
 	ccfg, err := cfg.toC()
 	if err != nil {
 		return err
@@ -162,10 +185,11 @@ func (q *QueueSet) Reconfigure(cfg QueueSetConfig) error {
 // the request's kind, shown in dumps.
 func (q *QueueSet) Start(flowHash uint64, est WorkEstimate, deadline time.Duration, tag uint32) (QueueSetTicket, error) {
 	maybeGC()
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return QueueSetTicket{}, ErrClosed
 	}
+	defer q.c.exit()
 	var dec C.apf_queueset_decision
 	var e cerr
 	st := C.go_apf_qs_start(p, C.uint64_t(flowHash), C.uint32_t(est.InitialSeats), C.uint32_t(est.FinalSeats),
@@ -203,10 +227,11 @@ func (q *QueueSet) Await(ctx context.Context, t *QueueSetTicket) (bool, RejectRe
 // Finish ends an executing request (its additional latency counts from now).
 func (q *QueueSet) Finish(t *QueueSetTicket) error {
 	maybeGC()
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return ErrClosed
 	}
+	defer q.c.exit()
 	var e cerr
 	st := C.go_apf_qs_finish(p, C.uint64_t(t.handle), &e.e)
 	runtime.KeepAlive(q)
@@ -215,10 +240,11 @@ func (q *QueueSet) Finish(t *QueueSetTicket) error {
 
 func (q *QueueSet) pollC(h uint64) (uint32, RejectReason, error) {
 	maybeGC()
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return 0, 0, ErrClosed
 	}
+	defer q.c.exit()
 	var o, r C.uint32_t
 	var e cerr
 	st := C.go_apf_qs_poll(p, C.uint64_t(h), &o, &r, &e.e)
@@ -228,10 +254,11 @@ func (q *QueueSet) pollC(h uint64) (uint32, RejectReason, error) {
 
 func (q *QueueSet) cancelC(h uint64) (bool, error) {
 	maybeGC()
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return false, ErrClosed
 	}
+	defer q.c.exit()
 	var cancelled C.bool
 	var e cerr
 	st := C.go_apf_qs_cancel(p, C.uint64_t(h), &cancelled, &e.e)
@@ -244,10 +271,11 @@ func (q *QueueSet) AdvanceClock(by time.Duration) error {
 	if by < 0 {
 		return &Error{Status: StatusInvalidParameter, Message: "AdvanceClock: negative duration"}
 	}
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return ErrClosed
 	}
+	defer q.c.exit()
 	var e cerr
 	st := C.go_apf_qs_advance(p, C.uint64_t(by), &e.e)
 	runtime.KeepAlive(q)
@@ -257,10 +285,11 @@ func (q *QueueSet) AdvanceClock(by time.Duration) error {
 // Now is the queueset's clock: time since its creation (or 0 of a manual
 // clock).
 func (q *QueueSet) Now() (time.Duration, error) {
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return 0, ErrClosed
 	}
+	defer q.c.exit()
 	var n C.uint64_t
 	var e cerr
 	st := C.go_apf_qs_now(p, &n, &e.e)
@@ -270,10 +299,11 @@ func (q *QueueSet) Now() (time.Duration, error) {
 
 // IsIdle reports whether no request executes, waits or holds seats.
 func (q *QueueSet) IsIdle() (bool, error) {
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return false, ErrClosed
 	}
+	defer q.c.exit()
 	var idle C.bool
 	var e cerr
 	st := C.go_apf_qs_is_idle(p, &idle, &e.e)
@@ -291,10 +321,11 @@ type QueueSetStats struct {
 
 // Stats reads the queueset's gauges and counters.
 func (q *QueueSet) Stats() (QueueSetStats, error) {
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return QueueSetStats{}, ErrClosed
 	}
+	defer q.c.exit()
 	var s C.apf_queueset_stats
 	var e cerr
 	st := C.go_apf_qs_stats(p, &s, &e.e)
@@ -353,12 +384,13 @@ type WaitingRequest struct {
 
 // Dump reads the queueset's state.
 func (q *QueueSet) Dump() (QueueSetDump, error) {
-	p := q.load()
-	if p == nil {
+	p, ok := q.c.enter()
+	if !ok {
 		return QueueSetDump{}, ErrClosed
 	}
-	text, err := readText(4096, func(buf *C.char, n C.size_t, outLen *C.size_t, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_qs_dump(p, buf, n, outLen, e)
+	defer q.c.exit()
+	text, err := takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_qs_dump(p, out, e)
 	})
 	runtime.KeepAlive(q)
 	var d QueueSetDump

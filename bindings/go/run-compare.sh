@@ -12,8 +12,11 @@ root="$(cd "$here/../.." && pwd)"
 benchtime="${BENCHTIME:-2000x}"
 count="${COUNT:-1}"
 export CGO_ENABLED=1
+# The checkout's libapf, through the same pkg-config lookup as an installed one.
+PKG_CONFIG_PATH="$("$root/scripts/dev-pkgconfig.sh")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export PKG_CONFIG_PATH
 
-(cd "$root" && cargo build --release --lib)
+(cd "$root" && cargo build --release --lib --features test-hooks)
 
 cd "$here/k8scompare"
 out="$(mktemp)"

@@ -3,7 +3,7 @@
 # (real goroutine concurrency against the C library), then the `-tags debug`
 # build, which forces a garbage collection inside every call into C so
 # lifetime mistakes fail at once. Then the k8sfq module (libapf behind
-# k8s.io/apiserver's own fair-queuing interfaces, and the config watcher):
+# k8s.io/apiserver's own fair-queuing interfaces):
 # its tests against Kubernetes' APF controller, plus one short pass of its
 # controller benchmark so that it keeps running. The module cache persists
 # between runs (GOMODCACHE); GOFLAGS=-mod=mod lets go fetch what go.sum
@@ -24,8 +24,11 @@ command -v go >/dev/null 2>&1 || { echo "run-tests.sh: Go 1.24 or newer is requi
 # go.mod asks for 1.24 (cgo noescape/nocallback); a Go 1.21+ toolchain
 # fetches it by itself through the module proxy.
 export CGO_ENABLED=1
+# The checkout's libapf, through the same pkg-config lookup as an installed one.
+PKG_CONFIG_PATH="$("$root/scripts/dev-pkgconfig.sh")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export PKG_CONFIG_PATH
 
-(cd "$root" && cargo build --release --lib)
+(cd "$root" && cargo build --release --lib --features test-hooks)
 
 cd "$here"
 go vet ./...

@@ -1,21 +1,26 @@
 // C helpers of the Go binding; see shim.h and cgo.go.
 #include <stdlib.h>
+#include <string.h>
 #include "shim.h"
 
-uint32_t go_apf_fail(uint32_t st, go_apf_err *e) {
+// Copies the failing call's last error message for Go, on the thread that
+// made the call (the goroutine may move to another thread before Go could
+// ask). One implementation, shared by every shim file.
+uint32_t go_apf_capture_error(uint32_t st, go_apf_err *e) {
 	if (st == APF_OK) {
 		return st;
 	}
-	size_t need = 0;
-	apf_last_error(NULL, 0, &need);
-	char *buf = malloc(need + 1);
-	size_t got = 0;
-	if (buf != NULL && apf_last_error(buf, need + 1, &got) == APF_OK) {
-		e->msg = buf;
-		e->len = got;
-	} else {
-		free(buf);
+	apf_text text = {0};
+	if (apf_last_error(&text) != APF_OK) {
+		return st;
 	}
+	char *buf = malloc(text.len + 1);
+	if (buf != NULL) {
+		memcpy(buf, text.ptr, text.len + 1);
+		e->msg = buf;
+		e->len = text.len;
+	}
+	apf_text_free(&text);
 	return st;
 }
 
@@ -72,19 +77,19 @@ uint32_t go_apf_start(apf_dispatcher *d,
 	if (groups != small) {
 		free(groups);
 	}
-	return go_apf_fail(st, e);
+	return go_apf_capture_error(st, e);
 }
 
 uint32_t go_apf_finish(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, go_apf_err *e) {
-	return go_apf_fail(apf_request_finish(d, request, end_nanos), e);
+	return go_apf_capture_error(apf_finish(d, request, end_nanos), e);
 }
 
 uint32_t go_apf_poll(apf_dispatcher *d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e) {
-	return go_apf_fail(apf_request_poll(d, request, outcome, reason), e);
+	return go_apf_capture_error(apf_request_poll(d, request, outcome, reason), e);
 }
 
 uint32_t go_apf_cancel(apf_dispatcher *d, uint64_t request, bool *cancelled, go_apf_err *e) {
-	return go_apf_fail(apf_request_cancel(d, request, cancelled), e);
+	return go_apf_capture_error(apf_request_cancel(d, request, cancelled), e);
 }
 
 // Take up to cap decided requests from the completion queue.
@@ -94,7 +99,7 @@ uint32_t go_apf_take(apf_dispatcher *d, uint64_t *out, size_t cap, size_t *n, go
 		bool some = false;
 		uint32_t st = apf_dispatcher_take_completion(d, &out[i], &some);
 		if (st != APF_OK) {
-			return go_apf_fail(st, e);
+			return go_apf_capture_error(st, e);
 		}
 		if (!some) {
 			break;
@@ -109,31 +114,31 @@ uint32_t go_apf_new(const char *text, size_t len, bool builtin, const apf_option
 		apf_dispatcher **out, go_apf_err *e) {
 	uint32_t st = builtin ? apf_dispatcher_new_builtin(opts, out)
 	                      : apf_dispatcher_new_from_config(text, len, opts, out);
-	return go_apf_fail(st, e);
+	return go_apf_capture_error(st, e);
 }
 
 uint32_t go_apf_options_default(apf_options *out, go_apf_err *e) {
-	return go_apf_fail(apf_options_default(out), e);
+	return go_apf_capture_error(apf_options_default(out), e);
 }
 
 uint32_t go_apf_reconfigure(apf_dispatcher *d, const char *text, size_t len, go_apf_err *e) {
-	return go_apf_fail(apf_dispatcher_reconfigure(d, text, len), e);
+	return go_apf_capture_error(apf_dispatcher_reconfigure(d, text, len), e);
 }
 
 uint32_t go_apf_advance(apf_dispatcher *d, uint64_t nanos, go_apf_err *e) {
-	return go_apf_fail(apf_dispatcher_advance_clock(d, nanos), e);
+	return go_apf_capture_error(apf_dispatcher_advance_clock(d, nanos), e);
 }
 
 uint32_t go_apf_now(apf_dispatcher *d, uint64_t *out, go_apf_err *e) {
-	return go_apf_fail(apf_dispatcher_now(d, out), e);
+	return go_apf_capture_error(apf_dispatcher_now(d, out), e);
 }
 
 uint32_t go_apf_completion_fd(apf_dispatcher *d, int *out, go_apf_err *e) {
-	return go_apf_fail(apf_dispatcher_completion_fd(d, out), e);
+	return go_apf_capture_error(apf_dispatcher_completion_fd(d, out), e);
 }
 
-uint32_t go_apf_stats_text(apf_dispatcher *d, char *buf, size_t len, size_t *out_len, go_apf_err *e) {
-	return go_apf_fail(apf_dispatcher_stats_text(d, buf, len, out_len), e);
+uint32_t go_apf_stats_text(apf_dispatcher *d, apf_text *out, go_apf_err *e) {
+	return go_apf_capture_error(apf_dispatcher_stats_text(d, out), e);
 }
 
 uint32_t go_apf_header_version(void) {

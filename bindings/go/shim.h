@@ -13,9 +13,8 @@ typedef struct {
 	size_t len;
 } go_apf_err;
 
-// Returns st; if it is an error, copies the thread's last error message
-// into *e first (qs_shim.c uses it too).
-uint32_t go_apf_fail(uint32_t st, go_apf_err *e);
+// Returns st; on an error, copies the thread's last error message into *e.
+uint32_t go_apf_capture_error(uint32_t st, go_apf_err *e);
 
 uint32_t go_apf_start(apf_dispatcher *d,
 		const char *user, size_t user_len,
@@ -53,7 +52,7 @@ uint32_t go_apf_now(apf_dispatcher *d, uint64_t *out, go_apf_err *e);
 
 uint32_t go_apf_completion_fd(apf_dispatcher *d, int *out, go_apf_err *e);
 
-uint32_t go_apf_stats_text(apf_dispatcher *d, char *buf, size_t len, size_t *out_len, go_apf_err *e);
+uint32_t go_apf_stats_text(apf_dispatcher *d, apf_text *out, go_apf_err *e);
 
 uint32_t go_apf_header_version(void);
 

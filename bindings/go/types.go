@@ -81,6 +81,10 @@ const (
 	Cancelled RejectReason = 3
 	// ConcurrencyLimit: the level does not queue and had no free seat.
 	ConcurrencyLimit RejectReason = 4
+	// LevelFailed: a panic inside the level's critical section (a bug)
+	// failed the level; it rejects every request until the dispatcher's
+	// next reconfiguration replaces it. Not one of Kubernetes' reasons.
+	LevelFailed RejectReason = 5
 )
 
 func (r RejectReason) String() string {
@@ -95,6 +99,8 @@ func (r RejectReason) String() string {
 		return "cancelled"
 	case ConcurrencyLimit:
 		return "concurrency-limit"
+	case LevelFailed:
+		return "level-failed"
 	}
 	return fmt.Sprintf("RejectReason(%d)", uint32(r))
 }

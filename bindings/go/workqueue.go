@@ -112,23 +112,16 @@ type Workqueue[K Key] struct {
 }
 
 type wqCore struct {
-	ptr  unsafe.Pointer // *C.apf_workqueue, freed once (see state)
+	ptr  unsafe.Pointer // *C.apf_workqueue, freed once (see use)
 	kind QueueKind
-	// state counts the calls inside libapf (in units of wqUser) and holds
-	// the closed and freed bits: the queue is freed by whoever sees it
-	// closed with no call left, so Close never frees it under a call.
-	state atomic.Int64
+	// use counts the calls inside libapf; the queue is freed by whoever
+	// sees it closed with no call left, so Close never frees it under a call.
+	use useCount
 	// blocked is the semaphore of MaxBlockedGets.
 	blocked chan struct{}
 	// waiting counts the Gets waiting for an item (read by tests).
 	waiting atomic.Int64
 }
-
-const (
-	wqClosed int64 = 1
-	wqFreed  int64 = 2
-	wqUser   int64 = 4
-)
 
 // NewFIFOQueue makes a FIFO workqueue (client-go's rate-limiting queue).
 func NewFIFOQueue[K Key](opts WorkqueueOptions) (*Workqueue[K], error) {
@@ -177,26 +170,14 @@ func newWorkqueue[K Key](kind QueueKind, opts WorkqueueOptions) (*Workqueue[K], 
 // the free, so a drain in progress can finish).
 func (c *wqCore) enter(evenClosed bool) (unsafe.Pointer, error) {
 	maybeGC()
-	for {
-		s := c.state.Load()
-		if s&wqFreed != 0 || (s&wqClosed != 0 && !evenClosed) {
-			return nil, ErrWorkqueueClosed
-		}
-		if c.state.CompareAndSwap(s, s+wqUser) {
-			return c.ptr, nil
-		}
+	if !c.use.enter(evenClosed) {
+		return nil, ErrWorkqueueClosed
 	}
+	return c.ptr, nil
 }
 
 func (c *wqCore) exit() {
-	if c.state.Add(-wqUser) == wqClosed {
-		c.free()
-	}
-}
-
-// free frees the C queue if it is closed and unused, exactly once.
-func (c *wqCore) free() {
-	if c.state.CompareAndSwap(wqClosed, wqClosed|wqFreed) {
+	if c.use.exit() {
 		wqFreeC(c.ptr)
 	}
 }
@@ -223,8 +204,8 @@ func (q *Workqueue[K]) Close() error {
 	if !q.ShuttingDown() {
 		_ = q.ShutDown()
 	}
-	if old := q.c.state.Or(wqClosed); old&wqClosed == 0 {
-		q.c.free()
+	if q.c.use.close() {
+		wqFreeC(q.c.ptr)
 	}
 	return nil
 }

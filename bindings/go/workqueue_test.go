@@ -728,7 +728,7 @@ func TestWQCloseIsIdempotentAndEndsUse(t *testing.T) {
 	if !q.ShuttingDown() {
 		t.Fatal("a closed queue is not shutting down")
 	}
-	if q.c.state.Load()&wqFreed == 0 {
+	if !q.c.use.freed() {
 		t.Fatal("not freed after Close with no call left")
 	}
 }
@@ -744,12 +744,12 @@ func TestWQCloseDuringDrain(t *testing.T) {
 	go func() { drained <- q.ShutDownWithDrain() }()
 	eventually(t, "shutting down", q.ShuttingDown)
 	must(t, q.Close())
-	if q.c.state.Load()&wqFreed != 0 {
+	if q.c.use.freed() {
 		t.Fatal("freed under a drain in progress")
 	}
 	must(t, q.Done(item))
 	must(t, <-drained)
-	if q.c.state.Load()&wqFreed == 0 {
+	if !q.c.use.freed() {
 		t.Fatal("not freed after the drain returned")
 	}
 	if err := q.Done(item); !errors.Is(err, ErrWorkqueueClosed) {
@@ -766,7 +766,7 @@ func TestWQFinalizerFreesUnreachableQueue(t *testing.T) {
 		c = q.c
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.state.Load()&wqFreed == 0 {
+	for !c.use.freed() {
 		if time.Now().After(deadline) {
 			t.Fatal("the finalizer never freed the queue")
 		}

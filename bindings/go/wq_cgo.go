@@ -236,7 +236,7 @@ func wqAdvanceClockC(p unsafe.Pointer, nanos uint64) error {
 }
 
 func wqMetricsTextC(p unsafe.Pointer) (string, error) {
-	return readText(4096, func(buf *C.char, size C.size_t, n *C.size_t, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_wq_metrics_text((*C.apf_workqueue)(p), buf, size, n, e)
+	return takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_wq_metrics_text((*C.apf_workqueue)(p), out, e)
 	})
 }

@@ -2,25 +2,6 @@
 #include <stdlib.h>
 #include "wq_shim.h"
 
-// Copies the failing call's last error message for Go (as shim.c does for
-// the dispatcher; that helper is private to its file).
-static uint32_t go_apf_wq_fail(uint32_t st, go_apf_err *e) {
-	if (st == APF_OK) {
-		return st;
-	}
-	size_t need = 0;
-	apf_last_error(NULL, 0, &need);
-	char *buf = malloc(need + 1);
-	size_t got = 0;
-	if (buf != NULL && apf_last_error(buf, need + 1, &got) == APF_OK) {
-		e->msg = buf;
-		e->len = got;
-	} else {
-		free(buf);
-	}
-	return st;
-}
-
 uint32_t go_apf_wq_limiter_new(uint32_t kind, double qps, uint32_t burst,
 		uint64_t a_nanos, uint64_t b_nanos, uint32_t attempts,
 		apf_wq_limiter *const *children, size_t n_children,
@@ -49,7 +30,7 @@ uint32_t go_apf_wq_limiter_new(uint32_t kind, double qps, uint32_t burst,
 		st = APF_ERR_INVALID_PARAMETER;
 		break;
 	}
-	return go_apf_wq_fail(st, e);
+	return go_apf_capture_error(st, e);
 }
 
 uint32_t go_apf_wq_new(uint32_t kind, bool manual_clock, const char *name, size_t name_len,
@@ -58,7 +39,7 @@ uint32_t go_apf_wq_new(uint32_t kind, bool manual_clock, const char *name, size_
 	apf_wq_options opts;
 	uint32_t st = apf_wq_options_default(&opts);
 	if (st != APF_OK) {
-		return go_apf_wq_fail(st, e);
+		return go_apf_capture_error(st, e);
 	}
 	opts.kind = kind;
 	opts.manual_clock = manual_clock;
@@ -68,51 +49,54 @@ uint32_t go_apf_wq_new(uint32_t kind, bool manual_clock, const char *name, size_
 	opts.limiter_state_capacity = state_capacity;
 	opts.limiter_idle_expiry_nanos = idle_expiry_nanos;
 	opts.capacity = capacity;
-	return go_apf_wq_fail(apf_wq_new(&opts, out), e);
+	return go_apf_capture_error(apf_wq_new(&opts, out), e);
 }
 
 uint32_t go_apf_wq_add(apf_workqueue *q, const uint8_t *key, size_t len, go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_add(q, key, len), e);
+	return go_apf_capture_error(apf_wq_add(q, key, len), e);
 }
 
 uint32_t go_apf_wq_add_with_opts(apf_workqueue *q, const uint8_t *key, size_t len,
 		uint64_t after_nanos, bool rate_limited, uint32_t lane,
 		bool has_priority, int32_t priority, go_apf_err *e) {
-	apf_wq_add_opts opts = {
-		.after_nanos = after_nanos,
-		.rate_limited = rate_limited,
-		.lane = lane,
-		.has_priority = has_priority,
-		.priority = priority,
-	};
-	return go_apf_wq_fail(apf_wq_add_with_opts(q, key, len, &opts), e);
+	apf_wq_add_opts opts;
+	uint32_t st = apf_wq_add_opts_default(&opts);
+	if (st != APF_OK) {
+		return go_apf_capture_error(st, e);
+	}
+	opts.after_nanos = after_nanos;
+	opts.rate_limited = rate_limited;
+	opts.lane = lane;
+	opts.has_priority = has_priority;
+	opts.priority = priority;
+	return go_apf_capture_error(apf_wq_add_with_opts(q, key, len, &opts), e);
 }
 
 uint32_t go_apf_wq_add_after(apf_workqueue *q, const uint8_t *key, size_t len, uint64_t delay_nanos,
 		go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_add_after(q, key, len, delay_nanos), e);
+	return go_apf_capture_error(apf_wq_add_after(q, key, len, delay_nanos), e);
 }
 
 uint32_t go_apf_wq_add_rate_limited(apf_workqueue *q, const uint8_t *key, size_t len, go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_add_rate_limited(q, key, len), e);
+	return go_apf_capture_error(apf_wq_add_rate_limited(q, key, len), e);
 }
 
 uint32_t go_apf_wq_get(apf_workqueue *q, uint64_t timeout_nanos, apf_wq_item *out, go_apf_err *e) {
 	uint32_t st = timeout_nanos == 0 ? apf_wq_try_get(q, out) : apf_wq_get(q, timeout_nanos, out);
-	return go_apf_wq_fail(st, e);
+	return go_apf_capture_error(st, e);
 }
 
 uint32_t go_apf_wq_done(apf_workqueue *q, uint64_t item, go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_done(q, item), e);
+	return go_apf_capture_error(apf_wq_done(q, item), e);
 }
 
 uint32_t go_apf_wq_forget(apf_workqueue *q, const uint8_t *key, size_t len, go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_forget(q, key, len), e);
+	return go_apf_capture_error(apf_wq_forget(q, key, len), e);
 }
 
 uint32_t go_apf_wq_num_requeues(apf_workqueue *q, const uint8_t *key, size_t len, uint32_t *out,
 		go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_num_requeues(q, key, len, out), e);
+	return go_apf_capture_error(apf_wq_num_requeues(q, key, len, out), e);
 }
 
 uint32_t go_apf_wq_count(apf_workqueue *q, uint32_t what, size_t *out, go_apf_err *e) {
@@ -137,21 +121,21 @@ uint32_t go_apf_wq_count(apf_workqueue *q, uint32_t what, size_t *out, go_apf_er
 		st = APF_ERR_INVALID_PARAMETER;
 		break;
 	}
-	return go_apf_wq_fail(st, e);
+	return go_apf_capture_error(st, e);
 }
 
 uint32_t go_apf_wq_shut_down(apf_workqueue *q, bool drain, go_apf_err *e) {
-	return go_apf_wq_fail(drain ? apf_wq_shut_down_with_drain(q) : apf_wq_shut_down(q), e);
+	return go_apf_capture_error(drain ? apf_wq_shut_down_with_drain(q) : apf_wq_shut_down(q), e);
 }
 
 uint32_t go_apf_wq_shutting_down(apf_workqueue *q, bool *out, go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_shutting_down(q, out), e);
+	return go_apf_capture_error(apf_wq_shutting_down(q, out), e);
 }
 
 uint32_t go_apf_wq_advance_clock(apf_workqueue *q, uint64_t nanos, go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_advance_clock(q, nanos), e);
+	return go_apf_capture_error(apf_wq_advance_clock(q, nanos), e);
 }
 
-uint32_t go_apf_wq_metrics_text(apf_workqueue *q, char *buf, size_t len, size_t *out_len, go_apf_err *e) {
-	return go_apf_wq_fail(apf_wq_metrics_text(q, buf, len, out_len), e);
+uint32_t go_apf_wq_metrics_text(apf_workqueue *q, apf_text *out, go_apf_err *e) {
+	return go_apf_capture_error(apf_wq_metrics_text(q, out), e);
 }

@@ -66,6 +66,6 @@ uint32_t go_apf_wq_shutting_down(apf_workqueue *q, bool *out, go_apf_err *e);
 
 uint32_t go_apf_wq_advance_clock(apf_workqueue *q, uint64_t nanos, go_apf_err *e);
 
-uint32_t go_apf_wq_metrics_text(apf_workqueue *q, char *buf, size_t len, size_t *out_len, go_apf_err *e);
+uint32_t go_apf_wq_metrics_text(apf_workqueue *q, apf_text *out, go_apf_err *e);
 
 #endif

@@ -1,11 +1,13 @@
 //! `apf_dispatcher`: creation, configuration, the clock, notification
 //! set-up and statistics.
 
-use super::cast::{copy_text_out, free_box, to_boxed_mut_ptr, Castable};
+use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
+use super::sized::{read_growable, Growable};
 use super::slab::RequestSlab;
 use super::status::{apf_status, fail};
+use super::text::{apf_text, text_out};
 use crate::clock::{Clock, Instant, ManualClock};
 use crate::config::Config;
 use crate::dispatcher::{Dispatcher, DispatcherOptions};
@@ -30,11 +32,16 @@ pub struct apf_dispatcher {
 }
 
 /// Server-wide settings, with `apf_options_default`'s values filled in
-/// unless you change them.
+/// unless you change them. Always start from `apf_options_default`: it sets
+/// `struct_size`, which lets later versions add fields (see the ABI policy
+/// in docs/install.md).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct apf_options {
+    /// `sizeof(apf_options)` as the caller's header knows it; set by
+    /// `apf_options_default`.
+    pub struct_size: usize,
     /// Seats shared by all priority levels (Kubernetes: max-requests-inflight
     /// + max-mutating-requests-inflight; default 600). 1 to 2^30.
     pub server_concurrency_limit: u32,
@@ -56,6 +63,7 @@ impl apf_options {
     fn defaults() -> apf_options {
         let d = DispatcherOptions::default();
         apf_options {
+            struct_size: std::mem::size_of::<apf_options>(),
             server_concurrency_limit: d.server_concurrency_limit,
             service_time_guess_ns: crate::clock::duration_nanos(d.service_time_guess),
             wait_limit_ns: crate::clock::duration_nanos(d.wait_limit),
@@ -89,6 +97,14 @@ impl apf_options {
             wait_limit: Duration::from_nanos(self.wait_limit_ns),
             borrowing_period: Duration::from_nanos(self.borrowing_period_ns),
         })
+    }
+}
+
+impl Growable for apf_options {
+    const NAME: &'static str = "apf_options";
+    const MIN_SIZE: usize = std::mem::size_of::<apf_options>();
+    fn defaults() -> apf_options {
+        apf_options::defaults()
     }
 }
 
@@ -224,7 +240,10 @@ pub unsafe extern "C" fn apf_dispatcher_new_builtin(
     ffi_panic_boundary! {
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
-        let options = unsafe { options.as_ref() }.copied().unwrap_or_else(apf_options::defaults);
+        let options = match unsafe { read_growable(options) } {
+            Ok(o) => o,
+            Err(status) => return status,
+        };
         match FfiDispatcher::new(&Config::builtin(), &options) {
             Ok(d) => {
                 out.write(to_boxed_mut_ptr(d));
@@ -257,7 +276,10 @@ pub unsafe extern "C" fn apf_dispatcher_new_from_config(
     ffi_panic_boundary! {
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
-        let options = unsafe { options.as_ref() }.copied().unwrap_or_else(apf_options::defaults);
+        let options = match unsafe { read_growable(options) } {
+            Ok(o) => o,
+            Err(status) => return status,
+        };
         let config = match parse_config(text, len) {
             Ok(c) => c,
             Err(status) => return status,
@@ -473,27 +495,19 @@ pub unsafe extern "C" fn apf_dispatcher_take_completion(
 /// rejected_REASON N ...`) after a first line of dispatcher-wide figures.
 /// The format is for people and may change; metrics proper will follow.
 ///
-/// Copies the text and a NUL into `buf`; `*out_len` gets its length without
-/// the NUL. If `len` is too small: `APF_ERR_INSUFFICIENT_SIZE` with the
-/// needed length in `*out_len` (pass `buf` NULL and `len` 0 to ask).
+/// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 ///
 /// # Safety
-/// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-/// for `len` bytes; `out_len` NULL or writable.
+/// `dispatcher` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_stats_text(
     dispatcher: *mut apf_dispatcher,
-    buf: *mut c_char,
-    len: usize,
-    out_len: *mut usize,
+    out: *mut apf_text,
 ) -> apf_status {
     ffi_panic_boundary! {
         let d = try_ref_from_ptr!(dispatcher);
-        if out_len.is_null() {
-            return fail(apf_status::APF_ERR_NULL_POINTER, "out_len is NULL");
-        }
-        // SAFETY: `buf`/`len` and `out_len` per the contract.
-        unsafe { copy_text_out("stats text", &d.stats_text(), buf, len, out_len) }
+        // SAFETY: `out` per the contract.
+        unsafe { text_out(out, || d.stats_text()) }
     }
 }
 
@@ -503,52 +517,26 @@ pub unsafe extern "C" fn apf_dispatcher_stats_text(
 /// is accepted, as Kubernetes accepts it, but matches no request (it is
 /// "dangling"); read this after `apf_dispatcher_new_from_config` or
 /// `apf_dispatcher_reconfigure` to warn about it. Empty when there is
-/// nothing to note. Copied out as `apf_dispatcher_stats_text` copies.
+/// nothing to note. On `APF_OK`, `*out` owns the text: free it with
+/// `apf_text_free`.
 ///
 /// # Safety
-/// `dispatcher` must be NULL or live; `buf` NULL (with `len` 0) or writable
-/// for `len` bytes; `out_len` NULL or writable.
+/// `dispatcher` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_config_notices(
     dispatcher: *mut apf_dispatcher,
-    buf: *mut c_char,
-    len: usize,
-    out_len: *mut usize,
+    out: *mut apf_text,
 ) -> apf_status {
     ffi_panic_boundary! {
         let d = try_ref_from_ptr!(dispatcher);
-        if out_len.is_null() {
-            return fail(apf_status::APF_ERR_NULL_POINTER, "out_len is NULL");
-        }
-        let text: String = d
-            .inner
-            .config_notices()
-            .iter()
-            .map(|n| format!("{n}\n"))
-            .collect();
-        // SAFETY: `buf`/`len` and `out_len` per the contract.
-        unsafe { copy_text_out("config notices", &text, buf, len, out_len) }
-    }
-}
-
-/// Testing aid, not part of the API: panics inside libapf (while holding a
-/// request-slab lock if `dispatcher` is not NULL) to show that the panic
-/// boundary contains it. Returns `APF_ERR_PANIC`.
-///
-/// # Safety
-/// `dispatcher` must be NULL or live.
-#[doc(hidden)]
-#[no_mangle]
-pub unsafe extern "C" fn apf_test_panic(dispatcher: *const apf_dispatcher) -> apf_status {
-    ffi_panic_boundary! {
-        // SAFETY: NULL or live, per the contract.
-        match unsafe { super::cast::try_from(dispatcher) } {
-            Some(d) => d.requests.panic_while_locked(
-                "apf_test_panic: deliberate panic while holding a request-slab lock",
-            ),
-            None => panic!("apf_test_panic: deliberate panic"),
-        }
-        #[allow(unreachable_code)]
-        apf_status::APF_OK
+        let notices = || {
+            d.inner
+                .config_notices()
+                .iter()
+                .map(|n| format!("{n}\n"))
+                .collect()
+        };
+        // SAFETY: `out` per the contract.
+        unsafe { text_out(out, notices) }
     }
 }

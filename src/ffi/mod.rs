@@ -14,6 +14,12 @@
 //! - Every function returns an [`apf_status`](status::apf_status) (except
 //!   `apf_abi_version` and `_free`); results go through out-parameters,
 //!   which come last and are written only on `APF_OK`. Inputs come first.
+//! - Text made on demand comes out as an owned [`apf_text`](text::apf_text)
+//!   freed by `apf_text_free` (no size-then-copy loop).
+//! - Option structs start with `struct_size`, set by their `_default`
+//!   function, so they can grow without breaking callers (`sized`).
+//! - Test-only exports (`apf_test_panic`, `apf_wq_test_*`) exist only with
+//!   the `test-hooks` feature; the installed library has none.
 //! - Every exported body runs inside the panic boundary; every pointer is
 //!   checked for NULL; strings are `(ptr, len)` pairs checked for UTF-8.
 //! - Request handles and workqueue item handles are `u64`s carrying a
@@ -22,6 +28,7 @@
 //! The ABI is not built under loom (its waker implements std's `Wake`,
 //! which needs std's `Arc`); the loom models cover the structures below it.
 #![cfg(not(loom))]
+#![warn(missing_docs)]
 
 #[macro_use]
 mod panic;
@@ -33,8 +40,13 @@ mod names;
 pub mod observe;
 pub mod queueset;
 pub mod request;
+mod sized;
 mod slab;
 pub mod status;
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod test_hooks;
+pub mod text;
 pub mod workqueue;
 
 pub use completion::apf_completion_callback;
@@ -44,4 +56,8 @@ pub use observe::*;
 pub use queueset::*;
 pub use request::*;
 pub use status::*;
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub use test_hooks::*;
+pub use text::*;
 pub use workqueue::*;

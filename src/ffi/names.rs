@@ -24,7 +24,9 @@ use std::ffi::c_char;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct apf_str {
+    /// The bytes (NULL only with `len` 0).
     pub ptr: *const c_char,
+    /// Their number, without any NUL.
     pub len: usize,
 }
 

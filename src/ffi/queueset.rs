@@ -9,14 +9,16 @@
 //! same code ([`super::request`]), and announce their decisions through the
 //! same completion queue and fd ([`super::completion`]).
 
-use super::cast::{copy_text_out, free_box, to_boxed_mut_ptr, Castable};
+use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::Completion;
 use super::request::{
     apf_outcome, apf_reject_reason, apf_work_estimate, cancel_request, close_requests, enqueue,
     finish_request, poll_request, to_estimate, too_many, wait_request,
 };
+use super::sized::{read_growable, Growable};
 use super::slab::{Entry, RequestSlab};
 use super::status::{apf_status, fail};
+use super::text::{apf_text, text_out};
 use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant, ManualClock};
 use crate::level::{Level, LevelOutcome, Schema, WaitingNote};
@@ -38,12 +40,17 @@ pub struct apf_queueset {
     _private: [u8; 0],
 }
 
-/// A queueset's configuration (`apf_queueset_config_default` fills in
-/// Kubernetes' defaults).
+/// A queueset's configuration. Always start from
+/// `apf_queueset_config_default`: it fills in Kubernetes' defaults and sets
+/// `struct_size`, which lets later versions add fields (see the ABI policy
+/// in docs/install.md).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct apf_queueset_config {
+    /// `sizeof(apf_queueset_config)` as the caller's header knows it; set by
+    /// `apf_queueset_config_default`.
+    pub struct_size: usize,
     /// Seats that may be in use at once (Kubernetes' CurrentCL); 0 to 2^30.
     /// With 0, every request queues (or, without queues, is rejected).
     pub concurrency_limit: u32,
@@ -72,7 +79,7 @@ pub struct apf_queueset_decision {
     /// An `apf_reject_reason`.
     pub reject_reason: u32,
     /// The request's handle (0 when rejected), used with the
-    /// `apf_queueset_request_*` functions.
+    /// `apf_queueset_request_*` functions and `apf_queueset_finish`.
     pub request: u64,
     /// For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
     /// `apf_queueset_dump_json` lists it while it waits; otherwise 0.
@@ -84,7 +91,9 @@ pub struct apf_queueset_decision {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct apf_queueset_stats {
+    /// Seats that may be in use at once (the configured limit).
     pub concurrency_limit: u32,
+    /// Number of queues.
     pub queues: u32,
     /// Requests executing (not counting lingering seats).
     pub executing: u32,
@@ -97,9 +106,13 @@ pub struct apf_queueset_stats {
     pub seats_waiting: u64,
     /// Requests that started executing, over the queueset's life.
     pub dispatched: u64,
+    /// Requests rejected because their queue was full.
     pub rejected_queue_full: u64,
+    /// Requests rejected because their wait limit or deadline passed.
     pub rejected_time_out: u64,
+    /// Requests cancelled while waiting.
     pub rejected_cancelled: u64,
+    /// Requests rejected because no seat was free and nothing may queue.
     pub rejected_concurrency_limit: u64,
 }
 
@@ -213,6 +226,45 @@ impl FfiQueueSet {
     }
 }
 
+impl apf_queueset_config {
+    fn defaults() -> apf_queueset_config {
+        let d = QueueSetConfig::default();
+        apf_queueset_config {
+            struct_size: std::mem::size_of::<apf_queueset_config>(),
+            concurrency_limit: d.concurrency_limit,
+            queues: d.queues,
+            hand_size: d.hand_size,
+            queue_length_limit: d.queue_length_limit,
+            service_time_guess_ns: crate::clock::duration_nanos(d.service_time_guess),
+            wait_limit_ns: crate::clock::duration_nanos(d.wait_limit),
+        }
+    }
+}
+
+impl Growable for apf_queueset_config {
+    const NAME: &'static str = "apf_queueset_config";
+    const MIN_SIZE: usize = std::mem::size_of::<apf_queueset_config>();
+    fn defaults() -> apf_queueset_config {
+        apf_queueset_config::defaults()
+    }
+}
+
+/// Read the caller's `config` (a growable struct); NULL is an error here,
+/// since a queueset has no configuration to fall back on but Kubernetes'
+/// defaults, which the caller asks for with `apf_queueset_config_default`.
+///
+/// # Safety
+/// `config` NULL or readable for its `struct_size` bytes.
+unsafe fn read_config(
+    config: *const apf_queueset_config,
+) -> Result<apf_queueset_config, apf_status> {
+    if config.is_null() {
+        return Err(fail(apf_status::APF_ERR_NULL_POINTER, "config is NULL"));
+    }
+    // SAFETY: non-NULL and readable for `struct_size` bytes (contract above).
+    unsafe { read_growable(config) }
+}
+
 fn to_config(name: &str, c: &apf_queueset_config) -> QueueSetConfig {
     QueueSetConfig {
         name: name.to_owned(),
@@ -238,15 +290,7 @@ fn to_config(name: &str, c: &apf_queueset_config) -> QueueSetConfig {
 pub unsafe extern "C" fn apf_queueset_config_default(out: *mut apf_queueset_config) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        let d = QueueSetConfig::default();
-        out.write(apf_queueset_config {
-            concurrency_limit: d.concurrency_limit,
-            queues: d.queues,
-            hand_size: d.hand_size,
-            queue_length_limit: d.queue_length_limit,
-            service_time_guess_ns: crate::clock::duration_nanos(d.service_time_guess),
-            wait_limit_ns: crate::clock::duration_nanos(d.wait_limit),
-        });
+        out.write(apf_queueset_config::defaults());
         apf_status::APF_OK
     }
 }
@@ -259,7 +303,7 @@ pub unsafe extern "C" fn apf_queueset_config_default(out: *mut apf_queueset_conf
 ///
 /// # Safety
 /// `name` readable for `name_len` bytes (or NULL with 0); `config` NULL or
-/// readable; `out` NULL or writable.
+/// readable for its `struct_size` bytes; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_queueset_new(
     name: *const c_char,
@@ -270,9 +314,10 @@ pub unsafe extern "C" fn apf_queueset_new(
 ) -> apf_status {
     ffi_panic_boundary! {
         let name = try_str!(name, name_len, "name");
-        // SAFETY: NULL or readable, per the contract.
-        let Some(config) = (unsafe { config.as_ref() }) else {
-            return fail(apf_status::APF_ERR_NULL_POINTER, "config is NULL");
+        // SAFETY: NULL or readable for its `struct_size`, per the contract.
+        let config = match unsafe { read_config(config) } {
+            Ok(c) => c,
+            Err(status) => return status,
         };
         let out = try_out!(out);
         let (clock, manual) = if manual_clock {
@@ -281,7 +326,7 @@ pub unsafe extern "C" fn apf_queueset_new(
         } else {
             (Clock::real(), None)
         };
-        let qs = match QueueSet::new(to_config(name, config), clock.clone()) {
+        let qs = match QueueSet::new(to_config(name, &config), clock.clone()) {
             Ok(qs) => qs,
             Err(e) => return fail(apf_status::APF_ERR_CONFIG, e),
         };
@@ -315,7 +360,8 @@ pub unsafe extern "C" fn apf_queueset_free(qs: *mut apf_queueset) {
 /// once. Queues beyond a smaller `queues` drain before they go.
 ///
 /// # Safety
-/// `qs` NULL or live; `config` NULL or readable.
+/// `qs` NULL or live; `config` NULL or readable for its `struct_size`
+/// bytes.
 #[no_mangle]
 pub unsafe extern "C" fn apf_queueset_reconfigure(
     qs: *mut apf_queueset,
@@ -323,11 +369,12 @@ pub unsafe extern "C" fn apf_queueset_reconfigure(
 ) -> apf_status {
     ffi_panic_boundary! {
         let q = try_ref_from_ptr!(qs);
-        // SAFETY: NULL or readable, per the contract.
-        let Some(config) = (unsafe { config.as_ref() }) else {
-            return fail(apf_status::APF_ERR_NULL_POINTER, "config is NULL");
+        // SAFETY: NULL or readable for its `struct_size`, per the contract.
+        let config = match unsafe { read_config(config) } {
+            Ok(c) => c,
+            Err(status) => return status,
         };
-        match q.queueset().reconfigure(to_config(&q.level.name, config)) {
+        match q.queueset().reconfigure(to_config(&q.level.name, &config)) {
             Ok(()) => apf_status::APF_OK,
             Err(e) => fail(apf_status::APF_ERR_CONFIG, e),
         }
@@ -340,7 +387,7 @@ pub unsafe extern "C" fn apf_queueset_reconfigure(
 /// (`apf_queueset_now`) at which it may still start, 0 for none. `tag`: the
 /// caller's number for the request's kind (e.g. its flow schema), shown by
 /// dumps. On `APF_OK`, `*out`: `APF_OUTCOME_EXECUTE` (run it, then
-/// `apf_queueset_request_finish`), `APF_OUTCOME_QUEUED` (wait, poll, take
+/// `apf_queueset_finish`), `APF_OUTCOME_QUEUED` (wait, poll, take
 /// its completion, or cancel it) or `APF_OUTCOME_REJECTED`.
 ///
 /// # Safety
@@ -469,20 +516,20 @@ pub unsafe extern "C" fn apf_queueset_request_cancel(
     }
 }
 
-/// `apf_request_finish` for a queueset's request (`end_nanos` on the
+/// `apf_finish` for a queueset's request (`end_nanos` on the
 /// queueset's clock, 0 for now).
 ///
 /// # Safety
 /// `qs` NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_queueset_request_finish(
+pub unsafe extern "C" fn apf_queueset_finish(
     qs: *mut apf_queueset,
     request: u64,
     end_nanos: u64,
 ) -> apf_status {
     ffi_panic_boundary! {
         let q = try_ref_from_ptr!(qs);
-        finish_request(&q.requests, request, end_nanos, || q.now(), "apf_queueset_request_finish")
+        finish_request(&q.requests, request, end_nanos, || q.now(), "apf_queueset_finish")
     }
 }
 
@@ -610,21 +657,19 @@ pub unsafe extern "C" fn apf_queueset_read_stats(
 }
 
 /// The queueset's state as JSON (gauges, counters, queues, waiting
-/// requests), copied into `buf` as `apf_dispatcher_stats_text` does.
+/// requests). On `APF_OK`, `*out` owns the text: free it with
+/// `apf_text_free`.
 ///
 /// # Safety
-/// `qs` NULL or live; `buf` NULL (with `len` 0) or writable for `len`
-/// bytes; `out_len` NULL or writable.
+/// `qs` NULL or live; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_queueset_dump_json(
     qs: *const apf_queueset,
-    buf: *mut c_char,
-    len: usize,
-    out_len: *mut usize,
+    out: *mut apf_text,
 ) -> apf_status {
     ffi_panic_boundary! {
         let q = try_ref_from_ptr!(qs);
-        // SAFETY: `buf`/`len` and `out_len` per the contract.
-        unsafe { copy_text_out("queueset dump", &q.dump_json(), buf, len, out_len) }
+        // SAFETY: `out` per the contract.
+        unsafe { text_out(out, || q.dump_json()) }
     }
 }

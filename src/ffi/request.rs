@@ -26,7 +26,7 @@ use std::time::Duration;
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum apf_outcome {
-    /// Execute the request now, then `apf_request_finish` it.
+    /// Execute the request now, then `apf_finish` it.
     APF_OUTCOME_EXECUTE = 0,
     /// The request waits in a queue: wait, poll, or get notified.
     APF_OUTCOME_QUEUED = 1,
@@ -40,6 +40,7 @@ pub enum apf_outcome {
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum apf_reject_reason {
+    /// Not rejected.
     APF_REJECT_NONE = 0,
     /// Its queue was full and its level had no free seat.
     APF_REJECT_QUEUE_FULL = 1,
@@ -77,30 +78,41 @@ pub struct apf_request_digest {
     /// Authenticated user name (`system:serviceaccount:NS:NAME` for a
     /// service account).
     pub user: *const c_char,
+    /// The length of `user` in bytes.
     pub user_len: usize,
     /// Kubernetes verb (`get`, `list`, `create`, ...; for a non-resource
     /// request the lower-case HTTP method).
     pub verb: *const c_char,
+    /// The length of `verb` in bytes.
     pub verb_len: usize,
     /// API group, empty for the core group.
     pub api_group: *const c_char,
+    /// The length of `api_group` in bytes.
     pub api_group_len: usize,
+    /// Resource (`pods`, `configmaps`, ...), empty for a non-resource request.
     pub resource: *const c_char,
+    /// The length of `resource` in bytes.
     pub resource_len: usize,
+    /// Subresource (`status`, `log`, ...), empty for none.
     pub subresource: *const c_char,
+    /// The length of `subresource` in bytes.
     pub subresource_len: usize,
     /// Namespace, empty for cluster-scoped requests. (Named `namespace_`
     /// because `namespace` is a C++ keyword.)
     pub namespace_: *const c_char,
+    /// The length of `namespace_` in bytes.
     pub namespace_len: usize,
     /// Object name.
     pub name: *const c_char,
+    /// The length of `name` in bytes.
     pub name_len: usize,
     /// URL path (what non-resource rules match).
     pub path: *const c_char,
+    /// The length of `path` in bytes.
     pub path_len: usize,
     /// The user's groups: `n_groups` strings (NULL when `n_groups` is 0).
     pub groups: *const apf_str,
+    /// How many groups `groups` points to.
     pub n_groups: usize,
     /// A resource request (true) or a non-resource URL (false).
     pub is_resource_request: bool,
@@ -113,8 +125,11 @@ pub struct apf_request_digest {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct apf_work_estimate {
+    /// Seats occupied while the request executes.
     pub initial_seats: u32,
+    /// Seats still occupied after it finished, for the additional latency.
     pub final_seats: u32,
+    /// How long `final_seats` stay occupied after the request finished.
     pub additional_latency_nanos: u64,
 }
 
@@ -136,8 +151,11 @@ pub struct apf_decision {
     /// `X-Kubernetes-PF-PriorityLevel-UID`. Owned by the dispatcher,
     /// NUL-terminated, valid until `apf_dispatcher_free`.
     pub flow_schema_name: apf_str,
+    /// The flow schema's UID.
     pub flow_schema_uid: apf_str,
+    /// The priority level's name.
     pub priority_level_name: apf_str,
+    /// The priority level's UID.
     pub priority_level_uid: apf_str,
 }
 
@@ -200,7 +218,7 @@ fn poll_ticket(
 ///
 /// On `APF_OK`, `*out` holds the decision:
 /// - `APF_OUTCOME_EXECUTE`: run the request, then call
-///   `apf_request_finish(request)` exactly once;
+///   `apf_finish(request)` exactly once;
 /// - `APF_OUTCOME_QUEUED`: wait (`apf_request_wait`), poll, or get notified
 ///   (callback or completion fd); or `apf_request_cancel` it;
 /// - `APF_OUTCOME_REJECTED`: answer 429; `request` is 0.
@@ -497,14 +515,14 @@ pub unsafe extern "C" fn apf_request_cancel(
 /// # Safety
 /// `dispatcher` NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_request_finish(
+pub unsafe extern "C" fn apf_finish(
     dispatcher: *mut apf_dispatcher,
     request: u64,
     end_nanos: u64,
 ) -> apf_status {
     ffi_panic_boundary! {
         let d = try_ref_from_ptr!(dispatcher);
-        finish_request(&d.requests, request, end_nanos, || d.now(), "apf_request_finish")
+        finish_request(&d.requests, request, end_nanos, || d.now(), "apf_finish")
     }
 }
 
@@ -551,7 +569,7 @@ pub(crate) fn cancel_request(
     }
 }
 
-/// Finish an executing request (see `apf_request_finish`); `end_nanos` 0
+/// Finish an executing request (see `apf_finish`); `end_nanos` 0
 /// means `now()`.
 pub(crate) fn finish_request(
     requests: &RequestSlab,

@@ -267,6 +267,7 @@ impl<T, R: Copy> Slab<T, R> {
 
     /// Panic with `message` while holding the calling thread's shard lock
     /// (the panic-boundary tests).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub(crate) fn panic_while_locked(&self, message: &str) {
         let _shard = lock(&self.shards[home_shard()]);
         panic!("{message}");

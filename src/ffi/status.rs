@@ -1,6 +1,6 @@
 //! Status codes, the per-thread last error message, and version queries.
 
-use super::cast::{write_text, TextOutcome};
+use super::text::{apf_text, text_out};
 use std::cell::RefCell;
 use std::ffi::c_char;
 use std::fmt;
@@ -11,8 +11,7 @@ use std::fmt;
 /// `APF_OK` is 0; errors lie in the range 7000-7999 so they cannot be
 /// confused with `errno` values or booleans. A code, once published, keeps
 /// its meaning and is never reused. Functions write their out-parameters only
-/// when they return `APF_OK` (the one exception is `out_len` of functions
-/// that copy text, see `APF_ERR_INSUFFICIENT_SIZE`). On error, the calling
+/// when they return `APF_OK`. On error, the calling
 /// thread's last error message (`apf_last_error`) says what went wrong.
 #[allow(non_camel_case_types)]
 #[repr(u32)]
@@ -48,8 +47,9 @@ pub enum apf_status {
     APF_ERR_CONFIG = 7008,
     /// The dispatcher (or workqueue) does not run on a manual clock.
     APF_ERR_NOT_MANUAL_CLOCK = 7009,
-    /// The caller's buffer is too small; `*out_len` holds the length needed
-    /// (not counting the terminating NUL).
+    /// Retired: no function returns it since text comes out as an owned
+    /// `apf_text` (it meant "the caller's buffer is too small"). Kept so the
+    /// number is never reused.
     APF_ERR_INSUFFICIENT_SIZE = 7010,
     /// The operating system refused a resource (the completion fd).
     APF_ERR_IO = 7011,
@@ -114,7 +114,9 @@ impl apf_status {
             apf_status::APF_ERR_REQUEST_EXECUTING => "request is executing\0",
             apf_status::APF_ERR_CONFIG => "invalid configuration\0",
             apf_status::APF_ERR_NOT_MANUAL_CLOCK => "no manual clock (real clock in use)\0",
-            apf_status::APF_ERR_INSUFFICIENT_SIZE => "buffer too small\0",
+            apf_status::APF_ERR_INSUFFICIENT_SIZE => {
+                "buffer too small (retired: no function returns it)\0"
+            }
             apf_status::APF_ERR_IO => "operating system error\0",
             apf_status::APF_ERR_TOO_MANY_REQUESTS => "too many requests in flight\0",
             apf_status::APF_ERR_IN_CALLBACK => "not allowed inside a completion callback\0",
@@ -182,39 +184,28 @@ pub extern "C" fn apf_abi_version() -> u32 {
     ffi_panic_boundary! { ABI_VERSION }
 }
 
-/// Copy the calling thread's last error message into `buf`.
+/// The calling thread's last error message, as an owned `apf_text` (free
+/// it with `apf_text_free`).
 ///
 /// The message belongs to the most recent call on this thread that returned
 /// an error (successful calls leave it alone); it is empty if there was
-/// none. On `APF_OK`, `buf` holds the message and a terminating NUL and
-/// `*out_len` its length without the NUL. If `len` is too small,
-/// returns `APF_ERR_INSUFFICIENT_SIZE` with the needed length in `*out_len`
-/// (`buf` may be NULL when `len` is 0, to ask for the size). This function
-/// never changes the last error.
+/// none. This function never changes the last error, even when `out` is
+/// NULL (it then returns `APF_ERR_NULL_POINTER`).
 ///
 /// # Safety
-/// `buf` must be NULL (with `len` 0) or writable for `len` bytes;
-/// `out_len` must be NULL or writable.
+/// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_last_error(
-    buf: *mut c_char,
-    len: usize,
-    out_len: *mut usize,
-) -> apf_status {
+pub unsafe extern "C" fn apf_last_error(out: *mut apf_text) -> apf_status {
     ffi_panic_boundary! {
-        if out_len.is_null() {
+        if out.is_null() {
             return apf_status::APF_ERR_NULL_POINTER;
         }
         let message = LAST_ERROR
             .try_with(|e| e.try_borrow().map(|e| e.clone()).unwrap_or_default())
             .unwrap_or_default();
-        // SAFETY: the caller vouches for `buf`/`len` and `out_len` (checked
-        // non-NULL above) per this function's contract.
-        match unsafe { write_text(&message, buf, len, out_len) } {
-            TextOutcome::Written => apf_status::APF_OK,
-            TextOutcome::TooSmall => apf_status::APF_ERR_INSUFFICIENT_SIZE,
-            TextOutcome::NullBuffer => apf_status::APF_ERR_NULL_POINTER,
-        }
+        // SAFETY: `out` is non-NULL (checked above, so `text_out` sets no
+        // last error) and writable per this function's contract.
+        unsafe { text_out(out, || message) }
     }
 }
 

@@ -515,17 +515,31 @@ impl Core {
         reason: RejectReason,
         at: Instant,
     ) -> bool {
+        let Some(q) = self.take_rejected(slot, reason, at) else {
+            return false;
+        };
+        self.bound_and_reindex(q);
+        self.drop_undesired_empty_queues();
+        true
+    }
+
+    /// Remove a waiting request and decide it rejected, without bounding
+    /// its queue or re-keying it in the ready index (the caller does, once
+    /// for every request it removes). Returns its queue if it was waiting.
+    fn take_rejected(
+        &mut self,
+        slot: &Arc<WaitSlot>,
+        reason: RejectReason,
+        at: Instant,
+    ) -> Option<usize> {
         let q = slot.queue as usize;
-        let Some(pos) = self.queues.get(q).and_then(|queue| {
+        let pos = self.queues.get(q).and_then(|queue| {
             queue
                 .waiting
                 .iter()
                 .position(|w| Arc::ptr_eq(&w.slot, slot))
-        }) else {
-            return false;
-        };
+        })?;
         let w = self.take_waiting(q, pos);
-        self.bound_and_reindex(q);
         self.rejected_total[reason as usize] += 1;
         let tally = &mut self.tallies.get(slot.tag).stats;
         tally.rejected[reason as usize] += 1;
@@ -534,8 +548,7 @@ impl Core {
             .observe(duration_nanos(at.saturating_since(w.arrival)));
         let waker = w.slot.decide(SlotState::Rejected(reason));
         self.wakers.extend(waker);
-        self.drop_undesired_empty_queues();
-        true
+        Some(q)
     }
 
     /// The earliest pending timer: a lingering release or a deadline.
@@ -576,8 +589,21 @@ impl Core {
             }
         }
         expired.sort_by_key(|s| s.seq);
-        for slot in &expired {
-            self.remove_waiting(slot, RejectReason::TimeOut, at);
+        // All of this instant's time-outs leave their queues first, then
+        // each queue is bounded once by the head that remains, as the
+        // reference model does: bounding after each removal would lift a
+        // queue to the arrival R of a head about to time out too.
+        let mut touched: Vec<usize> = expired
+            .iter()
+            .filter_map(|slot| self.take_rejected(slot, RejectReason::TimeOut, at))
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        for &q in &touched {
+            self.bound_and_reindex(q);
+        }
+        if !touched.is_empty() {
+            self.drop_undesired_empty_queues();
         }
         (freed, expired)
     }

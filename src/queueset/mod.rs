@@ -52,13 +52,21 @@
 mod admission;
 pub mod config;
 mod core;
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
 #[cfg(all(test, not(loom)))]
 mod failure_tests;
 mod guard;
+#[cfg(shuttle)]
+#[doc(hidden)]
+pub mod history;
+#[cfg(all(test, not(loom)))]
+mod invariant_tests;
 mod paths;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
 pub mod reference;
 pub mod tally;
 pub mod vtime;

@@ -42,7 +42,9 @@ pub(super) enum Record {
     },
 }
 
-pub(super) const RING_CAPACITY: usize = 256;
+// Two under loom, so a model with a few hot-path events fills the ring and
+// exercises the full-ring fallback (tests/loom_configs.rs).
+pub(super) const RING_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
 
 // A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
 const _: () = assert!(std::mem::size_of::<Record>() <= 40);
@@ -251,6 +253,8 @@ impl Shared {
             return RawAdmission::Rejected(RejectReason::LevelFailed);
         }
         let now = self.clock.now();
+        #[cfg(shuttle)]
+        super::history::note(super::history::Site::Start, now);
         st.core.sync(now);
         let estimate = st.core.clamp(request.estimate);
         let seats = estimate.max_seats();
@@ -372,6 +376,8 @@ impl Shared {
             self.word.give_back(estimate.max_seats());
             return;
         }
+        #[cfg(shuttle)]
+        super::history::note(super::history::Site::Finish, end);
         st.core.sync(end);
         let freed = st.core.finish(queue, tag, estimate, start, end);
         self.word.give_back(freed);
@@ -397,6 +403,8 @@ impl Shared {
             return; // every waiter was already rejected
         }
         let now = self.clock.now();
+        #[cfg(shuttle)]
+        super::history::note(super::history::Site::Cancel, now);
         st.core.sync(now);
         if st.core.remove_waiting(slot, RejectReason::Cancelled, now) {
             st.core.dispatch_as_much_as_possible(now, &self.word);
@@ -409,6 +417,8 @@ impl Shared {
         if self.is_failed() {
             return;
         }
+        #[cfg(shuttle)]
+        super::history::note(super::history::Site::Timer, at);
         while let Some(due) = st.core.next_timer().filter(|&t| t <= at) {
             st.core.sync(due);
             let (freed, _expired) = st.core.expire(due);
@@ -427,6 +437,8 @@ impl Shared {
             });
         }
         let now = self.clock.now();
+        #[cfg(shuttle)]
+        super::history::note(super::history::Site::Reconfigure, now);
         st.core.sync(now);
         let limit = cfg.concurrency_limit;
         st.core.reconfigure(cfg, dealer.clone());

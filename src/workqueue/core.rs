@@ -371,13 +371,13 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     /// Items tracked at all: queued, processing or waiting.
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
         lock(&self.state).table.len()
     }
 
     /// Workers parked in `get` (tests, and the C ABI's test aid).
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
     pub(crate) fn parked(&self) -> usize {
         lock(&self.state).waiters.len()
     }

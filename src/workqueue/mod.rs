@@ -80,7 +80,7 @@ mod queue;
 mod strategy;
 mod table;
 
-#[cfg(not(loom))]
+#[cfg(all(not(loom), any(test, feature = "testing")))]
 #[doc(hidden)]
 pub mod differential;
 #[cfg(all(test, loom))]

@@ -82,7 +82,7 @@ impl<T: Item> PriorityQueue<T> {
     }
 
     /// Workers parked in `get` (the C ABI's test aid).
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
     pub(crate) fn parked(&self) -> usize {
         self.queue.parked()
     }

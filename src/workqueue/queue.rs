@@ -59,13 +59,13 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     }
 
     /// Items tracked at all (queued, processing or waiting).
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
         self.shared.tracked()
     }
 
     /// Workers parked in `get` (tests, and the C ABI's test aid).
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
     pub(crate) fn parked(&self) -> usize {
         self.shared.parked()
     }

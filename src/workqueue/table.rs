@@ -79,7 +79,7 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
         }
     }
 
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn len(&self) -> usize {
         self.len
     }

@@ -1,7 +1,8 @@
 // apf.hpp: a header-only C++17 wrapper over libapf's C ABI (include/apf.h).
 //
 // Ownership is expressed with move-only RAII types:
-//   apf::Dispatcher    owns an apf_dispatcher (unique_ptr + deleter);
+//   apf::Dispatcher    owns an apf_dispatcher (shared with its guards and
+//                      tickets);
 //   apf::RequestGuard  an executing request: finishes it when destroyed,
 //                      including while an exception unwinds the stack;
 //   apf::Ticket        a queued request: wait / poll / cancel, and cancels
@@ -9,9 +10,9 @@
 //   apf::Workqueue     owns an apf_workqueue (client-go's work queues);
 //   apf::WorkItem      an item being processed: apf_wq_done when destroyed;
 //   apf::Limiter       owns a rate limiter description (apf_wq_limiter).
-// A guard or ticket refers to its dispatcher without owning it: destroy (or
-// release) guards and tickets before the dispatcher that made them, and work
-// items before their workqueue.
+// A guard or ticket shares ownership of its dispatcher: it may outlive the
+// Dispatcher object (the C dispatcher is freed after the last of them).
+// Work items must be destroyed before their workqueue.
 //
 // Every fallible operation comes twice: `try_x(...)` returns a
 // [[nodiscard]] apf::Result<T> and never throws an apf::Error (for code
@@ -88,22 +89,13 @@ public:
 
 private:
   static std::string last_message() {
-    char small[256];
-    size_t len = 0;
-    apf_status status = apf_last_error(small, sizeof small, &len);
-    if (status == APF_OK) {
-      return std::string(small, len);
-    }
-    if (status != APF_ERR_INSUFFICIENT_SIZE) {
+    apf_text text{};
+    if (apf_last_error(&text) != APF_OK) {
       return std::string();
     }
-    // `len` is the full length; the library adds a NUL.
-    std::string big(len + 1, '\0');
-    if (apf_last_error(big.data(), big.size(), &len) != APF_OK) {
-      return std::string();
-    }
-    big.resize(len);
-    return big;
+    std::string message(text.ptr, text.len);
+    apf_text_free(&text);
+    return message;
   }
 
   static std::string fallback_message(apf_status status) {
@@ -243,24 +235,49 @@ inline Result<void> check(apf_status status) {
   return Error::last(status);
 }
 
-/// Runs `fill(buf, len, &out_len)` (one of the C text functions) until the
-/// text fits, starting from `guess` bytes: the text is made anew on each
-/// call and may have grown since the last one said how long it was.
-template <typename Fill>
-Result<std::string> read_text(Fill fill, size_t guess = 16384) {
-  std::string text(guess, '\0');
-  for (;;) {
-    size_t len = 0;
-    apf_status status = fill(text.data(), text.size(), &len);
-    if (status == APF_OK) {
-      text.resize(len);
-      return text;
-    }
-    if (status != APF_ERR_INSUFFICIENT_SIZE) {
-      return Error::last(status);
-    }
-    text.assign(len + 1, '\0');
+/// Runs `fill(&text)` (one of the C text functions, which hand over an
+/// owned apf_text) and copies the text into a std::string.
+template <typename Fill> Result<std::string> read_text(Fill fill) {
+  apf_text text{};
+  apf_status status = fill(&text);
+  if (status != APF_OK) {
+    return Error::last(status);
   }
+  std::string copy(text.ptr, text.len);
+  apf_text_free(&text);
+  return copy;
+}
+
+/// The C dispatcher, shared by its Dispatcher and every RequestGuard and
+/// Ticket it hands out: it is freed after the last of them, so destroying
+/// the Dispatcher first is safe (the guards finish and the tickets cancel
+/// on a live dispatcher). Also holds the completion callback, destroyed
+/// only after the C dispatcher that calls it.
+class SharedDispatcher {
+public:
+  using CompletionCallback = std::function<void(uint64_t request)>;
+
+  explicit SharedDispatcher(apf_dispatcher *raw) noexcept : raw_(raw) {}
+  ~SharedDispatcher() { apf_dispatcher_free(raw_); }
+  SharedDispatcher(const SharedDispatcher &) = delete;
+  SharedDispatcher &operator=(const SharedDispatcher &) = delete;
+
+  apf_dispatcher *get() const noexcept { return raw_; }
+  /// Stops owning the C dispatcher (Dispatcher::capi_release): handles still
+  /// out then fail with APF_ERR_NULL_POINTER instead of touching it.
+  apf_dispatcher *release() noexcept { return std::exchange(raw_, nullptr); }
+
+  std::mutex mutex;
+  std::unique_ptr<CompletionCallback> callback;
+
+private:
+  apf_dispatcher *raw_;
+};
+
+using DispatcherRef = std::shared_ptr<SharedDispatcher>;
+
+inline apf_dispatcher *raw(const DispatcherRef &d) noexcept {
+  return d ? d->get() : nullptr;
 }
 
 } // namespace detail
@@ -332,6 +349,7 @@ struct Options {
 
   apf_options to_c() const noexcept {
     apf_options raw{};
+    (void)apf_options_default(&raw); // sets struct_size
     raw.server_concurrency_limit = server_concurrency_limit;
     raw.service_time_guess_ns = detail::to_u64(service_time_guess);
     raw.wait_limit_ns = detail::to_u64(wait_limit);
@@ -388,6 +406,9 @@ enum class RejectReason : uint32_t {
   TimeOut = APF_REJECT_TIME_OUT,
   Cancelled = APF_REJECT_CANCELLED,
   ConcurrencyLimit = APF_REJECT_CONCURRENCY_LIMIT,
+  // A panic inside the level's critical section failed the level (a bug);
+  // the dispatcher's next reconfiguration replaces it.
+  LevelFailed = APF_REJECT_LEVEL_FAILED,
 };
 
 inline std::string_view to_string(Outcome o) noexcept {
@@ -415,6 +436,8 @@ inline std::string_view to_string(RejectReason r) noexcept {
     return "cancelled";
   case RejectReason::ConcurrencyLimit:
     return "concurrency-limit";
+  case RejectReason::LevelFailed:
+    return "level-failed";
   }
   return "unknown";
 }
@@ -426,21 +449,22 @@ class Decision;
 
 /// An executing request; destroying it finishes the request at the current
 /// time (also during stack unwinding). Move-only; an empty guard (default
-/// constructed, moved from, finished or released) does nothing.
+/// constructed, moved from, finished or released) does nothing. It shares
+/// ownership of the dispatcher, so it may outlive the Dispatcher object.
 class RequestGuard {
 public:
   RequestGuard() noexcept = default;
   /// Takes ownership of an executing request's handle.
-  RequestGuard(apf_dispatcher *dispatcher, uint64_t request) noexcept
-      : dispatcher_(dispatcher), request_(request) {}
+  RequestGuard(detail::DispatcherRef dispatcher, uint64_t request) noexcept
+      : dispatcher_(std::move(dispatcher)), request_(request) {}
 
   RequestGuard(RequestGuard &&other) noexcept
-      : dispatcher_(other.dispatcher_),
+      : dispatcher_(std::move(other.dispatcher_)),
         request_(std::exchange(other.request_, 0)) {}
   RequestGuard &operator=(RequestGuard &&other) noexcept {
     if (this != &other) {
       reset();
-      dispatcher_ = other.dispatcher_;
+      dispatcher_ = std::move(other.dispatcher_);
       request_ = std::exchange(other.request_, 0);
     }
     return *this;
@@ -460,8 +484,10 @@ public:
   /// end of execution, so the work estimate's extra latency counts from it.
   Result<void> try_finish_at(Nanos end) {
     uint64_t request = std::exchange(request_, 0);
-    return detail::check(
-        apf_request_finish(dispatcher_, request, detail::to_u64(end)));
+    Result<void> result = detail::check(
+        apf_finish(detail::raw(dispatcher_), request, detail::to_u64(end)));
+    dispatcher_.reset();
+    return result;
   }
   void finish() { try_finish().unwrap(); }
   void finish_at(Nanos end) { try_finish_at(end).unwrap(); }
@@ -474,11 +500,12 @@ private:
     if (request_ != 0) {
       // A destructor cannot report failure; a stale handle is the only way
       // to fail here and leaves nothing to clean up.
-      (void)apf_request_finish(dispatcher_, std::exchange(request_, 0), 0);
+      (void)apf_finish(detail::raw(dispatcher_), std::exchange(request_, 0), 0);
     }
+    dispatcher_.reset();
   }
 
-  apf_dispatcher *dispatcher_ = nullptr;
+  detail::DispatcherRef dispatcher_;
   uint64_t request_ = 0;
 };
 
@@ -494,22 +521,23 @@ struct Classification {
 /// A queued request. wait() / poll() return a Decision: Execute (take its
 /// guard) or Rejected, after which the ticket is empty, or Queued when no
 /// decision has been made yet (the ticket still holds the request).
-/// Destroying a non-empty ticket cancels the request. Move-only.
+/// Destroying a non-empty ticket cancels the request. Move-only. Like a
+/// RequestGuard it shares ownership of the dispatcher.
 class Ticket {
 public:
   Ticket() noexcept = default;
   /// Takes ownership of a queued request's handle.
-  Ticket(apf_dispatcher *dispatcher, uint64_t request,
+  Ticket(detail::DispatcherRef dispatcher, uint64_t request,
          Classification where) noexcept
-      : dispatcher_(dispatcher), request_(request), where_(where) {}
+      : dispatcher_(std::move(dispatcher)), request_(request), where_(where) {}
 
   Ticket(Ticket &&other) noexcept
-      : dispatcher_(other.dispatcher_),
+      : dispatcher_(std::move(other.dispatcher_)),
         request_(std::exchange(other.request_, 0)), where_(other.where_) {}
   Ticket &operator=(Ticket &&other) noexcept {
     if (this != &other) {
       reset();
-      dispatcher_ = other.dispatcher_;
+      dispatcher_ = std::move(other.dispatcher_);
       request_ = std::exchange(other.request_, 0);
       where_ = other.where_;
     }
@@ -537,8 +565,9 @@ public:
   /// ticket is empty afterwards, even on error.
   Result<bool> try_cancel() {
     bool cancelled = false;
-    apf_status status =
-        apf_request_cancel(dispatcher_, std::exchange(request_, 0), &cancelled);
+    apf_status status = apf_request_cancel(
+        detail::raw(dispatcher_), std::exchange(request_, 0), &cancelled);
+    dispatcher_.reset();
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -556,12 +585,13 @@ private:
   void reset() noexcept {
     if (request_ != 0) {
       bool cancelled = false;
-      (void)apf_request_cancel(dispatcher_, std::exchange(request_, 0),
-                               &cancelled);
+      (void)apf_request_cancel(detail::raw(dispatcher_),
+                               std::exchange(request_, 0), &cancelled);
     }
+    dispatcher_.reset();
   }
 
-  apf_dispatcher *dispatcher_ = nullptr;
+  detail::DispatcherRef dispatcher_;
   uint64_t request_ = 0;
   Classification where_;
 };
@@ -601,7 +631,8 @@ public:
   Ticket take_ticket() noexcept { return std::move(ticket_); }
 
   /// Builds a decision from the C struct, adopting its request handle.
-  static Decision from_c(apf_dispatcher *dispatcher, const apf_decision &raw) {
+  static Decision from_c(const detail::DispatcherRef &dispatcher,
+                         const apf_decision &raw) {
     Classification where{
         detail::view(raw.flow_schema_name),
         detail::view(raw.flow_schema_uid),
@@ -634,9 +665,10 @@ inline Result<Decision> Ticket::decided(uint32_t outcome, uint32_t reason) {
   Decision d(static_cast<Outcome>(outcome), static_cast<RejectReason>(reason),
              where_);
   if (d.executing()) {
-    d.guard_ = RequestGuard(dispatcher_, std::exchange(request_, 0));
+    d.guard_ = RequestGuard(std::move(dispatcher_), std::exchange(request_, 0));
   } else if (d.rejected()) {
     request_ = 0;
+    dispatcher_.reset();
   }
   return d;
 }
@@ -645,7 +677,8 @@ inline Result<Decision> Ticket::wait_raw(uint64_t timeout_nanos) {
   uint32_t outcome = 0;
   uint32_t reason = 0;
   apf_status status =
-      apf_request_wait(dispatcher_, request_, timeout_nanos, &outcome, &reason);
+      apf_request_wait(detail::raw(dispatcher_), request_, timeout_nanos,
+                       &outcome, &reason);
   if (status != APF_OK) {
     return Error::last(status);
   }
@@ -663,7 +696,8 @@ inline Result<Decision> Ticket::try_wait() {
 inline Result<Decision> Ticket::try_poll() {
   uint32_t outcome = 0;
   uint32_t reason = 0;
-  apf_status status = apf_request_poll(dispatcher_, request_, &outcome, &reason);
+  apf_status status =
+      apf_request_poll(detail::raw(dispatcher_), request_, &outcome, &reason);
   if (status != APF_OK) {
     return Error::last(status);
   }
@@ -692,7 +726,7 @@ public:
   using CompletionCallback = std::function<void(uint64_t request)>;
 
   /// Takes ownership of `raw` (freed even if this constructor throws).
-  explicit Dispatcher(Raw *raw) : Dispatcher(Owned(raw)) {}
+  explicit Dispatcher(Raw *raw) : shared_(adopt(raw)) {}
 
   Dispatcher(Dispatcher &&) noexcept = default;
   Dispatcher &operator=(Dispatcher &&) noexcept = default;
@@ -772,11 +806,11 @@ public:
     apf_work_estimate work = estimate.to_c();
     apf_decision out{};
     apf_status status = apf_start_request(
-        ptr_.get(), &raw, &work, deadline ? detail::to_u64(*deadline) : 0, &out);
+        detail::raw(shared_), &raw, &work, deadline ? detail::to_u64(*deadline) : 0, &out);
     if (status != APF_OK) {
       return Error::last(status);
     }
-    return Decision::from_c(ptr_.get(), out);
+    return Decision::from_c(shared_, out);
   }
   Decision start(const RequestDigest &digest,
                  const WorkEstimate &estimate = WorkEstimate(),
@@ -787,21 +821,21 @@ public:
   /// Switches to the configuration in `text`; on error the old one stays.
   Result<void> try_reconfigure(std::string_view text) {
     return detail::check(
-        apf_dispatcher_reconfigure(ptr_.get(), text.data(), text.size()));
+        apf_dispatcher_reconfigure(raw(), text.data(), text.size()));
   }
   void reconfigure(std::string_view text) { try_reconfigure(text).unwrap(); }
 
   /// Moves a manual clock forward (an error with the real clock).
   Result<void> try_advance_clock(Nanos by) {
     return detail::check(
-        apf_dispatcher_advance_clock(ptr_.get(), detail::to_u64(by)));
+        apf_dispatcher_advance_clock(raw(), detail::to_u64(by)));
   }
   void advance_clock(Nanos by) { try_advance_clock(by).unwrap(); }
 
   /// The dispatcher's current time.
   Result<Nanos> try_now() const {
     uint64_t nanos = 0;
-    apf_status status = apf_dispatcher_now(ptr_.get(), &nanos);
+    apf_status status = apf_dispatcher_now(raw(), &nanos);
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -811,11 +845,7 @@ public:
 
   /// Per-level statistics as text.
   Result<std::string> try_stats_text() {
-    return detail::read_text(
-        [this](char *buf, size_t len, size_t *out_len) {
-          return apf_dispatcher_stats_text(ptr_.get(), buf, len, out_len);
-        },
-        4096);
+    return detail::read_text([this](apf_text *out) { return apf_dispatcher_stats_text(raw(), out); });
   }
   std::string stats_text() { return try_stats_text().unwrap(); }
 
@@ -823,18 +853,14 @@ public:
   /// the OpenMetrics text format (serve it at /metrics with the
   /// Content-Type apf::metrics_content_type() gives).
   Result<std::string> try_metrics_text() const {
-    return detail::read_text([this](char *buf, size_t len, size_t *out_len) {
-      return apf_dispatcher_metrics_text(ptr_.get(), buf, len, out_len);
-    });
+    return detail::read_text([this](apf_text *out) { return apf_dispatcher_metrics_text(raw(), out); });
   }
   std::string metrics_text() const { return try_metrics_text().unwrap(); }
 
   /// The table of Kubernetes' /debug/api_priority_and_fairness/
   /// dump_priority_levels: one line per priority level.
   Result<std::string> try_dump_priority_levels() const {
-    return detail::read_text([this](char *buf, size_t len, size_t *out_len) {
-      return apf_dispatcher_dump_priority_levels(ptr_.get(), buf, len, out_len);
-    });
+    return detail::read_text([this](apf_text *out) { return apf_dispatcher_dump_priority_levels(raw(), out); });
   }
   std::string dump_priority_levels() const {
     return try_dump_priority_levels().unwrap();
@@ -843,9 +869,7 @@ public:
   /// The table of Kubernetes' /debug/api_priority_and_fairness/dump_queues:
   /// one line per queue of every level that queues.
   Result<std::string> try_dump_queues() const {
-    return detail::read_text([this](char *buf, size_t len, size_t *out_len) {
-      return apf_dispatcher_dump_queues(ptr_.get(), buf, len, out_len);
-    });
+    return detail::read_text([this](apf_text *out) { return apf_dispatcher_dump_queues(raw(), out); });
   }
   std::string dump_queues() const { return try_dump_queues().unwrap(); }
 
@@ -854,9 +878,8 @@ public:
   /// the request's user, verb, path and object columns (Kubernetes'
   /// ?includeRequestDetails=1).
   Result<std::string> try_dump_requests(bool include_details = false) const {
-    return detail::read_text([this, include_details](char *buf, size_t len, size_t *out_len) {
-      return apf_dispatcher_dump_requests(ptr_.get(), include_details, buf, len,
-                                          out_len);
+    return detail::read_text([this, include_details](apf_text *out) {
+      return apf_dispatcher_dump_requests(raw(), include_details, out);
     });
   }
   std::string dump_requests(bool include_details = false) const {
@@ -867,7 +890,7 @@ public:
   /// removes it). Returns once no call of the previous callback is running,
   /// so it fails with APF_ERR_IN_CALLBACK inside a completion callback.
   Result<void> try_set_completion_callback(CompletionCallback callback) {
-    if (!ptr_) {
+    if (!shared_) {
       return detail::check(
           apf_dispatcher_set_completion_callback(nullptr, nullptr, nullptr));
     }
@@ -877,21 +900,21 @@ public:
       return Error(APF_ERR_IN_CALLBACK,
                    "a completion callback cannot replace the callback");
     }
-    std::lock_guard<std::mutex> lock(callbacks_->mutex);
+    std::lock_guard<std::mutex> lock(shared_->mutex);
     std::unique_ptr<CompletionCallback> owned;
     apf_status status = APF_OK;
     if (callback) {
       owned = std::make_unique<CompletionCallback>(std::move(callback));
       status = apf_dispatcher_set_completion_callback(
-          ptr_.get(), &Dispatcher::trampoline, owned.get());
+          raw(), &Dispatcher::trampoline, owned.get());
     } else {
-      status = apf_dispatcher_set_completion_callback(ptr_.get(), nullptr, nullptr);
+      status = apf_dispatcher_set_completion_callback(raw(), nullptr, nullptr);
     }
     if (status != APF_OK) {
       return Error::last(status);
     }
     // The library returns only once no call of the old callback is running.
-    callbacks_->current = std::move(owned);
+    shared_->callback = std::move(owned);
     return Result<void>();
   }
   void set_completion_callback(CompletionCallback callback) {
@@ -902,7 +925,7 @@ public:
   /// decided (for poll/epoll loops); owned by the dispatcher.
   Result<int> try_completion_fd() {
     int fd = -1;
-    apf_status status = apf_dispatcher_completion_fd(ptr_.get(), &fd);
+    apf_status status = apf_dispatcher_completion_fd(raw(), &fd);
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -915,7 +938,7 @@ public:
     uint64_t request = 0;
     bool some = false;
     apf_status status =
-        apf_dispatcher_take_completion(ptr_.get(), &request, &some);
+        apf_dispatcher_take_completion(raw(), &request, &some);
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -925,24 +948,41 @@ public:
     return try_take_completion().unwrap();
   }
 
-  Raw *capi() noexcept { return ptr_.get(); }
-  const Raw *capi() const noexcept { return ptr_.get(); }
+  /// Adopts an executing request's handle obtained through the C API.
+  RequestGuard adopt_guard(uint64_t request) const noexcept {
+    return RequestGuard(shared_, request);
+  }
+  /// Adopts a queued request's handle obtained through the C API.
+  Ticket adopt_ticket(uint64_t request,
+                      Classification where = Classification{}) const noexcept {
+    return Ticket(shared_, request, where);
+  }
+
+  Raw *capi() noexcept { return raw(); }
+  const Raw *capi() const noexcept { return raw(); }
   /// Gives up ownership (the caller frees it with apf_dispatcher_free).
-  Raw *capi_release() noexcept { return ptr_.release(); }
+  /// Guards and tickets still out then fail (APF_ERR_NULL_POINTER) rather
+  /// than use a dispatcher this object no longer owns.
+  Raw *capi_release() noexcept {
+    Raw *raw = shared_ ? shared_->release() : nullptr;
+    shared_.reset();
+    return raw;
+  }
 
 private:
   struct Deleter {
     void operator()(Raw *raw) const noexcept { apf_dispatcher_free(raw); }
   };
-  using Owned = std::unique_ptr<Raw, Deleter>;
-  struct Callbacks {
-    std::mutex mutex;
-    std::unique_ptr<CompletionCallback> current;
-  };
 
-  explicit Dispatcher(Owned raw)
-      : callbacks_(std::make_unique<Callbacks>()), ptr_(std::move(raw)) {}
+  /// The shared state owning `raw`; frees `raw` if allocating it fails.
+  static detail::DispatcherRef adopt(Raw *raw) {
+    std::unique_ptr<Raw, Deleter> owned(raw);
+    auto shared = std::make_shared<detail::SharedDispatcher>(owned.get());
+    (void)owned.release();
+    return shared;
+  }
 
+  Raw *raw() const noexcept { return detail::raw(shared_); }
 
   /// How many completion callbacks this thread is running.
   static int &callback_depth() noexcept {
@@ -958,10 +998,8 @@ private:
     (*static_cast<CompletionCallback *>(user))(request);
   }
 
-  // Declared before ptr_ so it is destroyed after the C dispatcher, which
-  // may call a callback until freed.
-  std::unique_ptr<Callbacks> callbacks_;
-  Owned ptr_;
+  // Shared with the guards and tickets handed out (see SharedDispatcher).
+  detail::DispatcherRef shared_;
 };
 
 /// The HTTP Content-Type of Dispatcher::metrics_text() (OpenMetrics text),
@@ -1184,6 +1222,7 @@ struct AddOptions {
 
   apf_wq_add_opts to_c() const noexcept {
     apf_wq_add_opts raw{};
+    (void)apf_wq_add_opts_default(&raw);
     raw.after_nanos = detail::to_u64(after);
     raw.rate_limited = rate_limited;
     raw.lane = static_cast<uint32_t>(lane);
@@ -1463,11 +1502,7 @@ public:
 
   /// client-go's workqueue metrics, OpenMetrics text ending with "# EOF".
   Result<std::string> try_metrics_text() {
-    return detail::read_text(
-        [this](char *buf, size_t len, size_t *out_len) {
-          return apf_wq_metrics_text(raw(), buf, len, out_len);
-        },
-        4096);
+    return detail::read_text([this](apf_text *out) { return apf_wq_metrics_text(raw(), out); });
   }
   std::string metrics_text() { return try_metrics_text().unwrap(); }
 

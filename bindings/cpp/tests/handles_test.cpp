@@ -89,11 +89,11 @@ TEST(RequestGuard, ExplicitFinishEmptiesIt) {
   EXPECT_EQ(guard.handle(), 0u);
   EXPECT_EQ(gauges(d, "narrow").seats_in_use, 0u);
   // The handle is stale now: finishing it again is an error, not UB.
-  apf::RequestGuard stale(d.capi(), handle);
+  apf::RequestGuard stale = d.adopt_guard(handle);
   auto r = stale.try_finish();
   ASSERT_FALSE(r.ok());
   EXPECT_FALSE(r.error().message().empty());
-  apf::RequestGuard stale_again(d.capi(), handle);
+  apf::RequestGuard stale_again = d.adopt_guard(handle);
   EXPECT_THROW(stale_again.finish(), apf::Error);
   EXPECT_FALSE(stale_again) << "emptied even on error";
 }
@@ -117,7 +117,7 @@ TEST(RequestGuard, ReleaseHandsTheHandleOver) {
     EXPECT_FALSE(guard);
   }
   EXPECT_EQ(gauges(d, "narrow").seats_in_use, 1u) << "released: not finished";
-  EXPECT_EQ(apf_request_finish(d.capi(), handle, 0), APF_OK);
+  EXPECT_EQ(apf_finish(d.capi(), handle, 0), APF_OK);
   EXPECT_EQ(gauges(d, "narrow").seats_in_use, 0u);
 }
 
@@ -260,7 +260,7 @@ TEST(Ticket, DestructorCancels) {
 TEST(Ticket, EmptyTicketCallsAreErrors) {
   apf::Ticket empty;
   auto d = narrow_dispatcher();
-  apf::Ticket dangling(d.capi(), 0, apf::Classification{});
+  apf::Ticket dangling = d.adopt_ticket(0);
   EXPECT_FALSE(dangling.try_poll().ok());
   EXPECT_THROW(dangling.poll(), apf::Error);
   EXPECT_THROW(dangling.wait_for(1ms), apf::Error);
@@ -274,7 +274,7 @@ TEST(Ticket, StaleHandleIsAnError) {
   auto ticket = d.start(alice()).take_ticket();
   uint64_t handle = ticket.handle();
   ASSERT_TRUE(ticket.cancel());
-  apf::Ticket stale(d.capi(), handle, apf::Classification{});
+  apf::Ticket stale = d.adopt_ticket(handle);
   auto r = stale.try_poll();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().status(), APF_OK);
@@ -350,4 +350,37 @@ TEST(Dispatcher, CapiReleaseAndAdopt) {
   const apf::Dispatcher &cb = b;
   EXPECT_EQ(cb.capi(), raw);
   EXPECT_TRUE(b.start(alice()).executing());
+}
+
+// Guards and tickets share ownership of the C dispatcher: destroying the
+// Dispatcher first leaves them working (before, they held a raw pointer and
+// this was a use-after-free, which the sanitized run reports).
+TEST(Dispatcher, GuardsAndTicketsMayOutliveIt) {
+  std::vector<apf::RequestGuard> held;
+  apf::Ticket ticket;
+  {
+    auto d = narrow_dispatcher();
+    held = fill(d);
+    auto decision = d.start(alice());
+    ASSERT_TRUE(decision.queued());
+    ticket = decision.take_ticket();
+  }
+  held.pop_back(); // finishes one request: the queued one is dispatched
+  auto decided = ticket.poll();
+  ASSERT_TRUE(decided.executing());
+  EXPECT_EQ(decided.priority_level_name(), "narrow") << "the names live on too";
+  auto guard = decided.take_guard();
+  EXPECT_TRUE(guard.try_finish().ok());
+  held.clear(); // the last owners: the C dispatcher is freed here
+}
+
+TEST(Dispatcher, CapiReleaseDetachesHandlesStillOut) {
+  auto d = narrow_dispatcher();
+  auto guard = d.start(alice()).take_guard();
+  ASSERT_TRUE(guard);
+  apf_dispatcher *raw = d.capi_release();
+  auto r = guard.try_finish();
+  ASSERT_FALSE(r.ok()) << "the guard no longer reaches a dispatcher it does not own";
+  EXPECT_EQ(r.error().status(), APF_ERR_NULL_POINTER);
+  apf_dispatcher_free(raw);
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	apf "github.com/libapf/apf-go"
+	apf "github.com/libapf/apf/bindings/go"
 )
 
 // The workloads run both sides on the same priority level: libapf with

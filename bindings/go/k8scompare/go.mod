@@ -1,9 +1,9 @@
-module github.com/libapf/apf-go/k8scompare
+module github.com/libapf/apf/bindings/go/k8scompare
 
 go 1.26.0
 
 require (
-	github.com/libapf/apf-go v0.0.0
+	github.com/libapf/apf/bindings/go v0.0.0
 	k8s.io/apiserver v0.37.2
 )
 
@@ -57,4 +57,4 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-replace github.com/libapf/apf-go => ../
+replace github.com/libapf/apf/bindings/go => ../

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	apf "github.com/libapf/apf-go"
+	apf "github.com/libapf/apf/bindings/go"
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
 	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 )

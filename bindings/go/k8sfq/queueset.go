@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	apf "github.com/libapf/apf-go"
+	apf "github.com/libapf/apf/bindings/go"
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
 	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"

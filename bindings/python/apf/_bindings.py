@@ -119,6 +119,9 @@ class apf_wq_limiter(ctypes.Structure):
 class apf_options(ctypes.Structure):
     pass
 
+class apf_text(ctypes.Structure):
+    pass
+
 class apf_queueset_config(ctypes.Structure):
     pass
 
@@ -159,6 +162,7 @@ apf_wq_get_result = ctypes.c_uint32
 apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
 
 apf_options._fields_ = [
+    ('struct_size', ctypes.c_size_t),
     ('server_concurrency_limit', ctypes.c_uint32),
     ('service_time_guess_ns', ctypes.c_uint64),
     ('wait_limit_ns', ctypes.c_uint64),
@@ -166,7 +170,13 @@ apf_options._fields_ = [
     ('manual_clock', ctypes.c_bool),
 ]
 
+apf_text._fields_ = [
+    ('ptr', ctypes.POINTER(ctypes.c_char)),
+    ('len', ctypes.c_size_t),
+]
+
 apf_queueset_config._fields_ = [
+    ('struct_size', ctypes.c_size_t),
     ('concurrency_limit', ctypes.c_uint32),
     ('queues', ctypes.c_uint32),
     ('hand_size', ctypes.c_uint32),
@@ -240,6 +250,7 @@ apf_decision._fields_ = [
 ]
 
 apf_wq_options._fields_ = [
+    ('struct_size', ctypes.c_size_t),
     ('kind', ctypes.c_uint32),
     ('manual_clock', ctypes.c_bool),
     ('name', ctypes.POINTER(ctypes.c_char)),
@@ -251,6 +262,7 @@ apf_wq_options._fields_ = [
 ]
 
 apf_wq_add_opts._fields_ = [
+    ('struct_size', ctypes.c_size_t),
     ('after_nanos', ctypes.c_uint64),
     ('rate_limited', ctypes.c_bool),
     ('lane', ctypes.c_uint32),
@@ -279,13 +291,13 @@ FUNCTIONS = {
     'apf_dispatcher_set_completion_callback': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('callback', apf_completion_callback), ('user', ctypes.c_void_p)]),
     'apf_dispatcher_completion_fd': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
     'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
-    'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_dispatcher_dump_queues': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_dispatcher_dump_requests': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('include_details', ctypes.c_bool), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_dump_queues': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_dump_requests': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('include_details', ctypes.c_bool), ('out', ctypes.POINTER(apf_text))]),
     'apf_queueset_config_default': (apf_status, [('out', ctypes.POINTER(apf_queueset_config))]),
     'apf_queueset_new': (apf_status, [('name', ctypes.POINTER(ctypes.c_char)), ('name_len', ctypes.c_size_t), ('config', ctypes.POINTER(apf_queueset_config)), ('manual_clock', ctypes.c_bool), ('out', ctypes.POINTER(ctypes.POINTER(apf_queueset)))]),
     'apf_queueset_free': (None, [('qs', ctypes.POINTER(apf_queueset))]),
@@ -294,23 +306,25 @@ FUNCTIONS = {
     'apf_queueset_request_wait': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_queueset_request_poll': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_queueset_request_cancel': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_cancelled', ctypes.POINTER(ctypes.c_bool))]),
-    'apf_queueset_request_finish': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
+    'apf_queueset_finish': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
     'apf_queueset_completion_fd': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
     'apf_queueset_take_completion': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_queueset_advance_clock': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('nanos', ctypes.c_uint64)]),
     'apf_queueset_now': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_nanos', ctypes.POINTER(ctypes.c_uint64))]),
     'apf_queueset_is_idle': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_idle', ctypes.POINTER(ctypes.c_bool))]),
     'apf_queueset_read_stats': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out', ctypes.POINTER(apf_queueset_stats))]),
-    'apf_queueset_dump_json': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_queueset_dump_json': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out', ctypes.POINTER(apf_text))]),
     'apf_start_request': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('digest', ctypes.POINTER(apf_request_digest)), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_decision))]),
     'apf_request_wait': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_request_poll': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_request_cancel': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('out_cancelled', ctypes.POINTER(ctypes.c_bool))]),
-    'apf_request_finish': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
+    'apf_finish': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
     'apf_abi_version': (ctypes.c_uint32, []),
-    'apf_last_error': (apf_status, [('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_last_error': (apf_status, [('out', ctypes.POINTER(apf_text))]),
     'apf_status_text': (apf_status, [('status', ctypes.c_uint32), ('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_text_free': (None, [('text', ctypes.POINTER(apf_text))]),
     'apf_wq_options_default': (apf_status, [('out', ctypes.POINTER(apf_wq_options))]),
+    'apf_wq_add_opts_default': (apf_status, [('out', ctypes.POINTER(apf_wq_add_opts))]),
     'apf_wq_new': (apf_status, [('options', ctypes.POINTER(apf_wq_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_workqueue)))]),
     'apf_wq_free': (None, [('queue', ctypes.POINTER(apf_workqueue))]),
     'apf_wq_add': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
@@ -329,7 +343,7 @@ FUNCTIONS = {
     'apf_wq_shut_down_with_drain': (apf_status, [('queue', ctypes.POINTER(apf_workqueue))]),
     'apf_wq_shutting_down': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_bool))]),
     'apf_wq_advance_clock': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('nanos', ctypes.c_uint64)]),
-    'apf_wq_metrics_text': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('buf', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_wq_metrics_text': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(apf_text))]),
     'apf_wq_processing': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_wq_limiter_new_default': (apf_status, [('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
     'apf_wq_limiter_new_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import threading
 from pathlib import Path
@@ -11,6 +12,8 @@ from . import _bindings as b
 
 ENV_VAR = "APF_LIBRARY"
 _FILE_NAME = "libapf.so"
+# The installed library's SONAME (docs/install.md): 0.MINOR before 1.0.
+_SONAME = f"libapf.so.{b.APF_VERSION_MAJOR}" if b.APF_VERSION_MAJOR else f"libapf.so.0.{b.APF_VERSION_MINOR}"
 
 
 class ApfError(Exception):
@@ -38,29 +41,44 @@ class LibraryNotFound(OSError):
     """libapf.so could not be located or loaded."""
 
 
-def _candidates() -> list[Path]:
+def _candidates() -> list[str]:
+    """Where libapf is looked for, in order: ``APF_LIBRARY`` (a file, or a
+    directory holding libapf.so) overrides everything; otherwise the copy
+    inside this package (a wheel bundles one), then the system's (the
+    dynamic loader's search path, as scripts/install.sh installs it), then
+    a development checkout's ``target/release``."""
     configured = os.environ.get(ENV_VAR)
     if configured:
         path = Path(configured)
-        return [path / _FILE_NAME if path.is_dir() else path]
+        return [str(path / _FILE_NAME if path.is_dir() else path)]
+    here = Path(__file__).resolve().parent
+    system = [_SONAME, _FILE_NAME]
+    found = ctypes.util.find_library("apf")
+    if found:
+        system.insert(0, found)
     # bindings/python/apf/_library.py -> the repository root is three up.
-    repo = Path(__file__).resolve().parent.parent.parent.parent
-    return [repo / "target" / "release" / _FILE_NAME]
+    checkout = here.parent.parent.parent / "target" / "release" / _FILE_NAME
+    return [str(here / _FILE_NAME), *system, str(checkout)]
 
 
 def _load() -> ctypes.CDLL:
     tried = []
-    for path in _candidates():
-        if path.exists():
-            try:
-                lib = ctypes.CDLL(str(path))
-            except OSError as exc:
-                raise LibraryNotFound(f"cannot load {path}: {exc}") from exc
-            return b.declare(lib)
-        tried.append(str(path))
+    for candidate in _candidates():
+        is_path = os.sep in candidate
+        if is_path and not Path(candidate).exists():
+            tried.append(candidate)
+            continue
+        try:
+            lib = ctypes.CDLL(candidate)
+        except OSError as exc:
+            if is_path:
+                raise LibraryNotFound(f"cannot load {candidate}: {exc}") from exc
+            tried.append(candidate)
+            continue
+        return b.declare(lib)
     raise LibraryNotFound(
-        f"libapf not found (tried {', '.join(tried)}); build it with "
-        f"`cargo build --release` or set {ENV_VAR} to the path of {_FILE_NAME}"
+        f"libapf not found (tried {', '.join(tried)}); install the apf wheel, "
+        f"install libapf (scripts/install.sh), or set {ENV_VAR} to the path of {_FILE_NAME}"
     )
 
 
@@ -102,18 +120,14 @@ def _dotted(v: int) -> str:
 
 def last_error() -> str:
     """The calling thread's last error message (``apf_last_error``)."""
-    f = lib().apf_last_error
-    needed = ctypes.c_size_t(0)
-    size = 256
-    while True:
-        buf = ctypes.create_string_buffer(size)
-        status = f(buf, size, ctypes.byref(needed))
-        if status == b.APF_OK:
-            return buf.raw[: needed.value].decode("utf-8", "replace")
-        if status == b.APF_ERR_INSUFFICIENT_SIZE and needed.value + 1 > size:
-            size = needed.value + 1
-            continue
+    text = b.apf_text()
+    f = lib()
+    if f.apf_last_error(ctypes.byref(text)) != b.APF_OK:
         return ""
+    try:
+        return ctypes.string_at(text.ptr, text.len).decode("utf-8", "replace")
+    finally:
+        f.apf_text_free(ctypes.byref(text))
 
 
 def status_text(status: int) -> str:

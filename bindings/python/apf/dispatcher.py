@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Optional, Tuple, Union
 
 from . import _bindings as b
 from ._library import ApfError, ClosedError, call, last_error, lib
@@ -241,26 +241,14 @@ class Dispatcher(Managed):
         adds the user, verb, path and object columns."""
         return self._read_text("apf_dispatcher_dump_requests", bool(include_details))
 
-    # A first buffer size per text function: its last size, with some room.
-    _size_hints: Dict[str, int] = {}
-
     def _read_text(self, name: str, *args) -> str:
-        """Copy out one of libapf's texts. The library makes it anew on
-        every call, so it may outgrow the size a call reported: retry until
-        it fits."""
-        needed = ctypes.c_size_t(0)
-        size = max(4096, Dispatcher._size_hints.get(name, 0))
-        while True:
-            buf = ctypes.create_string_buffer(size)
-            try:
-                self._call(name, *args, buf, size, ctypes.byref(needed))
-            except ApfError as exc:
-                if exc.status == b.APF_ERR_INSUFFICIENT_SIZE and needed.value + 1 > size:
-                    size = needed.value + 1 + needed.value // 8
-                    continue
-                raise
-            Dispatcher._size_hints[name] = needed.value + 1 + needed.value // 8
-            return buf.raw[: needed.value].decode("utf-8", "replace")
+        """One of libapf's texts, handed over whole as an owned apf_text."""
+        text = b.apf_text()
+        self._call(name, *args, ctypes.byref(text))
+        try:
+            return ctypes.string_at(text.ptr, text.len).decode("utf-8", "replace")
+        finally:
+            lib().apf_text_free(ctypes.byref(text))
 
     # --- the raw request operations (one C function each) ------------------
     def start_request(self, digest: RequestDigest, estimate: WorkEstimate = _ONE_SEAT,
@@ -305,7 +293,7 @@ class Dispatcher(Managed):
     def finish(self, request: int, end_ns: Optional[int] = None) -> None:
         """Release an executing request's seats; ``end_ns`` (dispatcher
         clock) is when it really ended (default: now)."""
-        self._call("apf_request_finish", request, 0 if end_ns is None else end_ns)
+        self._call("apf_finish", request, 0 if end_ns is None else end_ns)
 
     def completion_fd(self) -> int:
         """A file descriptor, owned by the dispatcher, that becomes readable

@@ -341,6 +341,7 @@ class Workqueue(Managed):
         shorter of the two."""
         data = _key(key)
         opts = b.apf_wq_add_opts()
+        check(self._lib.apf_wq_add_opts_default(ctypes.byref(opts)), "apf_wq_add_opts_default")
         opts.after_nanos = _nanos(after)
         opts.rate_limited = bool(rate_limited)
         opts.lane = Lane(lane) if lane is not None else Lane.FAST
@@ -523,18 +524,15 @@ class Workqueue(Managed):
 
     def metrics_text(self) -> str:
         """client-go's workqueue metrics of this queue, Prometheus text."""
-        size = 4096
-        needed = ctypes.c_size_t()
-        while True:
-            buf = ctypes.create_string_buffer(size)
-            ptr = self._enter()
-            try:
-                status = self._lib.apf_wq_metrics_text(ptr, buf, size, ctypes.byref(needed))
-            finally:
-                self._exit()
-            if status == b.APF_ERR_INSUFFICIENT_SIZE and needed.value + 1 > size:
-                size = needed.value + 1
-                continue
-            if status != b.APF_OK:
-                raise ApfError(status, last_error(), "apf_wq_metrics_text")
-            return buf.raw[: needed.value].decode("utf-8")
+        text = b.apf_text()
+        ptr = self._enter()
+        try:
+            status = self._lib.apf_wq_metrics_text(ptr, ctypes.byref(text))
+        finally:
+            self._exit()
+        if status != b.APF_OK:
+            raise ApfError(status, last_error(), "apf_wq_metrics_text")
+        try:
+            return ctypes.string_at(text.ptr, text.len).decode("utf-8")
+        finally:
+            self._lib.apf_text_free(ctypes.byref(text))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 import re
 import subprocess
 import sys
@@ -112,9 +113,20 @@ def test_library_not_found_names_the_env_var(tmp_path, monkeypatch):
 def test_env_var_may_name_a_directory(monkeypatch):
     from apf import _library
 
-    real = _library._candidates()[0]
+    real = Path(_library._candidates()[0])
     monkeypatch.setenv(_library.ENV_VAR, str(real.parent))
-    assert _library._candidates() == [real]
+    assert _library._candidates() == [str(real)]
+
+
+def test_without_the_env_var_the_package_copy_comes_first_then_the_system(monkeypatch):
+    from apf import _library
+
+    monkeypatch.delenv(_library.ENV_VAR, raising=False)
+    found = _library._candidates()
+    package = str(Path(_library.__file__).resolve().parent / "libapf.so")
+    assert found[0] == package
+    assert _library._SONAME in found[1:3]
+    assert found[-1].endswith("target/release/libapf.so")
 
 
 def test_digest_marshalling_names_real_fields():
@@ -135,8 +147,9 @@ def test_null_pointers_are_errors_not_crashes():
     assert "NULL" in apf.last_error() or "null" in apf.last_error()
     assert loaded.apf_options_default(None) == b.APF_ERR_NULL_POINTER
     assert loaded.apf_dispatcher_new_builtin(None, None) == b.APF_ERR_NULL_POINTER
-    assert loaded.apf_request_finish(None, 1, 0) == b.APF_ERR_NULL_POINTER
-    assert loaded.apf_last_error(None, 0, None) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_finish(None, 1, 0) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_last_error(None) == b.APF_ERR_NULL_POINTER
+    loaded.apf_text_free(None)  # a no-op
     loaded.apf_dispatcher_free(None)  # a no-op
 
 
@@ -148,13 +161,29 @@ def test_null_options_mean_defaults():
     loaded.apf_dispatcher_free(out)
 
 
-def test_stats_text_reports_the_size_it_needs(dispatcher):
+def test_stats_text_is_an_owned_buffer_freed_once(dispatcher):
     loaded = lib()
-    needed = ctypes.c_size_t()
-    status = loaded.apf_dispatcher_stats_text(dispatcher._enter(), None, 0, ctypes.byref(needed))
+    text = b.apf_text()
+    status = loaded.apf_dispatcher_stats_text(dispatcher._enter(), ctypes.byref(text))
     dispatcher._exit()
-    assert status == b.APF_ERR_INSUFFICIENT_SIZE
-    assert needed.value == len(dispatcher.stats_text().encode())
+    assert status == b.APF_OK
+    assert ctypes.string_at(text.ptr, text.len + 1).endswith(b"\0")
+    assert ctypes.string_at(text.ptr, text.len).decode() == dispatcher.stats_text()
+    loaded.apf_text_free(ctypes.byref(text))
+    assert not text.ptr and text.len == 0
+    loaded.apf_text_free(ctypes.byref(text))  # zeroed: a no-op
+
+
+def test_options_carry_their_size():
+    loaded = lib()
+    raw = b.apf_options()
+    assert loaded.apf_options_default(ctypes.byref(raw)) == b.APF_OK
+    assert raw.struct_size == ctypes.sizeof(b.apf_options)
+    raw.struct_size = 0
+    out = ctypes.POINTER(b.apf_dispatcher)()
+    status = loaded.apf_dispatcher_new_builtin(ctypes.byref(raw), ctypes.byref(out))
+    assert status == b.APF_ERR_INVALID_PARAMETER
+    assert "apf_options.struct_size" in apf.last_error()
 
 
 def test_long_last_error_is_read_whole():

@@ -12,8 +12,10 @@ mod limiter;
 
 pub use limiter::*;
 
-use super::cast::{bytes_from_raw, free_box, to_boxed_mut_ptr, write_text, Castable, TextOutcome};
+use super::cast::{bytes_from_raw, free_box, to_boxed_mut_ptr, Castable};
+use super::sized::{read_growable, Growable};
 use super::status::{apf_status, fail};
+use super::text::{apf_text, text_out};
 use crate::clock::{duration_nanos, Clock, ManualClock};
 use crate::ffi::slab::Stale;
 use crate::metrics::{Exporter, WorkqueueSource};
@@ -92,11 +94,15 @@ pub enum apf_wq_get_result {
     APF_WQ_TIMED_OUT = 3,
 }
 
-/// How `apf_wq_new` builds a queue. Start from `apf_wq_options_default`.
+/// How `apf_wq_new` builds a queue. Start from `apf_wq_options_default`,
+/// which sets `struct_size` (so later versions can add fields).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct apf_wq_options {
+    /// `sizeof(apf_wq_options)` as the caller's header knows it; set by
+    /// `apf_wq_options_default`.
+    pub struct_size: usize,
     /// An `apf_wq_kind` (default `APF_WQ_FIFO`).
     pub kind: u32,
     /// Run on a manual clock that starts at 0 and moves only through
@@ -108,6 +114,7 @@ pub struct apf_wq_options {
     /// metrics. May be empty (NULL, 0): an unnamed queue exports no metrics,
     /// as in client-go. Copied; need not outlive the call.
     pub name: *const c_char,
+    /// The length of `name` in bytes.
     pub name_len: usize,
     /// The rate limiter (copied; free yours whenever you like); NULL for
     /// client-go's default controller limiter (`apf_wq_limiter_new_default`).
@@ -126,11 +133,15 @@ pub struct apf_wq_options {
     pub capacity: u64,
 }
 
-/// Options of `apf_wq_add_with_opts`. All zero (`{0}`) is a plain add.
+/// Options of `apf_wq_add_with_opts`. Start from `apf_wq_add_opts_default`
+/// (a plain add), which sets `struct_size`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct apf_wq_add_opts {
+    /// `sizeof(apf_wq_add_opts)` as the caller's header knows it; set by
+    /// `apf_wq_add_opts_default`.
+    pub struct_size: usize,
     /// Add once this many nanoseconds have passed on the queue's clock; 0:
     /// now. An item already waiting keeps the earlier time.
     pub after_nanos: u64,
@@ -162,6 +173,7 @@ pub struct apf_wq_item {
     /// `apf_wq_done` of this handle (or `apf_wq_free`). Not NUL-terminated.
     /// NULL only for no item (an empty key has a non-NULL pointer).
     pub key: *const u8,
+    /// The length of `key` in bytes.
     pub key_len: usize,
     /// Two-lane queues: the `apf_wq_lane` the item came from; 0 otherwise.
     pub lane: u32,
@@ -585,7 +597,31 @@ macro_rules! try_queue {
 pub unsafe extern "C" fn apf_wq_options_default(out: *mut apf_wq_options) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        out.write(apf_wq_options {
+        out.write(apf_wq_options::defaults());
+        apf_status::APF_OK
+    }
+}
+
+/// Fill `*out` with a plain add's options: no delay, not rate limited, the
+/// fast lane, no priority.
+///
+/// # Safety
+/// `out` must be NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_wq_add_opts_default(out: *mut apf_wq_add_opts) -> apf_status {
+    ffi_panic_boundary! {
+        let out = try_out!(out);
+        out.write(apf_wq_add_opts::defaults());
+        apf_status::APF_OK
+    }
+}
+
+impl Growable for apf_wq_options {
+    const NAME: &'static str = "apf_wq_options";
+    const MIN_SIZE: usize = std::mem::size_of::<apf_wq_options>();
+    fn defaults() -> apf_wq_options {
+        apf_wq_options {
+            struct_size: std::mem::size_of::<apf_wq_options>(),
             kind: apf_wq_kind::APF_WQ_FIFO as u32,
             manual_clock: false,
             name: std::ptr::null(),
@@ -594,8 +630,22 @@ pub unsafe extern "C" fn apf_wq_options_default(out: *mut apf_wq_options) -> apf
             limiter_state_capacity: 0,
             limiter_idle_expiry_nanos: 0,
             capacity: 0,
-        });
-        apf_status::APF_OK
+        }
+    }
+}
+
+impl Growable for apf_wq_add_opts {
+    const NAME: &'static str = "apf_wq_add_opts";
+    const MIN_SIZE: usize = std::mem::size_of::<apf_wq_add_opts>();
+    fn defaults() -> apf_wq_add_opts {
+        apf_wq_add_opts {
+            struct_size: std::mem::size_of::<apf_wq_add_opts>(),
+            after_nanos: 0,
+            rate_limited: false,
+            lane: apf_wq_lane::APF_WQ_LANE_FAST as u32,
+            has_priority: false,
+            priority: 0,
+        }
     }
 }
 
@@ -615,16 +665,10 @@ pub unsafe extern "C" fn apf_wq_new(
 ) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        let mut defaults = std::mem::MaybeUninit::uninit();
         // SAFETY: a non-NULL `options` is readable (contract above).
-        let options = match unsafe { options.as_ref() } {
-            Some(o) => *o,
-            None => {
-                // SAFETY: `defaults` is writable and written on APF_OK.
-                unsafe { apf_wq_options_default(defaults.as_mut_ptr()) };
-                // SAFETY: written just above.
-                unsafe { defaults.assume_init() }
-            }
+        let options = match unsafe { read_growable(options) } {
+            Ok(o) => o,
+            Err(status) => return status,
         };
         match Core::new(&options) {
             Ok(core) => {
@@ -703,7 +747,10 @@ pub unsafe extern "C" fn apf_wq_add_with_opts(
         let core = try_queue!(queue);
         let key = try_key!(key, key_len);
         // SAFETY: NULL or readable (contract above).
-        let opts = unsafe { opts.as_ref() }.copied().unwrap_or_default();
+        let opts = match unsafe { read_growable(opts) } {
+            Ok(o) => o,
+            Err(status) => return status,
+        };
         match core.request(&opts) {
             Ok(request) => {
                 core.add(key, &request);
@@ -919,7 +966,7 @@ pub unsafe extern "C" fn apf_wq_lane_len(
     ffi_panic_boundary! {
         let core = try_queue!(queue);
         let out = try_out!(out);
-        let request = match core.request(&apf_wq_add_opts { lane, ..Default::default() }) {
+        let request = match core.request(&apf_wq_add_opts { lane, ..Growable::defaults() }) {
             Ok(r) => r,
             Err(status) => return status,
         };
@@ -1014,36 +1061,19 @@ pub unsafe extern "C" fn apf_wq_advance_clock(queue: *mut apf_workqueue, nanos: 
 /// label `name`) in the OpenMetrics text format, ending with `# EOF`. An
 /// unnamed queue exports no series, as in client-go.
 ///
-/// Copies the text and a NUL into `buf`; `*out_len` gets its length without
-/// the NUL. If `len` is too small: `APF_ERR_INSUFFICIENT_SIZE` with the
-/// needed length in `*out_len` (pass `buf` NULL and `len` 0 to ask; the
-/// text may grow between two calls).
+/// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
 ///
 /// # Safety
-/// `queue` must be NULL or live; `buf` NULL (with `len` 0) or writable for
-/// `len` bytes; `out_len` NULL or writable.
+/// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_wq_metrics_text(
     queue: *mut apf_workqueue,
-    buf: *mut c_char,
-    len: usize,
-    out_len: *mut usize,
+    out: *mut apf_text,
 ) -> apf_status {
     ffi_panic_boundary! {
         let core = try_queue!(queue);
-        if out_len.is_null() {
-            return fail(apf_status::APF_ERR_NULL_POINTER, "out_len is NULL");
-        }
-        let text = metrics_text(core.metrics());
-        // SAFETY: `out_len` checked non-NULL; `buf`/`len` per the contract.
-        match unsafe { write_text(&text, buf, len, out_len) } {
-            TextOutcome::Written => apf_status::APF_OK,
-            TextOutcome::TooSmall => fail(
-                apf_status::APF_ERR_INSUFFICIENT_SIZE,
-                format_args!("metrics text needs {} bytes plus a NUL", text.len()),
-            ),
-            TextOutcome::NullBuffer => fail(apf_status::APF_ERR_NULL_POINTER, "buf is NULL"),
-        }
+        // SAFETY: `out` per the contract.
+        unsafe { text_out(out, || metrics_text(core.metrics())) }
     }
 }
 
@@ -1064,45 +1094,11 @@ pub unsafe extern "C" fn apf_wq_processing(
     }
 }
 
-/// Testing aid, not part of the API: panics inside libapf (while holding
-/// one of the queue's item-handle locks if `queue` is not NULL) to show
-/// that the panic boundary contains it and the queue stays usable. Returns
-/// `APF_ERR_PANIC`.
-///
-/// # Safety
-/// `queue` must be NULL or live.
+// The test-only exports (apf_wq_test_panic, apf_wq_test_parked) live apart,
+// built only with the `test-hooks` feature, so the installed library does
+// not carry them.
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
-#[no_mangle]
-pub unsafe extern "C" fn apf_wq_test_panic(queue: *mut apf_workqueue) -> apf_status {
-    ffi_panic_boundary! {
-        // SAFETY: NULL or live, per the contract.
-        match unsafe { super::cast::try_from(queue) } {
-            Some(q) => q
-                .core
-                .items
-                .panic_while_locked("apf_wq_test_panic: deliberate panic while holding an item-handle lock"),
-            None => panic!("apf_wq_test_panic: deliberate panic"),
-        }
-        #[allow(unreachable_code)]
-        apf_status::APF_OK
-    }
-}
-
-/// Testing aid, not part of the API: how many workers are parked in
-/// `apf_wq_get` (so a test knows they are blocked before it wakes them).
-///
-/// # Safety
-/// `queue` must be NULL or live; `out` NULL or writable.
-#[doc(hidden)]
-#[no_mangle]
-pub unsafe extern "C" fn apf_wq_test_parked(
-    queue: *mut apf_workqueue,
-    out: *mut usize,
-) -> apf_status {
-    ffi_panic_boundary! {
-        let core = try_queue!(queue);
-        let out = try_out!(out);
-        out.write(each!(&core.kind, q => q.parked()));
-        apf_status::APF_OK
-    }
-}
+pub use test_hooks::*;

@@ -1,4 +1,4 @@
-#![cfg(all(feature = "cli", not(loom)))]
+#![cfg(not(loom))]
 //! The `apf` binary fed hostile or careless input (issue 13): each case
 //! must end promptly with a clear message and status 1 (or, for a reader
 //! that went away, quietly), never a panic, a hang or a huge echo.

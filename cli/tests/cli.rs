@@ -1,4 +1,4 @@
-#![cfg(all(feature = "cli", not(loom)))]
+#![cfg(not(loom))]
 //! The `apf` binary, run as a user would: each subcommand's exit status and
 //! the lines a user (or the README) relies on.
 
@@ -31,7 +31,10 @@ fn scratch(test: &str) -> PathBuf {
 }
 
 fn workload_example(name: &str) -> String {
-    format!("{}/examples/workloads/{name}", env!("CARGO_MANIFEST_DIR"))
+    format!(
+        "{}/../examples/workloads/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
 }
 
 #[test]
@@ -115,7 +118,7 @@ fn check_accepts_a_cluster_dump_with_a_dangling_flow_schema_and_names_it() {
     // so the dump must load, with the schema named.
     let dump = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/data/kubectl-get-flowcontrol.yaml"
+        "/../tests/data/kubectl-get-flowcontrol.yaml"
     ))
     .unwrap();
     let dangling = dump.replacen(

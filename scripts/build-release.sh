@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the release artefacts of libapf as they are installed: libapf.so
+# with its SONAME, libapf.a, no debug info, no test hooks. The one build
+# shared by scripts/install.sh and the Python wheel (bindings/python/setup.py).
+#
+#   scripts/build-release.sh     prints the directory holding libapf.so/.a
+#
+# A target directory of its own (target/install) keeps these settings from
+# rebuilding the test builds in target/release, which carry test hooks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)"
+IFS=. read -r major minor _patch <<<"$version"
+# The ABI promise (docs/install.md): before 1.0 each minor version may
+# break it, so the SONAME carries MAJOR.MINOR; from 1.0 on, MAJOR alone.
+if [ "$major" = 0 ]; then soversion="0.$minor"; else soversion="$major"; fi
+
+export CARGO_TARGET_DIR="$PWD/target/install"
+export CARGO_PROFILE_RELEASE_DEBUG=false
+export CARGO_PROFILE_RELEASE_STRIP=debuginfo
+cargo rustc --quiet --release --lib -p apf --crate-type cdylib --crate-type staticlib \
+  -- -C link-arg=-Wl,-soname,libapf.so."$soversion" >&2
+echo "$CARGO_TARGET_DIR/release"

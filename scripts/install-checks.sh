@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Proves that libapf installs and is usable from outside the repository,
+# each language from a temporary directory with nothing from the source tree
+# but the install artefacts (issue 12):
+#   1. C with `pkg-config --cflags --libs apf` only, C++ with
+#      find_package(apf) only; the SONAME; no test hook exported.
+#   2. Python: the wheel, installed into a fresh venv, starts and finishes a
+#      request and uses a workqueue with no environment variable.
+#   3. Go: a program built against the installed prefix with -tags
+#      apf_static, moved elsewhere, run after the prefix is deleted.
+#   4. Rust: a crate depending on apf (default features) has no clap or
+#      indicatif in its `cargo tree` and builds.
+# Called by scripts/test-all.sh. APF_INSTALL_CHECKS="c rust" runs a subset.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+here="$repo/scripts/install-checks"
+checks="${APF_INSTALL_CHECKS:-c rust python go}"
+
+step() { printf '\n--> install check: %s\n' "$*"; }
+fail() { echo "install check FAILED: $*" >&2; exit 1; }
+wants() { [[ " $checks " == *" $1 "* ]]; }
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+prefix="$work/prefix"
+
+command -v pkg-config >/dev/null && command -v cmake >/dev/null && command -v g++ >/dev/null ||
+  { apt-get update -qq && apt-get install -y -qq pkg-config cmake g++ >/dev/null; }
+
+step "install into a temporary prefix"
+"$repo/scripts/install.sh" --prefix "$prefix"
+lib="$prefix/lib"
+
+if wants c; then
+  step "SONAME and exports"
+  soname="$(readelf -d "$lib/libapf.so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')"
+  [ -n "$soname" ] && [ -e "$lib/$soname" ] || fail "no SONAME, or no $soname link"
+  echo "SONAME $soname"
+  exports="$(nm -D --defined-only "$lib/libapf.so" | awk '{print $3}')"
+  grep -qx apf_finish <<<"$exports" || fail "apf_finish is not exported"
+  for hook in apf_test_panic apf_wq_test_panic apf_wq_test_parked apf_request_finish; do
+    ! grep -qx "$hook" <<<"$exports" || fail "$hook is exported"
+  done
+  ! readelf -S "$lib/libapf.so" | grep -q '\.debug_' || fail "libapf.so carries debug info"
+
+  step "C with pkg-config only"
+  mkdir "$work/c" && cp "$here/main.c" "$work/c/"
+  (cd "$work/c" &&
+    export PKG_CONFIG_PATH="$lib/pkgconfig" &&
+    # shellcheck disable=SC2046 # pkg-config's words are separate flags
+    cc -std=c11 -Wall -Werror main.c $(pkg-config --cflags --libs apf) -o check &&
+    LD_LIBRARY_PATH="$lib" ./check)
+
+  step "C++ with find_package(apf) only"
+  mkdir "$work/cpp" && cp "$here/main.cpp" "$here/CMakeLists.txt" "$work/cpp/"
+  cmake -S "$work/cpp" -B "$work/cpp/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$work/cpp/build" >/dev/null
+  LD_LIBRARY_PATH="$lib" "$work/cpp/build/check"
+fi
+
+if wants rust; then
+  step "a Rust crate depending on apf: no CLI dependencies"
+  mkdir -p "$work/rust/src"
+  sed "s|APF_PATH|$repo|" "$here/rust-Cargo.toml" >"$work/rust/Cargo.toml"
+  cp "$here/rust-main.rs" "$work/rust/src/main.rs"
+  cp "$repo/Cargo.lock" "$work/rust/Cargo.lock" # the versions the repository tested
+  tree="$(cd "$work/rust" && cargo tree -e normal)"
+  ! grep -Eq '^.* (clap|indicatif) v' <<<"$tree" || fail "clap or indicatif in the library's tree"
+  # A target directory that survives the temporary one, so reruns are quick.
+  (cd "$work/rust" && CARGO_TARGET_DIR="$repo/target/install-check-rust" cargo run --quiet)
+fi
+
+if wants python; then
+  step "Python: the wheel in a fresh venv"
+  "$repo/bindings/python/install-check.sh" "$work/python"
+fi
+
+if wants go; then
+  step "Go: a static binary, moved, run without the prefix"
+  "$repo/bindings/go/install-check.sh" "$prefix" "$work/go"
+fi
+echo "install checks passed: $checks"

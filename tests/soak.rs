@@ -1,0 +1,387 @@
+//! A real-thread soak of one level and of the built-in dispatcher on the
+//! real clock: worker threads start, finish, wait for and cancel requests
+//! at random while one thread reconfigures and another scrapes stats,
+//! metrics and dumps. The test's own count of executing seats must stay
+//! within the limit at every step, and at quiescence every seat is back and
+//! every level's counts balance (started = finished + rejected, cancelled
+//! and timed-out requests being rejections). Bounded in time: SOAK_SECONDS
+//! (default 3) for each part. scripts/tsan.sh runs it under ThreadSanitizer.
+#![cfg(not(any(loom, shuttle)))]
+
+use apf::classification::RequestDigest;
+use apf::clock::Clock;
+use apf::config::Config;
+use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
+use apf::queueset::{QueueSet, QueueSetConfig, RawAdmission};
+use apf::work_estimate::WorkEstimate;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const WORKERS: u64 = 6;
+
+fn soak_time() -> Duration {
+    let secs = std::env::var("SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    Duration::from_secs_f64(secs)
+}
+
+/// A small xorshift generator: each thread its own, seeded by its number.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The test's own count of executing seats at one level.
+#[derive(Default)]
+struct Executing {
+    seats: AtomicU32,
+    /// The highest limit the level has been given so far (raised before the
+    /// level is reconfigured, so it bounds every admission).
+    max_limit: AtomicU32,
+}
+
+impl Executing {
+    fn begin(&self, seats: u32) {
+        let now = self.seats.fetch_add(seats, SeqCst) + seats;
+        let limit = self.max_limit.load(SeqCst);
+        assert!(
+            now <= limit || now == seats,
+            "{now} seats executing, limit at most {limit}"
+        );
+    }
+    fn end(&self, seats: u32) {
+        self.seats.fetch_sub(seats, SeqCst);
+    }
+}
+
+fn level_config(limit: u32, queues: u32) -> QueueSetConfig {
+    QueueSetConfig {
+        name: "soak".into(),
+        concurrency_limit: limit,
+        queues,
+        hand_size: queues.min(4),
+        queue_length_limit: 8,
+        wait_limit: Duration::from_millis(20),
+        ..QueueSetConfig::default()
+    }
+}
+
+fn estimate(rng: &mut Rng) -> WorkEstimate {
+    let latency = if rng.below(4) == 0 { 200 } else { 0 };
+    WorkEstimate::new(
+        rng.below(3) as u32,
+        rng.below(2) as u32,
+        Duration::from_micros(latency),
+    )
+}
+
+/// Hold an execution for a moment (sometimes yielding, sometimes spinning).
+fn hold(rng: &mut Rng) {
+    match rng.below(3) {
+        0 => thread::yield_now(),
+        1 => (0..rng.below(200)).for_each(|_| std::hint::spin_loop()),
+        _ => {}
+    }
+}
+
+#[test]
+fn one_level_under_real_threads() {
+    let qs = Arc::new(QueueSet::new(level_config(4, 8), Clock::real()).expect("valid"));
+    let ex = Arc::new(Executing::default());
+    ex.max_limit.store(4, SeqCst);
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for t in 0..WORKERS {
+        let (qs, ex, stop, started) = (qs.clone(), ex.clone(), stop.clone(), started.clone());
+        handles.push(thread::spawn(move || {
+            let mut rng = Rng::new(t + 1);
+            while !stop.load(SeqCst) {
+                let req = apf::queueset::Request {
+                    flow_hash: rng.below(16),
+                    estimate: estimate(&mut rng),
+                    deadline: None,
+                };
+                started.fetch_add(1, SeqCst);
+                let exec = match qs.admit(&req) {
+                    RawAdmission::Execute(exec) => Some(exec),
+                    RawAdmission::Rejected(_) => None,
+                    RawAdmission::Queued(w) if rng.below(4) == 0 => {
+                        hold(&mut rng);
+                        qs.cancel_waiting(w);
+                        None
+                    }
+                    RawAdmission::Queued(w) => qs.wait_for(w).ok(),
+                };
+                if let Some(exec) = exec {
+                    let seats = exec.estimate().max_seats();
+                    ex.begin(seats);
+                    hold(&mut rng);
+                    ex.end(seats);
+                    qs.finish_execution(exec, qs.clock().now());
+                }
+            }
+        }));
+    }
+    {
+        // Reconfigures: limit down and up, queue count changed.
+        let (qs, ex, stop) = (qs.clone(), ex.clone(), stop.clone());
+        handles.push(thread::spawn(move || {
+            let mut rng = Rng::new(99);
+            while !stop.load(SeqCst) {
+                let limit = 1 + rng.below(6) as u32;
+                ex.max_limit.fetch_max(limit, SeqCst);
+                qs.reconfigure(level_config(limit, 1 + rng.below(10) as u32))
+                    .expect("valid");
+                thread::sleep(Duration::from_micros(300));
+            }
+        }));
+    }
+    {
+        // Scrapes: stats (which checks the core's invariants in debug
+        // builds), tallies and dumps.
+        let (qs, stop) = (qs.clone(), stop.clone());
+        handles.push(thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                let stats = qs.stats();
+                assert!(stats.seats_in_use <= 6, "{stats:?}");
+                let _ = qs.tag_stats();
+                let _ = qs.dump();
+                thread::sleep(Duration::from_micros(200));
+            }
+        }));
+    }
+    thread::sleep(soak_time());
+    stop.store(true, SeqCst);
+    for h in handles {
+        h.join().expect("no thread panicked");
+    }
+    wait_for_lingering(|| qs.stats().seats_in_use == 0);
+    let stats = qs.stats();
+    assert_eq!(stats.seats_in_use, 0, "{stats:?}");
+    assert_eq!(stats.requests_executing, 0, "{stats:?}");
+    assert_eq!(stats.requests_waiting, 0, "{stats:?}");
+    let tally = tally_sums(&qs.tag_stats());
+    assert_eq!(
+        tally.0 + tally.1,
+        started.load(SeqCst),
+        "started = executed + rejected (cancelled and timed out included): {stats:?}"
+    );
+    assert_eq!(tally.0, tally.2, "every executed request finished");
+}
+
+/// (executed, rejected, finished) over all tags.
+fn tally_sums(tags: &[(u32, apf::queueset::TagStats)]) -> (u64, u64, u64) {
+    tags.iter().fold((0, 0, 0), |(d, r, f), (_, t)| {
+        (
+            d + t.dispatched,
+            r + t.rejected.iter().sum::<u64>(),
+            f + t.execution.count(),
+        )
+    })
+}
+
+/// Seats lingering for additional latency come back on the real clock's
+/// timer thread; give it a moment (this bounds the wait, it is not what
+/// the test checks).
+fn wait_for_lingering(idle: impl Fn() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !idle() && Instant::now() < until {
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn digests() -> Vec<RequestDigest<'static>> {
+    const SA: &[&str] = &["system:serviceaccounts", "system:authenticated"];
+    const NODES: &[&str] = &["system:nodes", "system:authenticated"];
+    const ANON: &[&str] = &["system:unauthenticated"];
+    let base = RequestDigest {
+        verb: "list",
+        is_resource_request: true,
+        resource: "configmaps",
+        namespace: "tenant",
+        path: "/api/v1/namespaces/tenant/configmaps",
+        ..RequestDigest::default()
+    };
+    vec![
+        RequestDigest {
+            user: "system:serviceaccount:tenant:a",
+            groups: SA,
+            ..base
+        },
+        RequestDigest {
+            user: "system:serviceaccount:tenant:b",
+            groups: SA,
+            ..base
+        },
+        RequestDigest {
+            user: "system:node:n1",
+            groups: NODES,
+            ..base
+        },
+        RequestDigest {
+            user: "alice",
+            groups: &["system:authenticated"],
+            ..base
+        },
+        RequestDigest {
+            user: "system:anonymous",
+            groups: ANON,
+            ..base
+        },
+    ]
+}
+
+#[test]
+fn builtin_dispatcher_under_real_threads() {
+    let options = DispatcherOptions {
+        server_concurrency_limit: 24,
+        wait_limit: Duration::from_millis(20),
+        ..DispatcherOptions::default()
+    };
+    let server_limit = options.server_concurrency_limit;
+    let d = Arc::new(Dispatcher::builtin(options, Clock::real()));
+    let executing: Arc<Mutex<HashMap<String, Arc<AtomicU32>>>> = Arc::default();
+    let started: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for t in 0..WORKERS {
+        let (d, executing, started, stop) =
+            (d.clone(), executing.clone(), started.clone(), stop.clone());
+        handles.push(thread::spawn(move || {
+            let mut rng = Rng::new(t + 7);
+            let digests = digests();
+            while !stop.load(SeqCst) {
+                let digest = &digests[rng.below(digests.len() as u64) as usize];
+                let est = estimate(&mut rng);
+                let decision = d.start_request(digest, est, None);
+                let level = decision.priority_level.name.clone();
+                *started.lock().unwrap().entry(level.clone()).or_default() += 1;
+                let counter = executing
+                    .lock()
+                    .unwrap()
+                    .entry(level.clone())
+                    .or_default()
+                    .clone();
+                let guard = match decision.outcome {
+                    Outcome::Execute(g) => Some(g),
+                    Outcome::Rejected(_) => None,
+                    Outcome::Queued(ticket) if rng.below(4) == 0 => {
+                        hold(&mut rng);
+                        ticket.cancel();
+                        None
+                    }
+                    Outcome::Queued(ticket) => ticket.wait().ok(),
+                };
+                if let Some(g) = guard {
+                    // As the level clamps it (0 initial seats count as 1).
+                    let seats = est.initial_seats.max(1).max(est.final_seats);
+                    // A level's limit never exceeds the server's (borrowing
+                    // and reconfiguration move it below that).
+                    let now = counter.fetch_add(seats, SeqCst) + seats;
+                    assert!(
+                        now <= server_limit,
+                        "{level}: {now} seats executing, server limit {server_limit}"
+                    );
+                    hold(&mut rng);
+                    counter.fetch_sub(seats, SeqCst);
+                    g.finish();
+                }
+            }
+        }));
+    }
+    {
+        // Reconfigures between the built-in configuration and one whose
+        // workload-low level has a different share, and adjusts borrowing.
+        let (d, stop) = (d.clone(), stop.clone());
+        handles.push(thread::spawn(move || {
+            let builtin = Config::builtin();
+            let mut i = 0u64;
+            while !stop.load(SeqCst) {
+                let config = if i.is_multiple_of(2) {
+                    builtin.clone()
+                } else {
+                    reshared(&builtin)
+                };
+                d.reconfigure(&config).expect("valid");
+                if i.is_multiple_of(3) {
+                    d.adjust_borrowing_now();
+                }
+                i += 1;
+                thread::sleep(Duration::from_micros(500));
+            }
+        }));
+    }
+    {
+        let (d, stop) = (d.clone(), stop.clone());
+        handles.push(thread::spawn(move || {
+            while !stop.load(SeqCst) {
+                assert!(d.metrics_text().contains("apiserver_flowcontrol"));
+                let _ = d.dump_queues();
+                for level in d.levels() {
+                    let _ = level.stats();
+                }
+                thread::sleep(Duration::from_micros(300));
+            }
+        }));
+    }
+    thread::sleep(soak_time());
+    stop.store(true, SeqCst);
+    for h in handles {
+        h.join().expect("no thread panicked");
+    }
+    let levels = d.levels();
+    wait_for_lingering(|| levels.iter().all(|l| l.stats().queueset.seats_in_use == 0));
+    let started = started.lock().unwrap();
+    for level in &levels {
+        let stats = level.stats().queueset;
+        assert_eq!(stats.seats_in_use, 0, "{}: {stats:?}", level.name);
+        assert_eq!(stats.requests_executing, 0, "{}: {stats:?}", level.name);
+        assert_eq!(stats.requests_waiting, 0, "{}: {stats:?}", level.name);
+        let (executed, rejected, finished) = tally_sums(&level.tag_stats());
+        assert_eq!(
+            executed, finished,
+            "{}: every executed request finished",
+            level.name
+        );
+        if !level.is_exempt() {
+            assert_eq!(
+                executed + rejected,
+                started.get(&level.name).copied().unwrap_or(0),
+                "{}: started = finished + rejected",
+                level.name
+            );
+        }
+    }
+}
+
+/// The built-in configuration with workload-low's nominal shares changed.
+fn reshared(builtin: &Config) -> Config {
+    let mut config = builtin.clone();
+    for pl in config.priority_levels.iter_mut() {
+        if pl.metadata.name == "workload-low" {
+            if let Some(limited) = pl.spec.limited.as_mut() {
+                limited.nominal_concurrency_shares =
+                    Some(limited.nominal_concurrency_shares.unwrap_or(100) / 2 + 1);
+            }
+        }
+    }
+    config
+}
