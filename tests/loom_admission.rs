@@ -51,7 +51,21 @@ impl Observed {
     fn ending(&self, seats: u32) {
         let mut st = self.state.lock().unwrap();
         st.0 -= seats;
-        st.1 -= 1;
+        if seats > 0 {
+            st.1 -= 1;
+        }
+    }
+
+    /// A request holding `held` seats is about to release `seats` of them
+    /// early and keep executing: from now on it counts for `held - seats`
+    /// (a request that holds none no longer counts as running beside a
+    /// too-wide one).
+    fn releasing(&self, held: u32, seats: u32) {
+        let mut st = self.state.lock().unwrap();
+        st.0 -= seats;
+        if seats == held {
+            st.1 -= 1;
+        }
     }
 }
 
@@ -162,6 +176,65 @@ fn a_too_wide_request_runs_only_alone() {
         let t = thread::spawn(move || run(&qs2, &seen2, 3, 3));
         assert!(run(&qs, &seen, 4, 1));
         assert!(t.join().unwrap(), "the wide request runs once alone");
+        assert_idle(&qs);
+    });
+}
+
+/// Start, wait if queued, run (observed), release `release` seats early,
+/// then finish. Returns whether it ran.
+fn run_releasing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, release: u32) -> bool {
+    let mut guard = match qs.start(&request(flow, seats)) {
+        Admission::Execute(g) => g,
+        Admission::Queued(t) => match t.wait() {
+            Ok(g) => g,
+            Err(_) => return false,
+        },
+        Admission::Rejected(_) => return false,
+    };
+    let held = guard.estimate().max_seats();
+    seen.began(held);
+    seen.releasing(held, release);
+    guard.release_seats(release).expect("releases what it holds");
+    let left = guard.held_seats();
+    assert_eq!(left, held - release);
+    seen.ending(left);
+    guard.finish();
+    true
+}
+
+/// An early release (issue 11 part 3) racing a waiter: a 2-seat request
+/// at limit 2 releases one seat while a 1-seat request arrives (hot path,
+/// or queued and then dispatched by the release or by the finish). The
+/// release runs under the lock; the finish may take the hot path (nothing
+/// waits) or the slow one. Every interleaving keeps the level within its
+/// limit, and every seat comes back exactly once (the word and the core's
+/// mirror both end at 0: `assert_idle` runs the core's invariant checks,
+/// and the word's `give_back` asserts it never gives back more than held).
+#[test]
+fn an_early_release_gives_every_seat_back_once() {
+    loom::model(|| {
+        let qs = level(2, 1);
+        let seen = Observed::new(2);
+        let (qs2, seen2) = (qs.clone(), seen.clone());
+        let t = thread::spawn(move || run(&qs2, &seen2, 5, 1));
+        assert!(run_releasing(&qs, &seen, 6, 2, 1));
+        assert!(t.join().unwrap());
+        assert_idle(&qs);
+    });
+}
+
+/// A request that released all its seats no longer blocks a request wider
+/// than the limit (which runs only when no executing request holds seats),
+/// and the wide one never runs beside a request that still holds any.
+#[test]
+fn a_full_release_lets_a_too_wide_request_run() {
+    loom::model(|| {
+        let qs = level(1, 1);
+        let seen = Observed::new(1);
+        let (qs2, seen2) = (qs.clone(), seen.clone());
+        let t = thread::spawn(move || run(&qs2, &seen2, 3, 2));
+        assert!(run_releasing(&qs, &seen, 4, 1, 1));
+        assert!(t.join().unwrap(), "the wide request runs");
         assert_idle(&qs);
     });
 }

@@ -10,6 +10,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(flow, initial, final_seats, latency_ms, deadline_ms)| Op::Start { flow, initial, final_seats, latency_ms, deadline_ms }),
         3 => any::<u8>().prop_map(|pick| Op::Finish { pick }),
         1 => any::<u8>().prop_map(|pick| Op::Cancel { pick }),
+        1 => (any::<u8>(), 0u8..4).prop_map(|(pick, seats)| Op::Release { pick, seats }),
         2 => any::<u16>().prop_map(|micros| Op::Advance { micros }),
         1 => (0u8..8, 0u8..10, 1u8..5, 1u8..5).prop_map(|(limit, queues, hand, queue_length_limit)| Op::Reconfigure { limit, queues, hand, queue_length_limit }),
     ]

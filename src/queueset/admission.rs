@@ -20,8 +20,15 @@
 //!   room against the value it replaces, so no check-then-add exists: a
 //!   decision and the seats it takes are one atomic step.
 //! - Seats are given back by [`AdmissionWord::give_back`] (a finish on the hot
-//!   path, or the level lock's holder for finishes, lingering releases and
-//!   cancelled dispatches).
+//!   path, or the level lock's holder for finishes, lingering releases,
+//!   cancelled dispatches and *early releases*).
+//! - An **early release** (`QueueSet::release_seats`: a request gives back
+//!   part or all of its seats and keeps executing) runs only under the level
+//!   lock, after replaying the ring: the core learns of it (seats, charge,
+//!   tallies) and then the seats go back to the word with `give_back`, in
+//!   that order, exactly as a slow-path finish. The request's `Execution`
+//!   counts what it released; its finish (hot path, slow path or lingering)
+//!   gives back only what it still holds.
 //! - `SLOW` is set and cleared only under the level lock
 //!   ([`AdmissionWord::set_slow`], [`AdmissionWord::clear_slow`]); the
 //!   `LIMIT` field is changed only under the level lock
@@ -43,7 +50,11 @@
 //!    so it is decided by `try_take` alone.
 //! 3. **Every seat taken is given back exactly once**: the caller of a
 //!    successful take owns the seats until it (or the lock holder on its
-//!    behalf) gives them back.
+//!    behalf) gives them back. It may give them back in pieces: early
+//!    releases of `r1, r2, …` seats, then its finish of `held = taken − Σ r`
+//!    (the `Execution` is owned by one thread and consumed by the finish, so
+//!    the pieces cannot overlap or repeat; a release of more than `held`, or
+//!    of nothing, is refused before touching the word).
 //!
 //! # Memory orderings
 //! - `try_take_fast` succeeds with `Acquire`: the request's later reads of

@@ -24,6 +24,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::task::Waker;
 
+mod release;
+
+pub(crate) use self::release::charged_seats;
+
 /// Marks a request that belongs to no queue (the level does not queue).
 pub(crate) const NO_QUEUE: u32 = u32::MAX;
 
@@ -476,20 +480,23 @@ impl Core {
         tally.waiting_seats -= w.estimate.max_seats() as u64;
     }
 
-    /// A request admitted from a queue (or without one) finishes at `now`.
-    /// Returns the seats to give back now (0 when they linger).
+    /// A request admitted from a queue (or without one) finishes at `now`,
+    /// still holding `held` of its seats (fewer than its estimate's if it
+    /// released some early, see `release_early`). Returns the seats to give
+    /// back now (0 when they linger).
     pub(crate) fn finish(
         &mut self,
         queue: u32,
         tag: u32,
         estimate: WorkEstimate,
+        held: u32,
         start: Instant,
         now: Instant,
     ) -> u32 {
         self.tallies.get(tag).end(start, now);
-        self.end_executing(queue, estimate.initial_seats, start, now);
-        let seats = estimate.max_seats();
-        if estimate.additional_latency.is_zero() {
+        self.end_executing(queue, charged_seats(estimate, held), start, now);
+        let seats = held;
+        if estimate.additional_latency.is_zero() || seats == 0 {
             self.tallies.get(tag).release(seats);
             self.release(queue, seats);
             return seats;

@@ -26,6 +26,9 @@ pub enum Op {
     Finish { pick: u8 },
     /// The `pick`-th waiting request (mod count) is cancelled.
     Cancel { pick: u8 },
+    /// The `pick`-th executing request (mod count) releases `seats` of its
+    /// seats (0: all it holds) and keeps executing.
+    Release { pick: u8, seats: u8 },
     /// Time passes.
     Advance { micros: u16 },
     /// A new configuration.
@@ -46,7 +49,7 @@ impl Op {
             Some(b)
         };
         let tag = take()?;
-        Some(match tag % 8 {
+        Some(match tag % 10 {
             0..=2 => Op::Start {
                 flow: take()? % 8,
                 initial: take()? % 5,
@@ -58,6 +61,10 @@ impl Op {
             5 => Op::Cancel { pick: take()? },
             6 => Op::Advance {
                 micros: u16::from_le_bytes([take()?, take()?]),
+            },
+            8 | 9 => Op::Release {
+                pick: take()?,
+                seats: take()? % 4,
             },
             _ => Op::Reconfigure {
                 limit: take()? % 8,
@@ -210,6 +217,26 @@ impl<'q> Run<'q> {
                         g.finish();
                     }
                     model.finish(now, id);
+                }
+            }
+            Op::Release { pick, seats } => {
+                if let Some(&id) = self
+                    .executing
+                    .keys()
+                    .nth(pick as usize % self.executing.len().max(1))
+                {
+                    let guard = self.executing.get_mut(&id).expect("picked");
+                    let got = if seats == 0 {
+                        guard.release_all_seats()
+                    } else {
+                        guard.release_seats(seats as u32)
+                    };
+                    let expected = model.release(now, id, seats as u32);
+                    if got.is_ok() != expected {
+                        return Err(format!(
+                            "step {step} {op:?}: release {got:?}, model {expected}"
+                        ));
+                    }
                 }
             }
             Op::Cancel { pick } => {

@@ -2,7 +2,7 @@
 //! when dropped, and a ticket that waits (blocking, polling or as a future)
 //! and cancels its request when dropped.
 
-use super::{Execution, QueueSet, RejectReason, Waiting};
+use super::{Execution, QueueSet, RejectReason, ReleaseError, Waiting};
 use crate::clock::Instant;
 use crate::work_estimate::WorkEstimate;
 use std::fmt;
@@ -41,6 +41,30 @@ impl Guard<'_> {
     /// The queue it belongs to, if the level queues.
     pub fn queue(&self) -> Option<u32> {
         self.exec().queue()
+    }
+
+    /// The seats it still holds (its estimate's, less those released).
+    pub fn held_seats(&self) -> u32 {
+        self.exec().held_seats()
+    }
+
+    /// Give back `seats` now while the request keeps executing (see
+    /// [`QueueSet::release_seats`]).
+    pub fn release_seats(&mut self, seats: u32) -> Result<(), ReleaseError> {
+        let qs = self.qs;
+        match self.exec.as_mut() {
+            Some(exec) => qs.release_seats(exec, seats),
+            None => Err(ReleaseError::NothingHeld),
+        }
+    }
+
+    /// Give back every seat it still holds, while it keeps executing.
+    pub fn release_all_seats(&mut self) -> Result<(), ReleaseError> {
+        let qs = self.qs;
+        match self.exec.as_mut() {
+            Some(exec) => qs.release_all_seats(exec),
+            None => Err(ReleaseError::NothingHeld),
+        }
     }
 
     /// Finish now.

@@ -286,6 +286,7 @@ impl QueueSet {
                 tag,
                 estimate: request.estimate,
                 start,
+                released: 0,
             }),
             None => self.shared.slow_start(request, tag),
         }
@@ -306,9 +307,51 @@ impl QueueSet {
             exec.queue,
             exec.tag,
             exec.estimate,
+            exec.held_seats(),
             exec.start,
             now.max(exec.start),
         );
+    }
+
+    /// Give back `seats` of an executing request's seats now, while it
+    /// keeps executing (a watch after its initial burst): waiting requests
+    /// that now fit are dispatched, the request's queue is charged for
+    /// those seats only the time they were held, and its finish gives back
+    /// only what it still holds. Errors leave the request as it was.
+    pub fn release_seats(&self, exec: &mut Execution, seats: u32) -> Result<(), ReleaseError> {
+        let held = exec.held_seats();
+        if seats == 0 {
+            return Err(ReleaseError::ZeroSeats);
+        }
+        if held == 0 {
+            return Err(ReleaseError::NothingHeld);
+        }
+        if seats > held {
+            return Err(ReleaseError::MoreThanHeld {
+                held,
+                requested: seats,
+            });
+        }
+        self.shared.release_early(
+            exec.queue,
+            exec.tag,
+            exec.estimate,
+            held,
+            seats,
+            exec.start,
+        );
+        exec.released += seats;
+        Ok(())
+    }
+
+    /// Give back every seat the request still holds (see
+    /// [`QueueSet::release_seats`]); [`ReleaseError::NothingHeld`] if it
+    /// already gave them all back.
+    pub fn release_all_seats(&self, exec: &mut Execution) -> Result<(), ReleaseError> {
+        match exec.held_seats() {
+            0 => Err(ReleaseError::NothingHeld),
+            held => self.release_seats(exec, held),
+        }
     }
 
     /// Without blocking: the decision on a waiting request, if there is one
@@ -345,6 +388,7 @@ impl QueueSet {
                         tag,
                         estimate,
                         start,
+                        released: 0,
                     },
                     self.shared.clock.now(),
                 );
@@ -484,6 +528,8 @@ pub struct Execution {
     tag: u32,
     estimate: WorkEstimate,
     start: Instant,
+    /// Seats already given back by [`QueueSet::release_seats`].
+    released: u32,
 }
 
 impl Execution {
@@ -499,7 +545,39 @@ impl Execution {
     pub fn queue(&self) -> Option<u32> {
         (self.queue != NO_QUEUE).then_some(self.queue)
     }
+    /// The seats it still holds: its estimate's, less those released.
+    pub fn held_seats(&self) -> u32 {
+        self.estimate.max_seats() - self.released
+    }
 }
+
+/// Why [`QueueSet::release_seats`] refused: nothing changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseError {
+    /// Asked to release 0 seats.
+    ZeroSeats,
+    /// The request already gave back every seat (a second release).
+    NothingHeld,
+    /// Asked to release more seats than the request holds.
+    MoreThanHeld { held: u32, requested: u32 },
+}
+
+impl fmt::Display for ReleaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReleaseError::ZeroSeats => f.write_str("seats: 0 seats to release (ask for 1 or more)"),
+            ReleaseError::NothingHeld => {
+                f.write_str("seats: the request already released every seat it held")
+            }
+            ReleaseError::MoreThanHeld { held, requested } => write!(
+                f,
+                "seats: asked to release {requested} seats but the request holds {held}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReleaseError {}
 
 /// A request waiting in a queue (see [`QueueSet::admit`]).
 #[derive(Debug)]
@@ -528,6 +606,7 @@ fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
             tag,
             estimate,
             start,
+            released: 0,
         }),
         SlotState::Rejected(reason) => Err(reason),
         SlotState::Waiting(_) | SlotState::Taken => Err(RejectReason::Cancelled),

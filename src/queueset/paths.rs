@@ -5,7 +5,7 @@
 
 use super::admission::AdmissionWord;
 use super::config::{QueueSetConfig, QueueSetConfigError};
-use super::core::{Core, NO_QUEUE};
+use super::core::{charged_seats, Core, NO_QUEUE};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{Clock, Instant, Timer};
@@ -35,6 +35,8 @@ pub(super) enum Record {
     Finish {
         queue: u32,
         tag: u32,
+        /// The initial seats still charged (fewer than the estimate's if
+        /// the request released seats early).
         initial_seats: u32,
         seats: u32,
         start: Instant,
@@ -272,6 +274,7 @@ impl Shared {
                 tag,
                 estimate,
                 start: now,
+                released: 0,
             });
         };
         let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
@@ -330,21 +333,24 @@ impl Shared {
         st.core.check_invariants();
     }
 
+    /// Finish a request that still holds `held` of its seats (its
+    /// estimate's, less any it released early): only those are given back.
     pub(super) fn finish(
         &self,
         queue: u32,
         tag: u32,
         estimate: WorkEstimate,
+        held: u32,
         start: Instant,
         end: Instant,
     ) {
         let fast = estimate.additional_latency.is_zero() && !self.word.load().slow;
         if fast {
-            let seats = estimate.max_seats();
+            let seats = held;
             let record = Record::Finish {
                 queue,
                 tag,
-                initial_seats: estimate.initial_seats,
+                initial_seats: charged_seats(estimate, held),
                 seats,
                 start,
                 at: end,
@@ -359,7 +365,7 @@ impl Shared {
                 return;
             }
         }
-        self.slow_finish(queue, tag, estimate, start, end);
+        self.slow_finish(queue, tag, estimate, held, start, end);
     }
 
     pub(super) fn slow_finish(
@@ -367,21 +373,51 @@ impl Shared {
         queue: u32,
         tag: u32,
         estimate: WorkEstimate,
+        held: u32,
         start: Instant,
         end: Instant,
     ) {
         let mut st = self.lock_and_drain();
         if self.is_failed() {
             // No accounting on a failed level: just free the seats.
-            self.word.give_back(estimate.max_seats());
+            self.word.give_back(held);
             return;
         }
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Finish, end);
         st.core.sync(end);
-        let freed = st.core.finish(queue, tag, estimate, start, end);
+        let freed = st.core.finish(queue, tag, estimate, held, start, end);
         self.word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &self.word);
+        self.settle_and_unlock(st);
+    }
+
+    /// An executing request that holds `held` seats gives `seats` of them
+    /// back now and keeps executing. Always under the level lock (a release
+    /// happens once per long request, not per request): the core learns of
+    /// it before the seats are free in the word, and dispatches waiters
+    /// that now fit.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn release_early(
+        &self,
+        queue: u32,
+        tag: u32,
+        estimate: WorkEstimate,
+        held: u32,
+        seats: u32,
+        start: Instant,
+    ) {
+        let mut st = self.lock_and_drain();
+        if self.is_failed() {
+            self.word.give_back(seats);
+            return;
+        }
+        let now = self.clock.now().max(start);
+        st.core.sync(now);
+        st.core
+            .release_early(queue, tag, estimate, held, seats, start, now);
+        self.word.give_back(seats);
+        st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);
     }
 

@@ -67,6 +67,8 @@ struct Executing {
     queue: Option<usize>,
     estimate: WorkEstimate,
     start: Instant,
+    /// Seats it still holds (fewer than its estimate's after a release).
+    held: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -226,16 +228,19 @@ impl ReferenceQueueSet {
         self.requests_executing -= 1;
         if let Some(q) = ex.queue {
             let actual = now.saturating_since(ex.start);
+            // Charged for the initial seats it still holds; those it
+            // released were charged at the release.
+            let charged = ex.estimate.initial_seats.min(ex.held);
             let queue = &mut self.queues[q];
             queue.executing -= 1;
-            queue.next_dispatch_r -=
-                seats_times(ex.estimate.initial_seats, self.cfg.service_time_guess)
-                    - seats_times(ex.estimate.initial_seats, actual);
+            queue.next_dispatch_r -= seats_times(charged, self.cfg.service_time_guess)
+                - seats_times(charged, actual);
             self.bound_next_dispatch(q);
         }
-        let seats = ex.estimate.max_seats();
-        if ex.estimate.additional_latency.is_zero() {
-            self.release(ex.queue, seats);
+        let seats = ex.held;
+        // A request that gave every seat back early has none to linger.
+        if ex.estimate.additional_latency.is_zero() || seats == 0 {
+            self.give_back(ex.queue, seats);
         } else {
             let until = now.saturating_add(ex.estimate.additional_latency);
             self.lingering.push(Lingering {
@@ -245,6 +250,39 @@ impl ReferenceQueueSet {
             });
         }
         self.dispatch_as_much_as_possible(now);
+    }
+
+    /// An executing request gives back `seats` of the seats it holds at
+    /// `now` and keeps executing (`seats` 0: all of them). Returns false,
+    /// changing nothing, if it is not executing, holds no seat, or holds
+    /// fewer than `seats`.
+    pub fn release(&mut self, now: Instant, id: RequestId, seats: u32) -> bool {
+        let Some(ex) = self.executing.get(&id) else {
+            return false;
+        };
+        let seats = if seats == 0 { ex.held } else { seats };
+        if seats == 0 || seats > ex.held {
+            return false; // refused before anything happens, R included
+        }
+        self.sync(now);
+        let Some(ex) = self.executing.get_mut(&id) else {
+            return false;
+        };
+        // The initial seats given up are charged the time they were held
+        // instead of the service-time guess.
+        let before = ex.estimate.initial_seats.min(ex.held);
+        ex.held -= seats;
+        let refunded = before - ex.estimate.initial_seats.min(ex.held);
+        let (queue, start) = (ex.queue, ex.start);
+        if let Some(q) = queue {
+            let held_for = now.saturating_since(start);
+            self.queues[q].next_dispatch_r -= seats_times(refunded, self.cfg.service_time_guess)
+                - seats_times(refunded, held_for);
+            self.bound_next_dispatch(q);
+        }
+        self.give_back(queue, seats);
+        self.dispatch_as_much_as_possible(now);
+        true
     }
 
     /// The caller gives up on a waiting request. Returns whether it was
@@ -271,7 +309,7 @@ impl ReferenceQueueSet {
                 .collect();
             self.lingering.retain(|l| l.until > at);
             for l in due {
-                self.release(l.queue, l.seats);
+                self.give_back(l.queue, l.seats);
             }
             self.remove_waiting(|w| w.deadline <= at, RejectReason::TimeOut);
             self.dispatch_as_much_as_possible(at);
@@ -370,7 +408,10 @@ impl ReferenceQueueSet {
     fn can_accommodate(&self, seats: u32) -> bool {
         let limit = self.cfg.concurrency_limit;
         if seats > limit {
-            return self.requests_executing == 0;
+            // Kubernetes: nothing executes. A request that released all its
+            // seats early no longer counts: it holds none (the point of
+            // releasing them is that it cannot pin the level).
+            return self.executing.values().all(|ex| ex.held == 0);
         }
         self.seats_in_use + seats <= limit
     }
@@ -440,11 +481,12 @@ impl ReferenceQueueSet {
                 queue,
                 estimate,
                 start: now,
+                held: seats,
             },
         );
     }
 
-    fn release(&mut self, queue: Option<usize>, seats: u32) {
+    fn give_back(&mut self, queue: Option<usize>, seats: u32) {
         self.seats_in_use -= seats;
         if let Some(q) = queue {
             self.queues[q].seats_in_use -= seats;
