@@ -969,6 +969,22 @@ apf_status apf_request_cancel(struct apf_dispatcher *dispatcher, uint64_t reques
 // `dispatcher` NULL or live.
 apf_status apf_finish(struct apf_dispatcher *dispatcher, uint64_t request, uint64_t end_nanos);
 
+// Give back `seats` of an executing request's seats now while it keeps
+// executing (a watch after its initial burst, a LIST past its expensive
+// phase); 0 gives back every seat it still holds. Waiting requests that
+// now fit are dispatched (their completions may be notified from this
+// call), and the request's `apf_finish` later gives back only what it
+// still holds. Errors (nothing changes): `APF_ERR_INVALID_PARAMETER` when
+// the request already released every seat (a second release of all) or
+// holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
+// its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
+// `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
+// the finish). The last error message names the request and the seats.
+//
+// # Safety
+// `dispatcher` NULL or live.
+apf_status apf_request_release_seats(struct apf_dispatcher *dispatcher, uint64_t request, uint32_t seats);
+
 // The library's version, packed as `MAJOR << 16 | MINOR << 8 | PATCH`.
 //
 // Compare it with the header's `APF_VERSION_NUMBER` at start-up: a library

@@ -16,7 +16,8 @@ use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant};
 use crate::queueset::tally::Tallies;
 use crate::queueset::{
-    Execution, QueueSet, QueueSetStats, RawAdmission, RejectReason, Request, TagStats, Waiting,
+    Execution, PendingRelease, QueueSet, QueueSetStats, RawAdmission, RejectReason, ReleaseError,
+    Request, TagStats, Waiting,
 };
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::WorkEstimate;
@@ -368,6 +369,14 @@ impl ExemptSeats {
             .begin_unobserved(seats.min(u32::MAX as u64) as u32);
     }
 
+    fn released(&self, tag: u32, now: Instant, seats: u32) {
+        let mut st = lock(&self.locked);
+        if let Some(h) = st.demand.as_ref() {
+            h.add(-i64::from(seats), now);
+        }
+        st.tallies.get(tag).release(seats);
+    }
+
     fn finished(&self, tag: u32, start: Instant, end: Instant, seats: u64) {
         let mut st = lock(&self.locked);
         if let Some(h) = st.demand.as_ref() {
@@ -379,8 +388,53 @@ impl ExemptSeats {
     }
 }
 
-fn saturate(x: u64) -> u32 {
+/// The checks of [`QueueSet::release_seats`] for an exempt request that
+/// holds `held` seats.
+fn check_release(held: u64, seats: u32) -> Result<(), ReleaseError> {
+    if seats == 0 {
+        Err(ReleaseError::ZeroSeats)
+    } else if held == 0 {
+        Err(ReleaseError::NothingHeld)
+    } else if u64::from(seats) > held {
+        Err(ReleaseError::MoreThanHeld {
+            held: saturate(held),
+            requested: seats,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+pub(crate) fn saturate(x: u64) -> u32 {
     x.min(u64::from(u32::MAX)) as u32
+}
+
+/// Seats a request counts as released and its level has not yet been
+/// given back: [`LevelRelease::complete`] gives them back.
+#[must_use = "the seats are given back only by LevelRelease::complete"]
+pub(crate) struct LevelRelease {
+    level: Arc<Level>,
+    kind: ReleaseKind,
+}
+
+enum ReleaseKind {
+    Queued(PendingRelease),
+    Exempt { tag: u32, seats: u32 },
+}
+
+impl LevelRelease {
+    /// Give the seats back (may dispatch waiters and wake them: hold no
+    /// lock of yours).
+    pub(crate) fn complete(self) {
+        match (self.kind, &self.level.kind) {
+            (ReleaseKind::Queued(p), LevelKind::Limited(qs)) => qs.complete_release(p),
+            (ReleaseKind::Exempt { tag, seats }, LevelKind::Exempt(e)) => {
+                e.seats.fetch_sub(u64::from(seats), Ordering::Relaxed);
+                e.released(tag, self.level.clock.now(), seats);
+            }
+            _ => unreachable!("a release completes at the level that admitted it"),
+        }
+    }
 }
 
 pub(crate) enum LevelOutcome {
@@ -417,12 +471,48 @@ impl RequestGuard {
     }
 
     /// The seats the request holds (the most of its initial and final
-    /// seats, after the level's caps).
+    /// seats, after the level's caps, less those it released early).
     pub fn seats(&self) -> u64 {
         match self.exec.as_ref() {
             Some(LevelExecution::Exempt { seats, .. }) => *seats,
-            Some(LevelExecution::Queued(e)) => u64::from(e.estimate().max_seats()),
+            Some(LevelExecution::Queued(e)) => u64::from(e.held_seats()),
             None => 0,
+        }
+    }
+
+    /// Give back `seats` of its seats now while it keeps executing (a
+    /// watch after its initial burst); its finish gives back only the rest.
+    /// See [`QueueSet::release_seats`]. At an exempt level the seats only
+    /// leave the demand statistics.
+    pub fn release_seats(&mut self, seats: u32) -> Result<(), ReleaseError> {
+        self.begin_release(seats).map(LevelRelease::complete)
+    }
+
+    /// The first half of [`RequestGuard::release_seats`] (see
+    /// `Execution::begin_release`): cheap, no lock of the level's.
+    pub(crate) fn begin_release(&mut self, seats: u32) -> Result<LevelRelease, ReleaseError> {
+        let kind = match self.exec.as_mut() {
+            None => return Err(ReleaseError::NothingHeld),
+            Some(LevelExecution::Queued(exec)) => ReleaseKind::Queued(exec.begin_release(seats)?),
+            Some(LevelExecution::Exempt {
+                seats: held, tag, ..
+            }) => {
+                check_release(*held, seats)?;
+                *held -= u64::from(seats);
+                ReleaseKind::Exempt { tag: *tag, seats }
+            }
+        };
+        Ok(LevelRelease {
+            level: self.level.clone(),
+            kind,
+        })
+    }
+
+    /// Give back every seat it still holds, while it keeps executing.
+    pub fn release_all_seats(&mut self) -> Result<(), ReleaseError> {
+        match self.seats() {
+            0 => Err(ReleaseError::NothingHeld),
+            held => self.release_seats(saturate(held)),
         }
     }
 

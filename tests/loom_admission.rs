@@ -194,7 +194,9 @@ fn run_releasing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, release:
     let held = guard.estimate().max_seats();
     seen.began(held);
     seen.releasing(held, release);
-    guard.release_seats(release).expect("releases what it holds");
+    guard
+        .release_seats(release)
+        .expect("releases what it holds");
     let left = guard.held_seats();
     assert_eq!(left, held - release);
     seen.ending(left);

@@ -57,7 +57,11 @@ fn a_release_dispatches_waiters_and_the_finish_gives_back_only_the_rest() {
     let stats = qs.stats();
     assert_eq!((stats.seats_in_use, stats.requests_executing), (3, 2));
     watch.finish();
-    assert_eq!(qs.stats().seats_in_use, 2, "the watch gave back its last seat");
+    assert_eq!(
+        qs.stats().seats_in_use,
+        2,
+        "the watch gave back its last seat"
+    );
     other.finish();
     let stats = qs.stats();
     assert_eq!((stats.seats_in_use, stats.requests_executing), (0, 0));
@@ -89,7 +93,11 @@ fn lingering_seats_are_only_those_still_held() {
     a.finish();
     assert_eq!(qs.stats().seats_in_use, 2, "two seats linger");
     manual.advance(10 * MS);
-    assert_eq!(qs.stats().seats_in_use, 0, "and come back after the latency");
+    assert_eq!(
+        qs.stats().seats_in_use,
+        0,
+        "and come back after the latency"
+    );
 }
 
 #[test]
@@ -131,7 +139,10 @@ fn bad_releases_are_clear_errors_that_change_nothing() {
         requested: 3,
     }
     .to_string();
-    assert!(msg.contains("seats") && msg.contains('3') && msg.contains('2'), "{msg}");
+    assert!(
+        msg.contains("seats") && msg.contains('3') && msg.contains('2'),
+        "{msg}"
+    );
     a.finish();
     assert_eq!(qs.stats().seats_in_use, 0);
 }

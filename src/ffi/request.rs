@@ -526,6 +526,72 @@ pub unsafe extern "C" fn apf_finish(
     }
 }
 
+/// Give back `seats` of an executing request's seats now while it keeps
+/// executing (a watch after its initial burst, a LIST past its expensive
+/// phase); 0 gives back every seat it still holds. Waiting requests that
+/// now fit are dispatched (their completions may be notified from this
+/// call), and the request's `apf_finish` later gives back only what it
+/// still holds. Errors (nothing changes): `APF_ERR_INVALID_PARAMETER` when
+/// the request already released every seat (a second release of all) or
+/// holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
+/// its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
+/// `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
+/// the finish). The last error message names the request and the seats.
+///
+/// # Safety
+/// `dispatcher` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn apf_request_release_seats(
+    dispatcher: *mut apf_dispatcher,
+    request: u64,
+    seats: u32,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        release_request_seats(&d.requests, request, seats, "apf_request_release_seats")
+    }
+}
+
+/// Release an executing request's seats (see `apf_request_release_seats`).
+/// The release is checked and counted under the request table's lock, and
+/// the seats given back after it is dropped: giving them back can dispatch
+/// waiters and run completion callbacks, which may call back into libapf.
+pub(crate) fn release_request_seats(
+    requests: &RequestSlab,
+    request: u64,
+    seats: u32,
+    action: &str,
+) -> apf_status {
+    let begun = requests.with(request, |mut occ| match occ.entry() {
+        Entry::Executing(guard) => {
+            let seats = if seats == 0 {
+                crate::level::saturate(guard.seats()).max(1)
+            } else {
+                seats
+            };
+            Some(guard.begin_release(seats))
+        }
+        Entry::Waiting(_) => None,
+    });
+    match begun {
+        Ok(Some(Ok(pending))) => {
+            pending.complete();
+            apf_status::APF_OK
+        }
+        Ok(Some(Err(e))) => fail(
+            apf_status::APF_ERR_INVALID_PARAMETER,
+            format_args!("{action}: request {request:#x}: {e}"),
+        ),
+        Ok(None) => fail(
+            apf_status::APF_ERR_REQUEST_QUEUED,
+            format_args!(
+                "{action}: request {request:#x} is queued; wait for it or poll it before releasing seats"
+            ),
+        ),
+        Err(stale) => stale_error(request, stale, action),
+    }
+}
+
 /// Block until a queued request is decided or `timeout_nanos` pass (see
 /// `apf_request_wait`), then report its state.
 pub(crate) fn wait_request(

@@ -319,29 +319,17 @@ impl QueueSet {
     /// those seats only the time they were held, and its finish gives back
     /// only what it still holds. Errors leave the request as it was.
     pub fn release_seats(&self, exec: &mut Execution, seats: u32) -> Result<(), ReleaseError> {
-        let held = exec.held_seats();
-        if seats == 0 {
-            return Err(ReleaseError::ZeroSeats);
-        }
-        if held == 0 {
-            return Err(ReleaseError::NothingHeld);
-        }
-        if seats > held {
-            return Err(ReleaseError::MoreThanHeld {
-                held,
-                requested: seats,
-            });
-        }
-        self.shared.release_early(
-            exec.queue,
-            exec.tag,
-            exec.estimate,
-            held,
-            seats,
-            exec.start,
-        );
-        exec.released += seats;
+        let pending = exec.begin_release(seats)?;
+        self.complete_release(pending);
         Ok(())
+    }
+
+    /// Give back the seats of a release begun with
+    /// [`Execution::begin_release`]. Takes the level lock and may wake
+    /// waiters (which can run user code): call it holding no lock of yours.
+    pub(crate) fn complete_release(&self, p: PendingRelease) {
+        self.shared
+            .release_early(p.queue, p.tag, p.estimate, p.held, p.seats, p.start);
     }
 
     /// Give back every seat the request still holds (see
@@ -549,6 +537,49 @@ impl Execution {
     pub fn held_seats(&self) -> u32 {
         self.estimate.max_seats() - self.released
     }
+
+    /// The first half of a release: check it and count the seats as no
+    /// longer held (so its finish gives back only the rest); the returned
+    /// release must be given to [`QueueSet::complete_release`]. Split so a
+    /// holder can check under its own lock and give the seats back after
+    /// dropping it (the C ABI's request table).
+    pub(crate) fn begin_release(&mut self, seats: u32) -> Result<PendingRelease, ReleaseError> {
+        let held = self.held_seats();
+        if seats == 0 {
+            return Err(ReleaseError::ZeroSeats);
+        }
+        if held == 0 {
+            return Err(ReleaseError::NothingHeld);
+        }
+        if seats > held {
+            return Err(ReleaseError::MoreThanHeld {
+                held,
+                requested: seats,
+            });
+        }
+        self.released += seats;
+        Ok(PendingRelease {
+            queue: self.queue,
+            tag: self.tag,
+            estimate: self.estimate,
+            held,
+            seats,
+            start: self.start,
+        })
+    }
+}
+
+/// Seats counted released by [`Execution::begin_release`] and not yet
+/// given back: give it to [`QueueSet::complete_release`].
+#[derive(Debug)]
+#[must_use = "the seats are given back only by QueueSet::complete_release"]
+pub(crate) struct PendingRelease {
+    queue: u32,
+    tag: u32,
+    estimate: WorkEstimate,
+    held: u32,
+    seats: u32,
+    start: Instant,
 }
 
 /// Why [`QueueSet::release_seats`] refused: nothing changed.

@@ -233,8 +233,8 @@ impl ReferenceQueueSet {
             let charged = ex.estimate.initial_seats.min(ex.held);
             let queue = &mut self.queues[q];
             queue.executing -= 1;
-            queue.next_dispatch_r -= seats_times(charged, self.cfg.service_time_guess)
-                - seats_times(charged, actual);
+            queue.next_dispatch_r -=
+                seats_times(charged, self.cfg.service_time_guess) - seats_times(charged, actual);
             self.bound_next_dispatch(q);
         }
         let seats = ex.held;
