@@ -269,6 +269,23 @@ func (d *Dispatcher) finishC(h uint64) error {
 	return e.err(st)
 }
 
+// releaseSeatsC gives back n of an executing request's seats (0: all).
+// Not marked nocallback: a release can dispatch waiters, and libapf runs
+// completion callbacks from it (the binding sets none, but the C side does
+// not promise that).
+func (d *Dispatcher) releaseSeatsC(h uint64, n uint32) error {
+	maybeGC()
+	p, ok := d.c.enter()
+	if !ok {
+		return ErrClosed
+	}
+	defer d.c.exit()
+	var e cerr
+	st := C.go_apf_release_seats(p, C.uint64_t(h), C.uint32_t(n), &e.e)
+	runtime.KeepAlive(d)
+	return e.err(st)
+}
+
 // pollC reports a request's state: queued, executing, or rejected.
 func (d *Dispatcher) pollC(h uint64) (outcome uint32, reason RejectReason, err error) {
 	maybeGC()

@@ -33,6 +33,16 @@ func (d *Dispatcher) Handle(ctx context.Context, digest RequestDigest,
 	queueNoteFn func(inQueue bool),
 	execFn func(),
 ) (Result, error) {
+	return d.handle(ctx, digest, noteFn, workEstimator, queueNoteFn, func(*Seats) { execFn() })
+}
+
+// handle is Handle and HandleReleasable: execFn gets the request's seats.
+func (d *Dispatcher) handle(ctx context.Context, digest RequestDigest,
+	noteFn func(Classification),
+	workEstimator func() WorkEstimate,
+	queueNoteFn func(inQueue bool),
+	execFn func(*Seats),
+) (Result, error) {
 	estimate := WorkEstimate{InitialSeats: 1}
 	if workEstimator != nil {
 		estimate = workEstimator()
@@ -72,14 +82,14 @@ func (d *Dispatcher) Handle(ctx context.Context, digest RequestDigest,
 }
 
 // execute runs a dispatched request and finishes it even if execFn panics.
-func (d *Dispatcher) execute(h uint64, res *Result, execFn func()) (err error) {
+func (d *Dispatcher) execute(h uint64, res *Result, execFn func(*Seats)) (err error) {
 	res.Outcome = Executed
 	defer func() {
 		if ferr := d.finishC(h); err == nil {
 			err = ferr
 		}
 	}()
-	execFn()
+	execFn(&Seats{d: d, h: h})
 	return nil
 }
 

@@ -165,6 +165,9 @@ pub fn run(
 enum Ev {
     /// A request finishes executing.
     Finish { slot: u32 },
+    /// An executing request gives back its seats early (the flow's
+    /// `releaseSeatsAfter`), after finishes at the same instant.
+    Release { slot: u32 },
     /// A flow enters one of its phases.
     Phase { flow: u32, phase: u32 },
     /// The next request(s) of a burst.
@@ -189,14 +192,15 @@ impl Ev {
     fn pack(self) -> u64 {
         let (kind, a, b) = match self {
             Ev::Finish { slot } => (0u64, slot, 0),
-            Ev::Phase { flow, phase } => (1, flow, phase),
-            Ev::Burst { burst } => (2, burst, 0),
-            Ev::Sample { index } => (3, index, 0),
+            Ev::Release { slot } => (1, slot, 0),
+            Ev::Phase { flow, phase } => (2, flow, phase),
+            Ev::Burst { burst } => (3, burst, 0),
+            Ev::Sample { index } => (4, index, 0),
             Ev::Arrival {
                 replica,
                 generation,
-            } => (4, replica, generation),
-            Ev::Wake { client } => (5, client, 0),
+            } => (5, replica, generation),
+            Ev::Wake { client } => (6, client, 0),
         };
         kind << 61 | (a as u64) << SECOND_BITS | (b as u64 & SECOND_MASK)
     }
@@ -206,10 +210,11 @@ impl Ev {
         let b = (bits & SECOND_MASK) as u32;
         match bits >> 61 {
             0 => Ev::Finish { slot: a },
-            1 => Ev::Phase { flow: a, phase: b },
-            2 => Ev::Burst { burst: a },
-            3 => Ev::Sample { index: a },
-            4 => Ev::Arrival {
+            1 => Ev::Release { slot: a },
+            2 => Ev::Phase { flow: a, phase: b },
+            3 => Ev::Burst { burst: a },
+            4 => Ev::Sample { index: a },
+            5 => Ev::Arrival {
                 replica: a,
                 generation: b,
             },
@@ -271,6 +276,8 @@ struct Slot {
     client: u32,
     arrived: u64,
     service: u64,
+    /// When it gave back its seats early (`u64::MAX`: it did not).
+    released_at: u64,
     state: State,
 }
 
@@ -628,6 +635,7 @@ impl<'a> Sim<'a> {
                 }
             }
             Ev::Finish { slot } => self.finish(slot, now),
+            Ev::Release { slot } => self.release(slot, now),
             Ev::Phase { flow, phase } => self.enter_phase(flow, phase, now),
             Ev::Burst { burst } => self.burst(burst, now),
             Ev::Sample { index } => {
@@ -690,6 +698,7 @@ impl<'a> Sim<'a> {
             client,
             arrived,
             service,
+            released_at: u64::MAX,
             state: State::Free,
         };
         if let Some(i) = self.free.pop() {
@@ -750,11 +759,29 @@ impl<'a> Sim<'a> {
         let wait = start.saturating_sub(s.arrived);
         let at = start.saturating_add(s.service);
         s.state = State::Running(guard);
+        let release = self.workload.flows[self.replicas[s.replica as usize].flow as usize]
+            .release_seats_after
+            .map(|d| start.saturating_add(duration_nanos(d)))
+            .filter(|&r| r < at);
         let replica = &mut self.replicas[s.replica as usize];
         replica.tally.dispatched += 1;
         self.flow_waits[replica.flow as usize].record(wait);
         self.level_waits[replica.level as usize].record(wait);
         self.push(at, Ev::Finish { slot });
+        if let Some(r) = release {
+            // Before the finish (r < at), so the slot still runs this request.
+            self.push(r, Ev::Release { slot });
+        }
+    }
+
+    /// The request in `slot` gives back all its seats and keeps executing.
+    fn release(&mut self, slot: u32, now: u64) {
+        let s = &mut self.slots[slot as usize];
+        if let State::Running(guard) = &mut s.state {
+            if guard.release_all_seats().is_ok() {
+                s.released_at = now;
+            }
+        }
     }
 
     fn rejected(&mut self, slot: u32, reason: RejectReason, now: u64) {
@@ -794,17 +821,22 @@ impl<'a> Sim<'a> {
         };
         let start = guard.start_time().as_nanos();
         guard.finish_at(Instant::from_nanos(now));
-        let (r, client) = (s.replica, s.client);
+        let (r, client, released_at) = (s.replica, s.client, s.released_at);
         self.free.push(slot);
         let replica = &mut self.replicas[r as usize];
         replica.tally.completed += 1;
-        let e = replica.held;
+        let mut e = replica.held;
         let flow = replica.flow as usize;
+        // Seats released early were held until then, and none linger.
+        let held_until = now.min(released_at);
+        if released_at != u64::MAX {
+            e.final_seats = 0;
+        }
         let latency = duration_nanos(e.additional_latency);
-        let seat_ns = e.initial_seats as f64 * now.saturating_sub(start) as f64
+        let seat_ns = e.initial_seats as f64 * held_until.saturating_sub(start) as f64
             + e.final_seats as f64 * latency as f64;
         replica.tally.seat_ns += seat_ns;
-        self.add_seat_time(flow, e.initial_seats, start, now);
+        self.add_seat_time(flow, e.initial_seats, start, held_until);
         if e.final_seats > 0 {
             self.add_seat_time(flow, e.final_seats, now, now.saturating_add(latency));
         }
@@ -883,9 +915,10 @@ impl<'a> Sim<'a> {
             let r = self.slots[i].replica as usize;
             let e = self.replicas[r].held;
             let flow = self.replicas[r].flow as usize;
+            let held_until = end.min(self.slots[i].released_at);
             self.replicas[r].tally.seat_ns +=
-                e.initial_seats as f64 * end.saturating_sub(start) as f64;
-            self.add_seat_time(flow, e.initial_seats, start, end);
+                e.initial_seats as f64 * held_until.saturating_sub(start) as f64;
+            self.add_seat_time(flow, e.initial_seats, start, held_until);
         }
         // Dropping the slots finishes or cancels what is left, at the end.
         self.slots.clear();

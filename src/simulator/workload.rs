@@ -84,6 +84,10 @@ pub struct Flow {
     pub initial_seats: u32,
     pub final_seats: u32,
     pub additional_latency: Duration,
+    /// The server gives back all the request's seats this long after it
+    /// starts executing, while it keeps executing (a watch after its
+    /// initial burst; `RequestGuard::release_seats`). None: never.
+    pub release_seats_after: Option<Duration>,
     /// The client's own deadline for starting, if any.
     pub timeout: Option<Duration>,
     pub phases: Vec<Phase>,
@@ -542,6 +546,12 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
         format!("{at}.seats.final"),
         format!("at most {}", limits::MAX_SEATS),
     );
+    let release_seats_after = f.release_seats_after.map(|d| d.0);
+    c.check(
+        release_seats_after.is_none_or(|d| !d.is_zero()),
+        format!("{at}.releaseSeatsAfter"),
+        "must be positive (leave it out to never release early)",
+    );
     let mut request = RequestTemplate {
         user: f.user,
         groups: f.groups.unwrap_or_default(),
@@ -648,6 +658,7 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
         initial_seats,
         final_seats,
         additional_latency: f.additional_latency.map_or(Duration::ZERO, |d| d.0),
+        release_seats_after,
         timeout: f.timeout.map(|d| d.0),
         phases,
         bursts,

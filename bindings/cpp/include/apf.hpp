@@ -492,6 +492,16 @@ public:
   void finish() { try_finish().unwrap(); }
   void finish_at(Nanos end) { try_finish_at(end).unwrap(); }
 
+  /// Gives back `seats` of the request's seats now while it keeps executing
+  /// (a watch after its initial burst); 0 gives back all it still holds. Its
+  /// finish later gives back only the rest. A second release of all seats,
+  /// or more seats than held, is an error that changes nothing.
+  Result<void> try_release_seats(uint32_t seats = 0) {
+    return detail::check(
+        apf_request_release_seats(detail::raw(dispatcher_), request_, seats));
+  }
+  void release_seats(uint32_t seats = 0) { try_release_seats(seats).unwrap(); }
+
   /// Gives up ownership without finishing; the caller finishes the handle.
   uint64_t release() noexcept { return std::exchange(request_, 0); }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -177,6 +178,27 @@ TEST(Decision, MovesWithItsHandles) {
   EXPECT_EQ(b.priority_level_name(), "narrow");
   EXPECT_TRUE(b.take_guard());
   EXPECT_FALSE(a.take_guard()); // NOLINT(bugprone-use-after-move)
+}
+
+TEST(RequestGuard, ReleasingSeatsDispatchesAWaiterAndTheFinishGivesBackTheRest) {
+  auto d = narrow_dispatcher();
+  auto held = fill(d);
+  auto ticket = d.start(alice()).take_ticket();
+  ASSERT_TRUE(ticket);
+  ASSERT_TRUE(held.back().try_release_seats().ok());
+  auto decided = ticket.poll();
+  ASSERT_TRUE(decided.executing()) << "dispatched by the release";
+  auto again = held.back().try_release_seats();
+  ASSERT_FALSE(again.ok()) << "a second release of every seat";
+  EXPECT_EQ(again.error().status(), APF_ERR_INVALID_PARAMETER);
+  EXPECT_NE(std::string(again.error().what()).find("already released"),
+            std::string::npos);
+  held.back().finish();
+  EXPECT_EQ(gauges(d, "narrow").seats_in_use, narrow_limit)
+      << "the finish gave back nothing more";
+  held.clear();
+  decided.take_guard().finish();
+  EXPECT_EQ(gauges(d, "narrow").seats_in_use, 0u);
 }
 
 TEST(Ticket, QueuedRequestIsDispatchedByAFinish) {

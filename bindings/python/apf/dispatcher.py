@@ -295,6 +295,16 @@ class Dispatcher(Managed):
         clock) is when it really ended (default: now)."""
         self._call("apf_finish", request, 0 if end_ns is None else end_ns)
 
+    def release_seats(self, request: int, seats: int = 0) -> None:
+        """Give back ``seats`` of an executing request's seats now while it
+        keeps executing (0: every seat it still holds); its ``finish`` later
+        gives back only the rest. A second release of all seats, or more
+        than held, raises ``APF_ERR_INVALID_PARAMETER``; after the finish,
+        ``APF_ERR_INVALID_HANDLE``."""
+        if not 0 <= seats <= 0xFFFF_FFFF:
+            raise ValueError(f"seats: {seats} is not a 32-bit unsigned count")
+        self._call("apf_request_release_seats", request, seats)
+
     def completion_fd(self) -> int:
         """A file descriptor, owned by the dispatcher, that becomes readable
         when a queued request is decided (see :meth:`take_completion`)."""
@@ -440,6 +450,12 @@ class Request:
     @property
     def finished(self) -> bool:
         return not self._unfinished
+
+    def release_seats(self, seats: int = 0) -> None:
+        """Give back ``seats`` of this request's seats now while it keeps
+        running (0: all it still holds), e.g. a watch after its initial
+        burst; see :meth:`Dispatcher.release_seats`."""
+        self.dispatcher.release_seats(self.handle, seats)
 
     def finish(self, end_ns: Optional[int] = None) -> None:
         """Finish now, or with the actual end time ``end_ns`` (dispatcher

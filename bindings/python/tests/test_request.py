@@ -218,3 +218,21 @@ def test_request_outliving_its_dispatcher():
     d.close()
     r.finish()  # nothing left to finish: no error
     assert r.finished
+
+
+def test_released_seats_let_another_request_run(dispatcher):
+    with dispatcher.request(digest()) as watch:
+        assert not seat_is_free(dispatcher)
+        with pytest.raises(apf.ApfError) as too_many:
+            watch.release_seats(2)
+        assert too_many.value.status_name == "APF_ERR_INVALID_PARAMETER"
+        assert "holds 1" in too_many.value.message
+        watch.release_seats()  # the initial burst is over
+        assert seat_is_free(dispatcher), "the watch no longer holds its seat"
+        with pytest.raises(apf.ApfError) as again:
+            watch.release_seats()
+        assert "already released" in again.value.message
+    assert seat_is_free(dispatcher)
+    with pytest.raises(apf.ApfError) as after:
+        watch.release_seats(1)
+    assert after.value.status_name == "APF_ERR_INVALID_HANDLE"

@@ -48,6 +48,7 @@ pub struct Flow {
     pub service: Option<Service>,
     pub seats: Option<Seats>,
     pub additional_latency: Option<Dur>,
+    pub release_seats_after: Option<Dur>,
     pub timeout: Option<Dur>,
     pub phases: Option<Vec<PhaseRaw>>,
     #[serde(default)]

@@ -1,0 +1,50 @@
+package apf
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A request releases its seats while it runs: another request then runs
+// beside it at a level it filled, a second release of all is refused, and
+// a release after the request finished is a stale handle.
+func TestReleasingSeatsLetsOthersRun(t *testing.T) {
+	d := newTestDispatcher(t, Options{ManualClock: true})
+	var kept *Seats
+	res, err := d.HandleReleasable(context.Background(), podGet("alice"), nil,
+		func() WorkEstimate { return WorkEstimate{InitialSeats: levelSeats} }, nil,
+		func(s *Seats) {
+			kept = s
+			if got := levelStat(t, d, "tight", "seats_in_use"); got != levelSeats {
+				t.Errorf("seats in use %d, want %d", got, levelSeats)
+			}
+			if err := s.Release(levelSeats + 1); !errors.Is(err, StatusInvalidParameter) ||
+				!strings.Contains(err.Error(), "holds 2") {
+				t.Errorf("release of more than held: %v", err)
+			}
+			if err := s.Release(0); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			if got := levelStat(t, d, "tight", "seats_in_use"); got != 0 {
+				t.Errorf("seats in use after the release %d", got)
+			}
+			if err := s.Release(0); !errors.Is(err, StatusInvalidParameter) {
+				t.Errorf("second release: %v", err)
+			}
+			other, err := d.Handle(context.Background(), podGet("alice"), nil, nil, nil, func() {})
+			if err != nil || other.Outcome != Executed || other.Queued {
+				t.Errorf("the other request: %+v %v", other, err)
+			}
+		})
+	if err != nil || res.Outcome != Executed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := levelStat(t, d, "tight", "seats_in_use"); got != 0 {
+		t.Errorf("seats in use at the end %d", got)
+	}
+	if err := kept.Release(1); !errors.Is(err, StatusInvalidHandle) {
+		t.Errorf("release after the finish: %v", err)
+	}
+}
