@@ -48,6 +48,7 @@ pub mod borrowing;
 pub mod classification;
 pub mod clock;
 pub mod config;
+pub mod cost;
 pub mod dealer;
 pub mod dispatcher;
 pub mod ffi;
