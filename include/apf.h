@@ -969,6 +969,20 @@ apf_status apf_request_cancel(struct apf_dispatcher *dispatcher, uint64_t reques
 // `dispatcher` NULL or live.
 apf_status apf_finish(struct apf_dispatcher *dispatcher, uint64_t request, uint64_t end_nanos);
 
+// `apf_finish`, reporting what the request really cost, in seats (for
+// example its CPU time over its execution time, or the objects it
+// processed over the objects one seat is worth). If its flow schema has
+// the annotation `apf.libapf.io/cost: learned`, later requests of the same
+// flow schema, verb and resource get their seats from these reports (a
+// bounded table, see docs/cost.md); otherwise the cost is ignored.
+// Errors: those of `apf_finish`, and `APF_ERR_INVALID_PARAMETER` when
+// `cost` is not a finite number of 0 or more (the request is then not
+// finished).
+//
+// # Safety
+// `dispatcher` NULL or live.
+apf_status apf_finish_with_cost(struct apf_dispatcher *dispatcher, uint64_t request, uint64_t end_nanos, double cost);
+
 // Give back `seats` of an executing request's seats now while it keeps
 // executing (a watch after its initial burst, a LIST past its expensive
 // phase); 0 gives back every seat it still holds. Waiting requests that

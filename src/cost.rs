@@ -18,7 +18,7 @@
 //! so a change of cost is followed within a few dozen requests and an
 //! outlier moves the average by an eighth. Costs are clamped to
 //! `[0, MAX_SEATS]` and non-finite reports are ignored (`record` says so).
-//! A request's seats are the average rounded up, at least 1.
+//! A request's seats are the average rounded to the nearest, at least 1.
 
 use crate::sync::{lock, Mutex};
 use std::hash::{Hash, Hasher};
@@ -121,7 +121,7 @@ impl CostEstimator {
             .iter_mut()
             .find(|e| e.key == key.0)?;
         e.last_used = tick;
-        Some((e.avg.ceil() as u32).clamp(1, MAX_SEATS))
+        Some((e.avg.round() as u32).clamp(1, MAX_SEATS))
     }
 
     /// A request of `key` finished having cost `cost` seats.
@@ -180,7 +180,11 @@ mod tests {
         for _ in 0..40 {
             est.record(k, 2.0);
         }
-        assert_eq!(est.seats(k), Some(3), "follows the new cost: 2 + 8 (7/8)^40");
+        assert_eq!(
+            est.seats(k),
+            Some(2),
+            "follows the new cost: 2 + 8 (7/8)^40, rounded"
+        );
         est.record(k, 0.0);
         assert!(est.seats(k).unwrap() >= 1, "at least one seat");
         assert_eq!(est.record(k, f64::NAN), Recorded::NotFinite);

@@ -13,9 +13,11 @@ use crate::borrowing::{AdjusterOptions, BorrowingAdjuster, BorrowingConfigError,
 use crate::classification::{Classifier, RequestDigest};
 use crate::clock::{Clock, Instant};
 use crate::config::{
-    Config, ConfigError, ConfigErrors, LevelKind, LimitPolicy, ValidConfig, ValidPriorityLevel,
+    Config, ConfigError, ConfigErrors, CostMode, LevelKind, LimitPolicy, ValidConfig,
+    ValidPriorityLevel,
 };
-use crate::level::{Level, LevelOutcome, RequestGuard, RequestTicket, Schema, WaitingNote};
+use crate::cost::{CostEstimator, CostKey};
+use crate::level::{Learn, Level, LevelOutcome, RequestGuard, RequestTicket, Schema, WaitingNote};
 use crate::queueset::{QueueSetConfig, RejectReason};
 use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::{level_max_seats, WorkEstimate};
@@ -126,6 +128,8 @@ pub struct Dispatcher {
     /// so do we: these are the levels after the configured ones in the
     /// adjuster, with the borrowing config they had.
     retired: Mutex<Vec<(Arc<Level>, LevelConfig)>>,
+    /// What requests of schemas that learn their cost really cost.
+    costs: Arc<CostEstimator>,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -180,6 +184,7 @@ impl Dispatcher {
             reconfigurations: AtomicU64::new(0),
             schema_ids: Mutex::new(schema_ids),
             retired: Mutex::new(Vec::new()),
+            costs: Arc::new(CostEstimator::default()),
         })
     }
 
@@ -213,7 +218,9 @@ impl Dispatcher {
         });
         // The levels tally the request by schema id (see `level`).
         let note = || WaitingNote::new(distinguisher, digest);
-        let outcome = match Level::admit(&level, &schema, flow_hash, estimate, deadline, note) {
+        let (estimate, learn) = self.learned(&schema, digest, estimate);
+        let admitted = Level::admit(&level, &schema, flow_hash, estimate, deadline, note);
+        let outcome = match admitted.learning(learn) {
             LevelOutcome::Execute(guard) => Outcome::Execute(guard),
             LevelOutcome::Queued(ticket) => Outcome::Queued(ticket),
             LevelOutcome::Rejected(reason) => Outcome::Rejected(reason),
@@ -224,6 +231,36 @@ impl Dispatcher {
             priority_level: level,
             flow_hash,
         }
+    }
+
+    /// For a schema that learns its cost: the seats learned for the
+    /// request's (schema, verb, resource), if any report came yet, instead
+    /// of the static estimate's initial seats; and where its finish reports.
+    fn learned(
+        &self,
+        schema: &Schema,
+        digest: &RequestDigest<'_>,
+        mut estimate: WorkEstimate,
+    ) -> (WorkEstimate, Option<Learn>) {
+        if schema.cost != CostMode::Learned {
+            return (estimate, None);
+        }
+        let what = if digest.is_resource_request {
+            digest.resource
+        } else {
+            digest.path
+        };
+        let key = CostKey::new(schema.id, digest.verb, digest.api_group, what);
+        if let Some(seats) = self.costs.seats(key) {
+            estimate.initial_seats = seats;
+        }
+        let costs = self.costs.clone();
+        (estimate, Some(Learn { costs, key }))
+    }
+
+    /// The learned-cost table (schemas with `apf.libapf.io/cost: learned`).
+    pub fn cost_estimator(&self) -> &CostEstimator {
+        &self.costs
     }
 
     /// Switch to a new configuration: validated first and refused whole on
@@ -479,6 +516,7 @@ impl Snapshot {
                     name: fs.name.clone(),
                     uid: fs.uid.clone(),
                     id: ids.id_for(&fs.name),
+                    cost: fs.cost,
                 })
             })
             .collect();

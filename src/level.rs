@@ -14,6 +14,7 @@
 use crate::borrowing::SeatDemandHandle;
 use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant};
+use crate::cost::{CostEstimator, CostKey};
 use crate::queueset::tally::Tallies;
 use crate::queueset::{
     Execution, PendingRelease, QueueSet, QueueSetStats, RawAdmission, RejectReason, ReleaseError,
@@ -36,6 +37,8 @@ pub struct Schema {
     /// The dispatcher's number for this schema name, stable across
     /// reconfigurations: the tag its requests are tallied under.
     pub id: u32,
+    /// How its requests' seats are estimated (`apf.libapf.io/cost`).
+    pub cost: crate::config::CostMode,
 }
 
 /// What a dump shows of a waiting request beyond the queueset's view: the
@@ -309,6 +312,7 @@ impl Level {
                 e.started(schema.id, start, seats);
                 LevelOutcome::Execute(RequestGuard {
                     level: level.clone(),
+                    learn: None,
                     exec: Some(LevelExecution::Exempt {
                         seats,
                         start,
@@ -325,6 +329,7 @@ impl Level {
                 match qs.admit_tagged(&request, schema.id) {
                     RawAdmission::Execute(exec) => LevelOutcome::Execute(RequestGuard {
                         level: level.clone(),
+                        learn: None,
                         exec: Some(LevelExecution::Queued(exec)),
                     }),
                     RawAdmission::Queued(waiting) => {
@@ -332,6 +337,7 @@ impl Level {
                         lock(&level.notes).insert(waiting.id(), note);
                         LevelOutcome::Queued(RequestTicket {
                             level: level.clone(),
+                            learn: None,
                             waiting: Some(waiting),
                         })
                     }
@@ -409,6 +415,24 @@ pub(crate) fn saturate(x: u64) -> u32 {
     x.min(u64::from(u32::MAX)) as u32
 }
 
+/// A reported cost that is not a finite number of seats, 0 or more.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostError {
+    pub cost: f64,
+}
+
+impl fmt::Display for CostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cost: {} is not a finite number of seats, 0 or more",
+            self.cost
+        )
+    }
+}
+
+impl std::error::Error for CostError {}
+
 /// Seats a request counts as released and its level has not yet been
 /// given back: [`LevelRelease::complete`] gives them back.
 #[must_use = "the seats are given back only by LevelRelease::complete"]
@@ -443,6 +467,25 @@ pub(crate) enum LevelOutcome {
     Rejected(RejectReason),
 }
 
+/// The learned-cost table and the key a request's reported cost goes to.
+#[derive(Debug, Clone)]
+pub(crate) struct Learn {
+    pub(crate) costs: Arc<CostEstimator>,
+    pub(crate) key: CostKey,
+}
+
+impl LevelOutcome {
+    /// The request's finish reports its cost to `learn`.
+    pub(crate) fn learning(mut self, learn: Option<Learn>) -> LevelOutcome {
+        match &mut self {
+            LevelOutcome::Execute(g) => g.learn = learn,
+            LevelOutcome::Queued(t) => t.learn = learn,
+            LevelOutcome::Rejected(_) => {}
+        }
+        self
+    }
+}
+
 enum LevelExecution {
     Exempt {
         seats: u64,
@@ -457,6 +500,9 @@ enum LevelExecution {
 #[must_use = "dropping the guard finishes the request at once"]
 pub struct RequestGuard {
     level: Arc<Level>,
+    /// Where the cost reported at the finish is learned, if its flow
+    /// schema learns (`apf.libapf.io/cost: learned`).
+    learn: Option<Learn>,
     exec: Option<LevelExecution>,
 }
 
@@ -519,6 +565,34 @@ impl RequestGuard {
     /// Finish now.
     pub fn finish(self) {}
 
+    /// Finish now, reporting what the request really cost, in seats (e.g.
+    /// CPU time over the execution time, or objects processed over the
+    /// objects one seat is worth). If its flow schema learns
+    /// (`apf.libapf.io/cost: learned`), later requests of the same schema,
+    /// verb and resource get seats from these reports (see docs/cost.md);
+    /// otherwise the cost is ignored. A cost that is not a finite number
+    /// of 0 or more is refused and the request is not finished.
+    pub fn finish_with_cost(self, cost: f64) -> Result<(), (RequestGuard, CostError)> {
+        let now = self.level.clock.now();
+        self.finish_at_with_cost(now, cost)
+    }
+
+    /// [`RequestGuard::finish_with_cost`] with the actual end of execution.
+    pub fn finish_at_with_cost(
+        self,
+        end: Instant,
+        cost: f64,
+    ) -> Result<(), (RequestGuard, CostError)> {
+        if !cost.is_finite() || cost < 0.0 {
+            return Err((self, CostError { cost }));
+        }
+        if let Some(learn) = &self.learn {
+            learn.costs.record(learn.key, cost);
+        }
+        self.finish_at(end);
+        Ok(())
+    }
+
     /// Finish with `end` as the actual end of execution (an end after now
     /// counts as now).
     pub fn finish_at(mut self, end: Instant) {
@@ -550,6 +624,7 @@ impl fmt::Debug for RequestGuard {
 #[must_use = "dropping the ticket cancels the request"]
 pub struct RequestTicket {
     level: Arc<Level>,
+    learn: Option<Learn>,
     waiting: Option<Waiting>,
 }
 
@@ -561,6 +636,7 @@ impl RequestTicket {
     fn guard(&self, exec: Execution) -> RequestGuard {
         RequestGuard {
             level: self.level.clone(),
+            learn: self.learn.clone(),
             exec: Some(LevelExecution::Queued(exec)),
         }
     }

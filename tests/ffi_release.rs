@@ -198,3 +198,26 @@ fn a_null_dispatcher_is_refused() {
     let st = unsafe { apf_request_release_seats(null_mut(), 1, 0) };
     assert_eq!(st, apf_status::APF_ERR_NULL_POINTER);
 }
+
+#[test]
+fn finish_with_cost_refuses_a_bad_cost_and_keeps_the_request() {
+    let d = tiny();
+    let a = start(&d);
+    assert_eq!(a.outcome, EXECUTE);
+    for bad in [f64::NAN, f64::INFINITY, -1.0] {
+        // SAFETY: live dispatcher.
+        let st = unsafe { apf_finish_with_cost(d.0, a.request, 0, bad) };
+        assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER);
+        assert!(last_error().contains("cost"), "{}", last_error());
+    }
+    let b = start(&d);
+    assert_eq!(b.outcome, QUEUED, "a refused finish did not free the seat");
+    // SAFETY: live dispatcher.
+    let st = unsafe { apf_finish_with_cost(d.0, a.request, 0, 3.5) };
+    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
+    assert_eq!(poll(&d, b.request), EXECUTE);
+    // SAFETY: live dispatcher.
+    let again = unsafe { apf_finish_with_cost(d.0, a.request, 0, 1.0) };
+    assert_eq!(again, apf_status::APF_ERR_INVALID_HANDLE, "a second finish");
+    assert_eq!(finish(&d, b.request), apf_status::APF_OK);
+}

@@ -30,6 +30,7 @@
 //! [`crate::classification::Classifier`] is compiled.
 
 mod builtin;
+mod cost;
 mod defaults;
 mod error;
 mod load;
@@ -38,6 +39,7 @@ mod print;
 mod types;
 mod validate;
 
+pub use cost::{cost_mode, CostMode, COST_ANNOTATION};
 pub use error::{ConfigError, ConfigErrors, ErrorType, ObjectRef};
 pub use model::{
     DistinguisherMethod, LevelKind, LimitPolicy, Notice, QueuingParams, ValidConfig,

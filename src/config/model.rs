@@ -127,6 +127,8 @@ pub struct ValidFlowSchema {
     pub priority_level_name: String,
     pub distinguisher: Option<DistinguisherMethod>,
     pub rules: Vec<PolicyRulesWithSubjects>,
+    /// How its requests' seats are estimated (`apf.libapf.io/cost`).
+    pub cost: super::CostMode,
 }
 
 /// Something validation changed or tolerated.

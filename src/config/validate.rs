@@ -186,6 +186,7 @@ fn check_flow_schemas(schemas: &[FlowSchema], errors: &mut Vec<ConfigError>) {
     for fs in schemas {
         let mut sink = ErrorSink::new(ObjectRef::new(KIND_FLOW_SCHEMA, &fs.metadata.name), errors);
         check_meta(&fs.metadata, &mut seen, &mut sink);
+        super::cost::check_cost_annotation(&fs.metadata, &mut sink);
         check_schema_spec(&fs.metadata.name, &fs.spec, &mut sink);
         if let Some(fixed) = builtin::mandatory_flow_schema(&fs.metadata.name) {
             if fs.spec != fixed.spec {
@@ -817,5 +818,6 @@ fn typed_schema(fs: &FlowSchema, levels: &[ValidPriorityLevel]) -> ValidFlowSche
                 _ => None,
             }),
         rules: fs.spec.rules.clone(),
+        cost: super::cost::cost_mode(fs),
     }
 }

@@ -406,7 +406,7 @@ pub unsafe extern "C" fn apf_queueset_start(
         // SAFETY: NULL or readable, per the contract.
         let estimate = to_estimate(unsafe { estimate.as_ref() });
         let out = try_out!(out);
-        let schema = Schema { name: String::new(), uid: None, id: tag };
+        let schema = Schema { name: String::new(), uid: None, id: tag, cost: Default::default() };
         let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
         let outcome = Level::admit(&q.level, &schema, flow_hash, estimate, deadline, || {
             WaitingNote::new("", &RequestDigest::default())

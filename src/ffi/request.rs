@@ -526,6 +526,40 @@ pub unsafe extern "C" fn apf_finish(
     }
 }
 
+/// `apf_finish`, reporting what the request really cost, in seats (for
+/// example its CPU time over its execution time, or the objects it
+/// processed over the objects one seat is worth). If its flow schema has
+/// the annotation `apf.libapf.io/cost: learned`, later requests of the same
+/// flow schema, verb and resource get their seats from these reports (a
+/// bounded table, see docs/cost.md); otherwise the cost is ignored.
+/// Errors: those of `apf_finish`, and `APF_ERR_INVALID_PARAMETER` when
+/// `cost` is not a finite number of 0 or more (the request is then not
+/// finished).
+///
+/// # Safety
+/// `dispatcher` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn apf_finish_with_cost(
+    dispatcher: *mut apf_dispatcher,
+    request: u64,
+    end_nanos: u64,
+    cost: f64,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let d = try_ref_from_ptr!(dispatcher);
+        let action = "apf_finish_with_cost";
+        if !cost.is_finite() || cost < 0.0 {
+            return fail(
+                apf_status::APF_ERR_INVALID_PARAMETER,
+                format_args!(
+                    "{action}: request {request:#x}: cost: {cost} is not a finite number of seats, 0 or more"
+                ),
+            );
+        }
+        finish_request_with(&d.requests, request, end_nanos, || d.now(), action, Some(cost))
+    }
+}
+
 /// Give back `seats` of an executing request's seats now while it keeps
 /// executing (a watch after its initial burst, a LIST past its expensive
 /// phase); 0 gives back every seat it still holds. Waiting requests that
@@ -644,6 +678,19 @@ pub(crate) fn finish_request(
     now: impl FnOnce() -> Instant,
     action: &str,
 ) -> apf_status {
+    finish_request_with(requests, request, end_nanos, now, action, None)
+}
+
+/// [`finish_request`], reporting `cost` (checked by the caller: finite,
+/// 0 or more) when given.
+fn finish_request_with(
+    requests: &RequestSlab,
+    request: u64,
+    end_nanos: u64,
+    now: impl FnOnce() -> Instant,
+    action: &str,
+    cost: Option<f64>,
+) -> apf_status {
     let taken = requests.with(request, |mut occ| match occ.entry() {
         Entry::Executing(_) => Some(occ.retire(Retired::Finished)),
         Entry::Waiting(_) => None,
@@ -655,7 +702,15 @@ pub(crate) fn finish_request(
             } else {
                 Instant::from_nanos(end_nanos)
             };
-            guard.finish_at(end);
+            match cost {
+                None => guard.finish_at(end),
+                Some(cost) => {
+                    // Checked by the caller; a refusal would finish it anyway.
+                    if let Err((guard, _)) = guard.finish_at_with_cost(end, cost) {
+                        guard.finish_at(end);
+                    }
+                }
+            }
             apf_status::APF_OK
         }
         Ok(_) => fail(
