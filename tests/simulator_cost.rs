@@ -80,3 +80,102 @@ fn release_after_must_be_positive() {
     let e = Workload::from_yaml_str(&watches_and_victims("releaseSeatsAfter: 0s")).unwrap_err();
     assert!(e.to_string().contains("flows[0].releaseSeatsAfter"), "{e}");
 }
+
+/// LISTs estimated at 1 seat that really cost 10 (32 clients, 100 ms) and
+/// GETs that cost their 1 seat (160 clients, 50 ms) share one level of
+/// about 77 seats (up to 10 per request), whose flow schema estimates
+/// `cost` (`static` or `learned`: from the costs the requests report at
+/// their finish).
+fn lists_and_victims(cost: &str) -> Report {
+    let config = Config::from_yaml_str(&format!(
+        r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {{name: shared}}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 100
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse: {{type: Queue, queuing: {{queues: 64, handSize: 6, queueLengthLimit: 200}}}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: everyone
+  annotations: {{apf.libapf.io/cost: {cost}}}
+spec:
+  priorityLevelConfiguration: {{name: shared}}
+  matchingPrecedence: 100
+  distinguisherMethod: {{type: ByUser}}
+  rules:
+  - subjects: [{{kind: Group, group: {{name: system:authenticated}}}}]
+    resourceRules: [{{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}}]
+"#
+    ))
+    .expect("parses");
+    let w = Workload::from_yaml_str(
+        "
+duration: 30s
+server: {concurrencyLimit: 80}
+flows:
+  - name: lists
+    user: lister
+    groups: [system:authenticated]
+    verb: list
+    resource: pods
+    clients: 32
+    service: 100ms
+    actualSeats: 10
+  - name: victims
+    user: victim
+    groups: [system:authenticated]
+    resource: configmaps
+    clients: 160
+    service: 50ms
+    actualSeats: 1
+",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    simulator::run(&config, &w, 1, &mut |_| {})
+        .expect("simulation runs")
+        .0
+}
+
+#[test]
+fn learned_costs_keep_victims_within_10_percent_of_their_share_of_real_work() {
+    // Both flows want more than the level has: max-min gives each half of
+    // the server's real work.
+    let fair = 0.5;
+    let fixed = lists_and_victims("static");
+    let victims = fixed.flow("victims").unwrap();
+    let lists = fixed.flow("lists").unwrap();
+    assert_eq!(lists.level, victims.level, "one level");
+    eprintln!(
+        "static: victims' share of real work {:.3}",
+        victims.cost_share
+    );
+    assert!(
+        victims.cost_share < 0.5 * fair,
+        "static estimate: the LISTs take ten times the work their seats say, victims {:.3}",
+        victims.cost_share
+    );
+    let learned = lists_and_victims("learned");
+    let victims = learned.flow("victims").unwrap();
+    eprintln!(
+        "learned: victims' share of real work {:.3}",
+        victims.cost_share
+    );
+    assert!(
+        (victims.cost_share - fair).abs() <= 0.1 * fair,
+        "learned estimate: victims {:.3} of a fair {fair}",
+        victims.cost_share
+    );
+}
+
+#[test]
+fn actual_seats_must_be_a_seat_count() {
+    let e = Workload::from_yaml_str(&watches_and_victims("actualSeats: -1")).unwrap_err();
+    assert!(e.to_string().contains("flows[0].actualSeats"), "{e}");
+}

@@ -269,6 +269,20 @@ func (d *Dispatcher) finishC(h uint64) error {
 	return e.err(st)
 }
 
+// finishWithCostC finishes a request, reporting its cost in seats.
+func (d *Dispatcher) finishWithCostC(h uint64, cost float64) error {
+	maybeGC()
+	p, ok := d.c.enter()
+	if !ok {
+		return ErrClosed
+	}
+	defer d.c.exit()
+	var e cerr
+	st := C.go_apf_finish_with_cost(p, C.uint64_t(h), 0, C.double(cost), &e.e)
+	runtime.KeepAlive(d)
+	return e.err(st)
+}
+
 // releaseSeatsC gives back n of an executing request's seats (0: all).
 // Not marked nocallback: a release can dispatch waiters, and libapf runs
 // completion callbacks from it (the binding sets none, but the C side does

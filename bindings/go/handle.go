@@ -84,12 +84,17 @@ func (d *Dispatcher) handle(ctx context.Context, digest RequestDigest,
 // execute runs a dispatched request and finishes it even if execFn panics.
 func (d *Dispatcher) execute(h uint64, res *Result, execFn func(*Seats)) (err error) {
 	res.Outcome = Executed
+	seats := &Seats{d: d, h: h}
 	defer func() {
-		if ferr := d.finishC(h); err == nil {
+		finish := d.finishC
+		if seats.hasCost {
+			finish = func(h uint64) error { return d.finishWithCostC(h, seats.cost) }
+		}
+		if ferr := finish(h); err == nil {
 			err = ferr
 		}
 	}()
-	execFn(&Seats{d: d, h: h})
+	execFn(seats)
 	return nil
 }
 

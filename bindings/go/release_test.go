@@ -3,6 +3,7 @@ package apf
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,26 @@ func TestReleasingSeatsLetsOthersRun(t *testing.T) {
 	}
 	if err := kept.Release(1); !errors.Is(err, StatusInvalidHandle) {
 		t.Errorf("release after the finish: %v", err)
+	}
+}
+
+// A reported cost is checked before the finish, and a valid one finishes
+// the request with it.
+func TestReportCost(t *testing.T) {
+	d := newTestDispatcher(t, Options{ManualClock: true})
+	res, err := d.HandleReleasable(context.Background(), podGet("alice"), nil, nil, nil,
+		func(s *Seats) {
+			if err := s.ReportCost(math.NaN()); !errors.Is(err, StatusInvalidParameter) {
+				t.Errorf("NaN: %v", err)
+			}
+			if err := s.ReportCost(2.5); err != nil {
+				t.Errorf("a valid cost: %v", err)
+			}
+		})
+	if err != nil || res.Outcome != Executed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := levelStat(t, d, "tight", "seats_in_use"); got != 0 {
+		t.Errorf("seats in use at the end %d", got)
 	}
 }

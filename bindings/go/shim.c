@@ -84,6 +84,10 @@ uint32_t go_apf_finish(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, 
 	return go_apf_capture_error(apf_finish(d, request, end_nanos), e);
 }
 
+uint32_t go_apf_finish_with_cost(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, double cost, go_apf_err *e) {
+	return go_apf_capture_error(apf_finish_with_cost(d, request, end_nanos, cost), e);
+}
+
 uint32_t go_apf_release_seats(apf_dispatcher *d, uint64_t request, uint32_t seats, go_apf_err *e) {
 	return go_apf_capture_error(apf_request_release_seats(d, request, seats), e);
 }

@@ -32,6 +32,7 @@ uint32_t go_apf_start(apf_dispatcher *d,
 		apf_decision *out, go_apf_err *e);
 
 uint32_t go_apf_finish(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, go_apf_err *e);
+uint32_t go_apf_finish_with_cost(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, double cost, go_apf_err *e);
 uint32_t go_apf_release_seats(apf_dispatcher *d, uint64_t request, uint32_t seats, go_apf_err *e);
 
 uint32_t go_apf_poll(apf_dispatcher *d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e);

@@ -257,6 +257,9 @@ struct Tally {
     completed: u64,
     rejected: [u64; 4],
     seat_ns: f64,
+    /// Real cost × execution time (the flow's `actualSeats`, or its
+    /// initial seats when it gives none).
+    cost_ns: f64,
 }
 
 struct Client {
@@ -820,13 +823,26 @@ impl<'a> Sim<'a> {
             return;
         };
         let start = guard.start_time().as_nanos();
-        guard.finish_at(Instant::from_nanos(now));
-        let (r, client, released_at) = (s.replica, s.client, s.released_at);
+        let r = s.replica;
+        let flow = self.replicas[r as usize].flow as usize;
+        let actual = self.workload.flows[flow].actual_seats;
+        let end = Instant::from_nanos(now);
+        match actual {
+            // A workload's cost is checked finite and non-negative.
+            Some(cost) => {
+                if let Err((guard, _)) = guard.finish_at_with_cost(end, cost) {
+                    guard.finish_at(end);
+                }
+            }
+            None => guard.finish_at(end),
+        }
+        let (client, released_at) = (s.client, s.released_at);
         self.free.push(slot);
         let replica = &mut self.replicas[r as usize];
         replica.tally.completed += 1;
         let mut e = replica.held;
-        let flow = replica.flow as usize;
+        let cost = actual.unwrap_or(f64::from(e.initial_seats));
+        replica.tally.cost_ns += cost * now.saturating_sub(start) as f64;
         // Seats released early were held until then, and none linger.
         let held_until = now.min(released_at);
         if released_at != u64::MAX {
@@ -916,6 +932,10 @@ impl<'a> Sim<'a> {
             let e = self.replicas[r].held;
             let flow = self.replicas[r].flow as usize;
             let held_until = end.min(self.slots[i].released_at);
+            let cost = self.workload.flows[flow]
+                .actual_seats
+                .unwrap_or(f64::from(e.initial_seats));
+            self.replicas[r].tally.cost_ns += cost * end.saturating_sub(start) as f64;
             self.replicas[r].tally.seat_ns +=
                 e.initial_seats as f64 * held_until.saturating_sub(start) as f64;
             self.add_seat_time(flow, e.initial_seats, start, held_until);
@@ -977,6 +997,8 @@ impl<'a> Sim<'a> {
                 worst_replica_served,
                 seat_seconds: total.seat_ns / 1e9,
                 seat_share: 0.0,
+                cost_seconds: total.cost_ns / 1e9,
+                cost_share: 0.0,
                 wait: self.flow_waits[f].clone(),
                 rejected: total.rejected,
             });
@@ -984,8 +1006,10 @@ impl<'a> Sim<'a> {
             r += flow.replicas as usize;
         }
         let all_seat_seconds: f64 = flows.iter().map(|f| f.seat_seconds).sum();
+        let all_cost_seconds: f64 = flows.iter().map(|f| f.cost_seconds).sum();
         for f in &mut flows {
             f.seat_share = ratio(f.seat_seconds, all_seat_seconds);
+            f.cost_share = ratio(f.cost_seconds, all_cost_seconds);
         }
         let nominal = self.dispatcher.borrowing().report();
         let levels = self
@@ -1070,6 +1094,7 @@ fn add(into: &mut Tally, t: &Tally) {
         *a += b;
     }
     into.seat_ns += t.seat_ns;
+    into.cost_ns += t.cost_ns;
 }
 
 /// Dispatched over demand. A closed loop's demand is an estimate from mean

@@ -56,6 +56,14 @@ pub struct FlowReport {
     pub seat_seconds: f64,
     /// Its share of the seat-seconds of all flows.
     pub seat_share: f64,
+    /// What its requests really cost (its `actualSeats`, or its initial
+    /// seats) × their execution time, in seat-seconds.
+    pub cost_seconds: f64,
+    /// Its share of the real cost of all flows: what a server that shares
+    /// its capacity among the executing requests gives the flow (the
+    /// simulator does not slow requests down when they cost more than the
+    /// seats they hold; this share says who would be slowed).
+    pub cost_share: f64,
     /// Time from arrival to dispatch of each dispatched request, ns.
     pub wait: Histogram,
     /// Rejections by reason, indexed by `RejectReason as usize`.

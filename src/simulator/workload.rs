@@ -88,6 +88,11 @@ pub struct Flow {
     /// starts executing, while it keeps executing (a watch after its
     /// initial burst; `RequestGuard::release_seats`). None: never.
     pub release_seats_after: Option<Duration>,
+    /// What each request really costs, in seats, reported when it finishes
+    /// (`RequestGuard::finish_with_cost`; a flow schema annotated
+    /// `apf.libapf.io/cost: learned` learns from it). None: nothing is
+    /// reported, and the cost counted is the initial seats.
+    pub actual_seats: Option<f64>,
     /// The client's own deadline for starting, if any.
     pub timeout: Option<Duration>,
     pub phases: Vec<Phase>,
@@ -552,6 +557,12 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
         format!("{at}.releaseSeatsAfter"),
         "must be positive (leave it out to never release early)",
     );
+    c.check(
+        f.actual_seats
+            .is_none_or(|c| c.is_finite() && (0.0..=f64::from(limits::MAX_SEATS)).contains(&c)),
+        format!("{at}.actualSeats"),
+        format!("must be a number of seats from 0 to {}", limits::MAX_SEATS),
+    );
     let mut request = RequestTemplate {
         user: f.user,
         groups: f.groups.unwrap_or_default(),
@@ -659,6 +670,7 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
         final_seats,
         additional_latency: f.additional_latency.map_or(Duration::ZERO, |d| d.0),
         release_seats_after,
+        actual_seats: f.actual_seats,
         timeout: f.timeout.map(|d| d.0),
         phases,
         bursts,

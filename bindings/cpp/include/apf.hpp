@@ -492,6 +492,22 @@ public:
   void finish() { try_finish().unwrap(); }
   void finish_at(Nanos end) { try_finish_at(end).unwrap(); }
 
+  /// Finishes now, reporting what the request really cost in seats (for a
+  /// flow schema with `apf.libapf.io/cost: learned`, later requests of the
+  /// same schema, verb and resource get seats from these reports). A cost
+  /// that is not a finite number of 0 or more is an error and the guard
+  /// still holds the request.
+  Result<void> try_finish_with_cost(double cost) {
+    Result<void> result = detail::check(
+        apf_finish_with_cost(detail::raw(dispatcher_), request_, 0, cost));
+    if (result.ok()) {
+      request_ = 0;
+      dispatcher_.reset();
+    }
+    return result;
+  }
+  void finish_with_cost(double cost) { try_finish_with_cost(cost).unwrap(); }
+
   /// Gives back `seats` of the request's seats now while it keeps executing
   /// (a watch after its initial burst); 0 gives back all it still holds. Its
   /// finish later gives back only the rest. A second release of all seats,

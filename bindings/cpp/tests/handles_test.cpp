@@ -201,6 +201,19 @@ TEST(RequestGuard, ReleasingSeatsDispatchesAWaiterAndTheFinishGivesBackTheRest) 
   EXPECT_EQ(gauges(d, "narrow").seats_in_use, 0u);
 }
 
+TEST(RequestGuard, FinishWithCostRefusesABadCostAndKeepsTheRequest) {
+  auto d = narrow_dispatcher();
+  auto guard = d.start(alice()).take_guard();
+  auto bad = guard.try_finish_with_cost(-1.0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().status(), APF_ERR_INVALID_PARAMETER);
+  EXPECT_TRUE(guard) << "still holds the request";
+  EXPECT_EQ(gauges(d, "narrow").seats_in_use, 1u);
+  guard.finish_with_cost(2.5);
+  EXPECT_FALSE(guard);
+  EXPECT_EQ(gauges(d, "narrow").seats_in_use, 0u);
+}
+
 TEST(Ticket, QueuedRequestIsDispatchedByAFinish) {
   auto d = narrow_dispatcher();
   auto held = fill(d);

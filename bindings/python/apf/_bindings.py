@@ -319,6 +319,7 @@ FUNCTIONS = {
     'apf_request_poll': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_request_cancel': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('out_cancelled', ctypes.POINTER(ctypes.c_bool))]),
     'apf_finish': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
+    'apf_finish_with_cost': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64), ('cost', ctypes.c_double)]),
     'apf_request_release_seats': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('seats', ctypes.c_uint32)]),
     'apf_abi_version': (ctypes.c_uint32, []),
     'apf_last_error': (apf_status, [('out', ctypes.POINTER(apf_text))]),

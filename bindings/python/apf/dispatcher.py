@@ -305,6 +305,14 @@ class Dispatcher(Managed):
             raise ValueError(f"seats: {seats} is not a 32-bit unsigned count")
         self._call("apf_request_release_seats", request, seats)
 
+    def finish_with_cost(self, request: int, cost: float, end_ns: Optional[int] = None) -> None:
+        """:meth:`finish`, reporting what the request really cost in seats;
+        a flow schema with ``apf.libapf.io/cost: learned`` gives later
+        requests of the same schema, verb and resource seats from these
+        reports. A cost that is not a finite number of 0 or more raises
+        ``APF_ERR_INVALID_PARAMETER`` and the request is not finished."""
+        self._call("apf_finish_with_cost", request, 0 if end_ns is None else end_ns, float(cost))
+
     def completion_fd(self) -> int:
         """A file descriptor, owned by the dispatcher, that becomes readable
         when a queued request is decided (see :meth:`take_completion`)."""
@@ -469,6 +477,18 @@ class Request:
             self.dispatcher.finish(self.handle, end_ns)
         except ClosedError:
             pass  # freeing the dispatcher finished every request
+
+    def finish_with_cost(self, cost: float, end_ns: Optional[int] = None) -> None:
+        """Finish, reporting the request's real cost in seats (see
+        :meth:`Dispatcher.finish_with_cost`). A bad cost raises and leaves
+        the request unfinished."""
+        if not self._unfinished:
+            return
+        self.dispatcher.finish_with_cost(self.handle, cost, end_ns)
+        try:
+            self._unfinished.pop()
+        except IndexError:
+            pass
 
     def __enter__(self) -> "Request":
         return self

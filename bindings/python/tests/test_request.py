@@ -236,3 +236,13 @@ def test_released_seats_let_another_request_run(dispatcher):
     with pytest.raises(apf.ApfError) as after:
         watch.release_seats(1)
     assert after.value.status_name == "APF_ERR_INVALID_HANDLE"
+
+
+def test_finish_with_cost_refuses_a_bad_cost(dispatcher):
+    r = dispatcher.request(digest()).__enter__()
+    with pytest.raises(apf.ApfError) as bad:
+        r.finish_with_cost(float("nan"))
+    assert bad.value.status_name == "APF_ERR_INVALID_PARAMETER"
+    assert not r.finished and not seat_is_free(dispatcher)
+    r.finish_with_cost(2.5)
+    assert r.finished and seat_is_free(dispatcher)

@@ -49,6 +49,7 @@ pub struct Flow {
     pub seats: Option<Seats>,
     pub additional_latency: Option<Dur>,
     pub release_seats_after: Option<Dur>,
+    pub actual_seats: Option<f64>,
     pub timeout: Option<Dur>,
     pub phases: Option<Vec<PhaseRaw>>,
     #[serde(default)]
