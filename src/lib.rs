@@ -43,6 +43,7 @@
 //! Installing for each language: `docs/install.md` in the repository.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
+#![warn(missing_docs)]
 
 pub mod borrowing;
 pub mod classification;
@@ -51,6 +52,10 @@ pub mod config;
 pub mod dealer;
 pub mod dispatcher;
 pub mod ffi;
+// Bounded reading of untrusted input. Public only for the apf-cli crate,
+// which reads files and clips echoed text with the library's limits; not
+// part of the API.
+#[doc(hidden)]
 pub mod input;
 pub mod level;
 #[cfg(not(loom))]
@@ -59,7 +64,12 @@ pub mod queueset;
 pub mod retry_after;
 #[cfg(all(feature = "simulator", not(loom)))]
 pub mod simulator;
-pub mod sync;
+// The atomics/locks shim that loom and shuttle swap out: internal, not
+// API. It offers the whole set of primitives the models provide (one import
+// path for any new concurrent code), so a few (UnsafeCell, spin_hint, fence,
+// AtomicPtr) are unused at the moment; hence the allow.
+#[allow(dead_code, unused_imports)]
+pub(crate) mod sync;
 #[cfg(all(feature = "tower", not(loom)))]
 pub mod tower;
 pub mod work_estimate;

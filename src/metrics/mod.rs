@@ -51,8 +51,6 @@
 mod dump;
 mod encode;
 
-pub use dump::{format_seat_seconds, format_table};
-
 use crate::borrowing::SeatDemandStats;
 use crate::dispatcher::Dispatcher;
 use crate::level::Level;
