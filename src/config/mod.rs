@@ -52,7 +52,10 @@ pub use validate::{
 /// (with Kubernetes' defaults applied) and not yet validated.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Config {
+    /// The PriorityLevelConfiguration objects, in input order.
     pub priority_levels: Vec<PriorityLevelConfiguration>,
+    /// The FlowSchema objects, in input order (matching order is by
+    /// `matchingPrecedence`, then name, decided at validation).
     pub flow_schemas: Vec<FlowSchema>,
 }
 
