@@ -51,7 +51,11 @@ impl Default for DispatcherOptions {
 /// Why a configuration was refused (the old one, if any, stays in force).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DispatcherError {
+    /// The configuration is invalid: every error, each naming its object and
+    /// field.
     Config(ConfigErrors),
+    /// The levels' borrowing settings are unusable (a lendable percent above
+    /// 100, a duplicate level name, a too-short borrowing period).
     Borrowing(BorrowingConfigError),
 }
 
@@ -83,9 +87,14 @@ impl From<BorrowingConfigError> for DispatcherError {
 /// `X-Kubernetes-PF-PriorityLevel-UID` response headers.
 #[derive(Debug)]
 pub struct Decision {
+    /// Execute now, wait, or rejected.
     pub outcome: Outcome,
+    /// The flow schema the request matched.
     pub flow_schema: Arc<Schema>,
+    /// The priority level it was sent to.
     pub priority_level: Arc<Level>,
+    /// The flow's 64-bit hash (Kubernetes' `hashFlowID` of the schema name and
+    /// flow distinguisher), which picks the request's hand of queues.
     pub flow_hash: u64,
 }
 
@@ -93,8 +102,14 @@ pub struct Decision {
 #[derive(Debug)]
 #[must_use = "dropping a guard finishes the request, dropping a ticket cancels it"]
 pub enum Outcome {
+    /// Seats were free: serve the request now; the guard gives them back when
+    /// it is finished or dropped.
     Execute(RequestGuard),
+    /// The request waits in a queue: wait on the ticket (blocking or as a
+    /// future) for a guard or a rejection; dropping it cancels.
     Queued(RequestTicket),
+    /// Refused at once; the reason says why (its queue was full, no room at
+    /// a level that does not queue, ...).
     Rejected(RejectReason),
 }
 
