@@ -143,6 +143,7 @@ impl fmt::Display for RejectReason {
 pub struct Request {
     /// The flow's 64-bit hash (shuffle sharding deals its hand from it).
     pub flow_hash: u64,
+    /// Seats while executing and afterwards (clamped to 1..=the limit).
     pub estimate: WorkEstimate,
     /// The caller's own deadline for starting; the wait limit applies too.
     pub deadline: Option<Instant>,
@@ -156,16 +157,23 @@ pub enum Admission<'q> {
     Execute(Guard<'q>),
     /// Waiting in a queue: wait, poll or await the ticket, or cancel it.
     Queued(Ticket<'q>),
+    /// Refused at once; the reason says why.
     Rejected(RejectReason),
 }
 
 /// Counters and gauges of one queueset.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueSetStats {
+    /// The level's concurrency limit in seats (CurrentCL).
     pub concurrency_limit: u32,
+    /// Seats held now, by executing requests and by final seats lingering for
+    /// their additional latency.
     pub seats_in_use: u32,
+    /// Requests executing now.
     pub requests_executing: u32,
+    /// Requests waiting in the queues now.
     pub requests_waiting: u32,
+    /// Number of queues (0 for a level that does not queue).
     pub queues: usize,
     /// Requests dispatched from a queue (hot-path admissions not included).
     pub dispatched_from_queues: u64,
@@ -470,8 +478,12 @@ impl Drop for QueueSet {
 #[derive(Debug)]
 #[must_use = "an execution must be finished and a waiting request resolved"]
 pub enum RawAdmission {
+    /// Execute now: finish the execution with [`QueueSet::finish_execution`].
     Execute(Execution),
+    /// Waiting in a queue: resolve it with [`QueueSet::wait_for`],
+    /// [`QueueSet::poll_waiting`] or [`QueueSet::cancel_waiting`].
     Queued(Waiting),
+    /// Refused at once; the reason says why.
     Rejected(RejectReason),
 }
 
