@@ -17,15 +17,16 @@
 //! queueset would have after the same sequence of events: a request admitted
 //! on the hot path still belongs to its flow's queue for every later dispatch
 //! decision. The property tests check this against the plain
-//! [`reference::ReferenceQueueSet`] decision by decision.
+//! reference model (`reference::ReferenceQueueSet`, built for tests only)
+//! decision by decision.
 //!
 //! # The admission word
 //! Seats in use, the limit and a `SLOW` flag (requests wait) share one
-//! atomic word, [`admission::AdmissionWord`], the only authority on seat
-//! availability: every path takes seats from it with one compare-and-swap
-//! that re-checks the room, and the core mirrors them for accounting. Its
-//! module documents the protocol: who may change each field, the
-//! invariants, and why each memory ordering suffices.
+//! atomic word, `AdmissionWord` (`src/queueset/admission.rs`), the only
+//! authority on seat availability: every path takes seats from it with one
+//! compare-and-swap that re-checks the room, and the core mirrors them for
+//! accounting. Its module documents the protocol: who may change each
+//! field, the invariants, and why each memory ordering suffices.
 //!
 //! # A panic inside the level lock
 //! The core's state is updated in several steps under the level lock. If
