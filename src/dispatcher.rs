@@ -156,6 +156,11 @@ impl Dispatcher {
     /// configuration with no objects at all is refused
     /// ([`ConfigError::no_objects`]); [`Config::mandatory`] is the explicit
     /// way to ask for only the mandatory ones.
+    ///
+    /// Fails with [`DispatcherError::Config`] listing every error of the
+    /// configuration (each naming its object and field), or
+    /// [`DispatcherError::Borrowing`] for unusable borrowing settings (such
+    /// as a `borrowing_period` under the minimum).
     pub fn new(
         config: &Config,
         options: DispatcherOptions,

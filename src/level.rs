@@ -490,7 +490,10 @@ impl RequestTicket {
         self.waiting.as_ref().map(Waiting::id)
     }
 
-    /// Block until the request is dispatched or rejected.
+    /// Block until the request is dispatched (the guard) or rejected while
+    /// waiting: [`RejectReason::TimeOut`] at the wait limit or the
+    /// request's own deadline (on a manual clock, when the clock is advanced
+    /// past it), [`RejectReason::LevelFailed`] if the level failed.
     pub fn wait(mut self) -> Result<RequestGuard, RejectReason> {
         let waiting = self.waiting.take().expect("a live ticket is waiting");
         self.forget_note(&waiting);
@@ -501,7 +504,8 @@ impl RequestTicket {
         lock(&self.level.notes).remove(&waiting.id());
     }
 
-    /// Without blocking: the decision, if there is one.
+    /// Without blocking: the decision, if there is one. It is returned
+    /// once; later calls return `None`.
     pub fn poll(&mut self) -> Option<Result<RequestGuard, RejectReason>> {
         self.poll_with(None)
     }

@@ -204,6 +204,11 @@ impl fmt::Debug for QueueSet {
 
 impl QueueSet {
     /// A queueset with `cfg`, timed by `clock`.
+    ///
+    /// Fails with [`QueueSetConfigError`] (naming the level) when the queues
+    /// and hand size cannot deal, a queuing level's queue length limit is 0,
+    /// the service-time guess is zero, or the concurrency limit is above
+    /// [`MAX_CONCURRENCY_LIMIT`].
     pub fn new(cfg: QueueSetConfig, clock: Clock) -> Result<QueueSet, QueueSetConfigError> {
         let dealer = cfg.validate()?;
         let now = clock.now();
