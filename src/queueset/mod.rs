@@ -443,7 +443,8 @@ impl QueueSet {
             .collect()
     }
 
-    /// The level's virtual time R.
+    /// The level's virtual time R, in [`vtime::VTime`] units (2^-20
+    /// seat-nanoseconds; [`vtime::to_seat_seconds`] converts).
     pub fn current_r(&self) -> vtime::VTime {
         self.shared.lock_and_drain().core.r
     }
