@@ -73,6 +73,7 @@ pub struct CostEstimator {
 /// What [`CostEstimator::record`] did with a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recorded {
+    /// Folded into the key's average (or started it).
     Learned,
     /// NaN or infinite: ignored.
     NotFinite,

@@ -427,6 +427,7 @@ pub(crate) fn saturate(x: u64) -> u32 {
 /// A reported cost that is not a finite number of seats, 0 or more.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CostError {
+    /// The cost reported.
     pub cost: f64,
 }
 

@@ -33,15 +33,18 @@ func (d *Dispatcher) Handle(ctx context.Context, digest RequestDigest,
 	queueNoteFn func(inQueue bool),
 	execFn func(),
 ) (Result, error) {
-	return d.handle(ctx, digest, noteFn, workEstimator, queueNoteFn, func(*Seats) { execFn() })
+	return d.handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn, nil)
 }
 
-// handle is Handle and HandleReleasable: execFn gets the request's seats.
+// handle is Handle (execFn) and HandleReleasable (execSeats: it gets the
+// request's seats); exactly one of the two is non-nil. Two parameters
+// rather than a wrapping closure, so that Handle allocates nothing.
 func (d *Dispatcher) handle(ctx context.Context, digest RequestDigest,
 	noteFn func(Classification),
 	workEstimator func() WorkEstimate,
 	queueNoteFn func(inQueue bool),
-	execFn func(*Seats),
+	execFn func(),
+	execSeats func(*Seats),
 ) (Result, error) {
 	estimate := WorkEstimate{InitialSeats: 1}
 	if workEstimator != nil {
@@ -58,7 +61,7 @@ func (d *Dispatcher) handle(ctx context.Context, digest RequestDigest,
 	h := dec.handle()
 	switch dec.outcomeCode() {
 	case outcomeExecute:
-		return res, d.execute(h, &res, execFn)
+		return res, d.execute(h, &res, execFn, execSeats)
 	case outcomeRejected:
 		res.Outcome, res.RejectReason = Rejected, dec.rejectReason()
 		return res, nil
@@ -75,26 +78,37 @@ func (d *Dispatcher) handle(ctx context.Context, digest RequestDigest,
 		return res, err
 	}
 	if outcome == outcomeExecute {
-		return res, d.execute(h, &res, execFn)
+		return res, d.execute(h, &res, execFn, execSeats)
 	}
 	res.Outcome, res.RejectReason = Rejected, reason
 	return res, nil
 }
 
 // execute runs a dispatched request and finishes it even if execFn panics.
-func (d *Dispatcher) execute(h uint64, res *Result, execFn func(*Seats)) (err error) {
+func (d *Dispatcher) execute(h uint64, res *Result, execFn func(), execSeats func(*Seats)) (err error) {
 	res.Outcome = Executed
+	if execSeats == nil {
+		defer func() {
+			if ferr := d.finishC(h); err == nil {
+				err = ferr
+			}
+		}()
+		execFn()
+		return nil
+	}
 	seats := &Seats{d: d, h: h}
 	defer func() {
-		finish := d.finishC
+		var ferr error
 		if seats.hasCost {
-			finish = func(h uint64) error { return d.finishWithCostC(h, seats.cost) }
+			ferr = d.finishWithCostC(h, seats.cost)
+		} else {
+			ferr = d.finishC(h)
 		}
-		if ferr := finish(h); err == nil {
+		if err == nil {
 			err = ferr
 		}
 	}()
-	execFn(seats)
+	execSeats(seats)
 	return nil
 }
 

@@ -50,5 +50,5 @@ func (d *Dispatcher) HandleReleasable(ctx context.Context, digest RequestDigest,
 	queueNoteFn func(inQueue bool),
 	execFn func(*Seats),
 ) (Result, error) {
-	return d.handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
+	return d.handle(ctx, digest, noteFn, workEstimator, queueNoteFn, nil, execFn)
 }

@@ -609,7 +609,12 @@ pub enum ReleaseError {
     /// The request already gave back every seat (a second release).
     NothingHeld,
     /// Asked to release more seats than the request holds.
-    MoreThanHeld { held: u32, requested: u32 },
+    MoreThanHeld {
+        /// The seats the request still holds.
+        held: u32,
+        /// The seats asked for.
+        requested: u32,
+    },
 }
 
 impl fmt::Display for ReleaseError {
