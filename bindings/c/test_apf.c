@@ -242,6 +242,8 @@ static void test_null_pointers(void) {
   CHECK_STATUS(apf_request_cancel(NULL, 1, &b), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_cancel(d, 1, NULL), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_finish(NULL, 1, 0), APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_finish_with_cost(NULL, 1, 0, 1.0), APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_request_release_seats(NULL, 1, 0), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_set_completion_callback(NULL, NULL, NULL),
                APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_completion_fd(NULL, &fd), APF_ERR_NULL_POINTER);
@@ -668,6 +670,36 @@ static void test_panic_boundary(void) {
   apf_dispatcher_free(d);
 }
 
+/* Releasing seats early and finishing with a cost (docs/cost.md). */
+static void test_release_and_cost(void) {
+  apf_dispatcher *d = new_tiny();
+  apf_decision a = start(d, "alice");
+  CHECK(a.outcome == APF_OUTCOME_EXECUTE);
+  apf_decision q = start(d, "alice");
+  CHECK(q.outcome == APF_OUTCOME_QUEUED);
+  CHECK_STATUS(apf_request_release_seats(d, q.request, 0),
+               APF_ERR_REQUEST_QUEUED);
+  CHECK_STATUS(apf_request_release_seats(d, a.request, 2),
+               APF_ERR_INVALID_PARAMETER);
+  /* a's seat comes back early: q runs while a stays open. */
+  CHECK_STATUS(apf_request_release_seats(d, a.request, 0), APF_OK);
+  POLL_IS(d, q.request, APF_OUTCOME_EXECUTE, APF_REJECT_NONE);
+  CHECK_STATUS(apf_request_release_seats(d, a.request, 0),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK_STATUS(apf_finish_with_cost(d, a.request, 0, -1.0),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK_STATUS(apf_finish_with_cost(d, a.request, 0, 0.5), APF_OK);
+  CHECK_STATUS(apf_request_release_seats(d, a.request, 1),
+               APF_ERR_INVALID_HANDLE);
+  /* a gave back nothing more at its finish: q still holds the only seat. */
+  apf_decision b = start(d, "alice");
+  CHECK(b.outcome == APF_OUTCOME_QUEUED);
+  CHECK_STATUS(apf_finish(d, q.request, 0), APF_OK);
+  POLL_IS(d, b.request, APF_OUTCOME_EXECUTE, APF_REJECT_NONE);
+  CHECK_STATUS(apf_finish(d, b.request, 0), APF_OK);
+  apf_dispatcher_free(d);
+}
+
 int main(void) {
   test_version();
   test_status_text_and_last_error();
@@ -675,6 +707,7 @@ int main(void) {
   test_invalid_utf8_and_config_errors();
   test_options();
   test_request_protocol();
+  test_release_and_cost();
   test_completion();
   test_completion_fd_failure();
   test_threads();
