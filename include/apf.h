@@ -849,6 +849,14 @@ apf_status apf_queueset_request_cancel(struct apf_queueset *qs, uint64_t request
 // `qs` NULL or live.
 apf_status apf_queueset_finish(struct apf_queueset *qs, uint64_t request, uint64_t end_nanos);
 
+// `apf_request_release_seats` for a queueset's request: give back
+// `seats` of its seats (0: all it still holds) while it keeps executing;
+// its finish gives back only the rest. Same errors.
+//
+// # Safety
+// `qs` NULL or live.
+apf_status apf_queueset_release_seats(struct apf_queueset *qs, uint64_t request, uint32_t seats);
+
 // A file descriptor readable while decided requests wait in the
 // queueset's completion queue (see `apf_dispatcher_completion_fd`).
 //

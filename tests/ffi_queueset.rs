@@ -300,3 +300,60 @@ fn dump_lists_waiting_requests_by_id_and_tag() {
     assert_eq!(w["id"], waiting.waiting_id);
     assert_eq!(w["tag"], 3);
 }
+
+#[test]
+fn a_released_seat_dispatches_the_waiter_and_is_given_back_once() {
+    let q = new_qs(&config(1, 4, 2, 10));
+    let first = start(&q, 11, 0);
+    assert_eq!(first.outcome, apf_outcome::APF_OUTCOME_EXECUTE as u32);
+    let second = start(&q, 22, 0);
+    assert_eq!(second.outcome, apf_outcome::APF_OUTCOME_QUEUED as u32);
+    // SAFETY: live queueset (or NULL, refused).
+    let release = |h: u64, seats: u32| unsafe { apf_queueset_release_seats(q.0, h, seats) };
+    assert_eq!(
+        release(second.request, 0),
+        apf_status::APF_ERR_REQUEST_QUEUED
+    );
+    assert_eq!(
+        release(first.request, 2),
+        apf_status::APF_ERR_INVALID_PARAMETER
+    );
+    assert_eq!(
+        release(first.request, 0),
+        apf_status::APF_OK,
+        "{}",
+        last_error()
+    );
+    assert_eq!(
+        poll(&q, second.request).0,
+        apf_outcome::APF_OUTCOME_EXECUTE as u32
+    );
+    assert_eq!(
+        release(first.request, 0),
+        apf_status::APF_ERR_INVALID_PARAMETER
+    );
+    assert_eq!(stats(&q).seats_in_use, 1, "the second's seat only");
+    // SAFETY: live queueset.
+    assert_eq!(
+        unsafe { apf_queueset_finish(q.0, first.request, 0) },
+        apf_status::APF_OK
+    );
+    assert_eq!(
+        stats(&q).seats_in_use,
+        1,
+        "the first gave back nothing more"
+    );
+    assert_eq!(
+        release(first.request, 1),
+        apf_status::APF_ERR_INVALID_HANDLE
+    );
+    // SAFETY: live queueset.
+    assert_eq!(
+        unsafe { apf_queueset_finish(q.0, second.request, 0) },
+        apf_status::APF_OK
+    );
+    assert_eq!(stats(&q).seats_in_use, 0);
+    // SAFETY: NULL is refused.
+    let null = unsafe { apf_queueset_release_seats(null_mut(), 1, 0) };
+    assert_eq!(null, apf_status::APF_ERR_NULL_POINTER);
+}

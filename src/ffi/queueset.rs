@@ -13,7 +13,7 @@ use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::Completion;
 use super::request::{
     apf_outcome, apf_reject_reason, apf_work_estimate, cancel_request, close_requests, enqueue,
-    finish_request, poll_request, to_estimate, too_many, wait_request,
+    finish_request, poll_request, release_request_seats, to_estimate, too_many, wait_request,
 };
 use super::sized::{read_growable, Growable};
 use super::slab::{Entry, RequestSlab};
@@ -530,6 +530,24 @@ pub unsafe extern "C" fn apf_queueset_finish(
     ffi_panic_boundary! {
         let q = try_ref_from_ptr!(qs);
         finish_request(&q.requests, request, end_nanos, || q.now(), "apf_queueset_finish")
+    }
+}
+
+/// `apf_request_release_seats` for a queueset's request: give back
+/// `seats` of its seats (0: all it still holds) while it keeps executing;
+/// its finish gives back only the rest. Same errors.
+///
+/// # Safety
+/// `qs` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn apf_queueset_release_seats(
+    qs: *mut apf_queueset,
+    request: u64,
+    seats: u32,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let q = try_ref_from_ptr!(qs);
+        release_request_seats(&q.requests, request, seats, "apf_queueset_release_seats")
     }
 }
 

@@ -307,6 +307,7 @@ FUNCTIONS = {
     'apf_queueset_request_poll': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_queueset_request_cancel': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_cancelled', ctypes.POINTER(ctypes.c_bool))]),
     'apf_queueset_finish': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
+    'apf_queueset_release_seats': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('seats', ctypes.c_uint32)]),
     'apf_queueset_completion_fd': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
     'apf_queueset_take_completion': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_queueset_advance_clock': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('nanos', ctypes.c_uint64)]),
