@@ -267,7 +267,11 @@ fn run<Q: Queue>(name: &str, q: Arc<Q>, args: &Args) {
         fill,
         wall,
         ops / wall.as_secs_f64(),
-        if producing { "get+done" } else { "get+done+add" }
+        if producing {
+            "get+done"
+        } else {
+            "get+done+add"
+        }
     );
     let ops_timed: &[(&str, &Histogram<u64>)] = if producing {
         &[("get", &all.get), ("done", &all.done)]

@@ -216,7 +216,11 @@ mod workqueue {
         }
         for (item, worker) in (10u32..).zip(workers) {
             q.add(item);
-            assert_eq!(worker.join_within(), Some(item), "the earliest parked worker");
+            assert_eq!(
+                worker.join_within(),
+                Some(item),
+                "the earliest parked worker"
+            );
         }
     }
 
