@@ -11,10 +11,12 @@ import (
 // seatSeconds formats virtual time as Kubernetes' SeatSeconds prints it.
 func seatSeconds(v float64) string { return fmt.Sprintf("%.8fss", v) }
 
-// Dump is the queueset's state in Kubernetes' debug shape. libapf lists
-// the waiting requests queue by queue; executing requests are counted per
-// queue but not listed (RequestsExecuting and QueuelessExecutingRequests
-// stay empty).
+// Dump is the queueset's state in Kubernetes' debug shape: the waiting
+// requests queue by queue, and the executing requests. libapf does not
+// say which queue a dispatched request came from (it admits a request
+// that finds a free seat without touching a queue), so every executing
+// request is listed in QueuelessExecutingRequests; each queue still counts
+// its executing requests and seats.
 func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 	d, err := qs.q.Dump()
 	if err != nil {
@@ -53,20 +55,35 @@ func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 		}
 		rd := debug.RequestDump{MatchedFlowSchema: qs.tags.name(w.Tag)}
 		if v, ok := qs.queued.Load(w.ID); ok {
-			r := v.(*request)
-			rd.FlowDistinguisher = r.flowDistinguisher
-			rd.ArriveTime = r.arrival
-			rd.WorkEstimate = r.estimate
-			if includeRequestDetails {
-				if u, ok := genericrequest.UserFrom(r.ctx); ok {
-					rd.UserName = u.GetName()
-				}
-				if ri, ok := genericrequest.RequestInfoFrom(r.ctx); ok {
-					rd.RequestInfo = *ri
-				}
-			}
+			rd = v.(*request).dump(includeRequestDetails)
 		}
 		out.Queues[i].Requests = append(out.Queues[i].Requests, rd)
 	}
+	qs.running.Range(func(k, _ any) bool {
+		r := k.(*request)
+		rd := r.dump(includeRequestDetails)
+		rd.StartTime = r.start
+		out.QueuelessExecutingRequests = append(out.QueuelessExecutingRequests, rd)
+		return true
+	})
 	return out
+}
+
+// dump is the request as Kubernetes' debug dump shows it.
+func (r *request) dump(includeRequestDetails bool) debug.RequestDump {
+	rd := debug.RequestDump{
+		MatchedFlowSchema: r.fsName,
+		FlowDistinguisher: r.flowDistinguisher,
+		ArriveTime:        r.arrival,
+		WorkEstimate:      r.estimate,
+	}
+	if includeRequestDetails {
+		if u, ok := genericrequest.UserFrom(r.ctx); ok {
+			rd.UserName = u.GetName()
+		}
+		if ri, ok := genericrequest.RequestInfoFrom(r.ctx); ok {
+			rd.RequestInfo = *ri
+		}
+	}
+	return rd
 }

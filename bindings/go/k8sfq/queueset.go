@@ -28,7 +28,8 @@ type queueSet struct {
 	seatDemand metrics.Gauge
 
 	// Requests and seats as Kubernetes counts them: waiting, and executing
-	// (seats: the request's max seats, from dispatch to finish).
+	// (seats: the request's max seats, from dispatch to the end of its
+	// execution, or of its additional latency when it has one).
 	waiting, executing       atomic.Int64
 	seatsWaiting, seatsInUse atomic.Int64
 
@@ -37,8 +38,10 @@ type queueSet struct {
 
 	tags tagTable
 	// queued maps the waiting id of each queued request to the request,
-	// for Dump's request details.
-	queued sync.Map
+	// for Dump's request details; running holds the executing requests
+	// (*request keys), which Dump lists.
+	queued  sync.Map
+	running sync.Map
 }
 
 var _ fq.QueueSet = (*queueSet)(nil)
@@ -109,7 +112,8 @@ type request struct {
 	estimate          fcrequest.WorkEstimate
 	seats             int
 	queueNote         fq.QueueNoteFn
-	arrival           time.Time
+	// arrival: StartRequest; start: dispatch (for Dump).
+	arrival, start time.Time
 }
 
 func clampSeats(s uint64) uint32 {
@@ -136,13 +140,12 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 	}
 	r := &request{
 		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
-		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn,
+		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
 	}
 	if !t.Queued {
 		r.executing()
 		return r, false
 	}
-	r.arrival = time.Now()
 	qs.queued.Store(t.WaitingID, r)
 	if queueNoteFn != nil {
 		queueNoteFn(true)
@@ -159,6 +162,8 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 // executing counts the request as executing.
 func (r *request) executing() {
 	qs := r.qs
+	r.start = time.Now()
+	qs.running.Store(r, struct{}{})
 	qs.executing.Add(1)
 	qs.seatsInUse.Add(int64(r.seats))
 	qs.reqs.RequestsExecuting.Add(1)
@@ -182,9 +187,21 @@ func (r *request) leftQueue() {
 	metrics.AddSeatsInQueues(r.ctx, qs.name, r.fsName, -r.seats)
 }
 
+// releaseSeats counts the request's seats out of the gauges.
+func (r *request) releaseSeats() {
+	qs := r.qs
+	qs.seatsInUse.Add(-int64(r.seats))
+	qs.execSeats.Add(-float64(r.seats))
+	metrics.AddSeatConcurrencyInUse(qs.name, r.fsName, -r.seats)
+	qs.noteDemand()
+}
+
 // Finish waits while the request is queued (until it is dispatched or its
 // context ends), runs execute if it was dispatched, and gives its seats
-// back when execute returns or panics.
+// back when execute returns or panics. As in Kubernetes, a request with
+// additional latency stops executing then but keeps its seats in the
+// gauges until the latency has passed on the factory's clock (libapf
+// holds its final seats as long).
 func (r *request) Finish(execute func()) (idle bool) {
 	qs := r.qs
 	if r.ticket.Queued {
@@ -202,13 +219,15 @@ func (r *request) Finish(execute func()) (idle bool) {
 		if err := qs.q.Finish(&r.ticket); err != nil {
 			klog.ErrorS(err, "libapf queueset: finishing a request", "priorityLevel", qs.name)
 		}
+		qs.running.Delete(r)
 		qs.executing.Add(-1)
-		qs.seatsInUse.Add(-int64(r.seats))
 		qs.reqs.RequestsExecuting.Add(-1)
-		qs.execSeats.Add(-float64(r.seats))
 		metrics.AddRequestsExecuting(r.ctx, qs.name, r.fsName, -1)
-		metrics.AddSeatConcurrencyInUse(qs.name, r.fsName, -r.seats)
-		qs.noteDemand()
+		if lat := r.estimate.AdditionalLatency; lat > 0 {
+			qs.f.after(lat, r.releaseSeats)
+		} else {
+			r.releaseSeats()
+		}
 		idle = qs.IsIdle()
 	}()
 	execute()
