@@ -2,6 +2,7 @@ package apfwatch
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -313,5 +314,23 @@ func TestWatcherDebounceGathersABurst(t *testing.T) {
 	}
 	if n := len(h.target.calls); n != 1 {
 		t.Fatalf("%d reconfigurations for the burst, want 1", n)
+	}
+}
+
+func TestNewRejectsBadArguments(t *testing.T) {
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	if _, err := New(nil, factory, Options{}); err == nil {
+		t.Error("a nil target was accepted")
+	}
+	d, err := apf.NewBuiltin(apf.Options{ManualClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := New(d, nil, Options{}); err == nil {
+		t.Error("a nil factory was accepted")
+	}
+	if _, err := New(d, factory, Options{Debounce: -time.Second}); err == nil || !strings.Contains(err.Error(), "Options.Debounce") {
+		t.Errorf("a negative debounce: %v, want an error naming Options.Debounce", err)
 	}
 }
