@@ -5,6 +5,7 @@ import (
 
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/util/flowcontrol/debug"
+	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 	"k8s.io/klog/v2"
 )
 
@@ -34,6 +35,8 @@ func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 		Timedout:     d.RejectedTimeOut,
 		Cancelled:    d.RejectedCancelled,
 	}
+	// The dump reads R under libapf's lock: keep the gauge current too.
+	metrics.SetCurrentR(qs.name, d.CurrentR)
 	slot := make(map[int]int, len(d.Queues))
 	for i, q := range d.Queues {
 		slot[q.Index] = i

@@ -121,7 +121,11 @@ func clampSeats(s uint64) uint32 {
 }
 
 // StartRequest decides at once whether the request executes, waits in a
-// queue (libapf deals the queue from hashValue) or is rejected (nil).
+// queue (libapf deals the queue from hashValue) or is rejected (nil). A
+// request that waits is observed in the queue-length histogram (the length
+// of the queue it joined) and sets the current-R gauge, as Kubernetes does
+// at each enqueue; one admitted at once on libapf's lock-free path joins
+// no queue and observes neither.
 func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstimate, hashValue uint64,
 	flowDistinguisher, fsName string, descr1, descr2 interface{}, queueNoteFn fq.QueueNoteFn) (fq.Request, bool) {
 	est := apf.WorkEstimate{
@@ -147,6 +151,10 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 		return r, false
 	}
 	qs.queued.Store(t.WaitingID, r)
+	// Kubernetes observes these at every enqueue; libapf reports them for
+	// the requests that really join a queue (see StartRequest's doc).
+	metrics.ObserveQueueLength(ctx, qs.name, fsName, int(t.QueueLength))
+	metrics.SetCurrentR(qs.name, t.CurrentR)
 	if queueNoteFn != nil {
 		queueNoteFn(true)
 	}
