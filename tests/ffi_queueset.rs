@@ -299,6 +299,8 @@ fn dump_lists_waiting_requests_by_id_and_tag() {
     let w = &v["waiting_requests"][0];
     assert_eq!(w["id"], waiting.waiting_id);
     assert_eq!(w["tag"], 3);
+    assert_eq!(w["queue"], waiting.queue);
+    assert_eq!(waiting.queue_length, 1);
 }
 
 #[test]
@@ -312,6 +314,7 @@ fn queued_decision_reports_queue_length_and_r() {
     let third = start(&q, 3, 0);
     assert_eq!(third.outcome, apf_outcome::APF_OUTCOME_QUEUED as u32);
     assert_eq!((second.queue_length, third.queue_length), (1, 2));
+    assert_eq!((second.queue, third.queue), (0, 0));
     // R moves while requests wait; a later arrival reports R as the dump
     // shows it at the same instant.
     // SAFETY: live queueset.

@@ -62,9 +62,11 @@ type QueueSetTicket struct {
 	// WaitingID is the request's number in QueueSetDump.WaitingRequests
 	// while it waits.
 	WaitingID uint64
-	// For a queued request: the length of the queue it joined, itself
-	// included, and the level's virtual time R then (seat-seconds), as
-	// Kubernetes' queue-length and current-R metrics observe them.
+	// For a queued request: the index of the queue it joined (as in
+	// QueueSetDump), that queue's length, itself included, and the level's
+	// virtual time R then (seat-seconds), as Kubernetes' queue-length and
+	// current-R metrics observe them.
+	Queue       uint32
 	QueueLength uint32
 	CurrentR    float64
 	handle      uint64
@@ -205,7 +207,7 @@ func (q *QueueSet) Start(flowHash uint64, est WorkEstimate, deadline time.Durati
 	}
 	t := QueueSetTicket{
 		handle: uint64(dec.request), WaitingID: uint64(dec.waiting_id),
-		QueueLength: uint32(dec.queue_length), CurrentR: float64(dec.current_r),
+		Queue: uint32(dec.queue), QueueLength: uint32(dec.queue_length), CurrentR: float64(dec.current_r),
 	}
 	switch uint32(dec.outcome) {
 	case outcomeQueued:

@@ -87,6 +87,9 @@ pub struct apf_queueset_decision {
     /// For `APF_OUTCOME_QUEUED`: the length of the queue it joined, itself
     /// included (Kubernetes' queue-length metric observes this); otherwise 0.
     pub queue_length: u32,
+    /// For `APF_OUTCOME_QUEUED`: the index of the queue it joined (as in
+    /// `apf_queueset_dump_json`); otherwise 0.
+    pub queue: u32,
     /// For `APF_OUTCOME_QUEUED`: the level's virtual time R when it joined,
     /// in seat-seconds (Kubernetes' current-R gauge); otherwise 0.
     pub current_r: f64,
@@ -436,15 +439,17 @@ pub unsafe extern "C" fn apf_queueset_start(
                 (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0, None)
             }
         };
-        let (waiting_id, queue_length, current_r) = waiting.map_or((0, 0, 0.0), |(id, j)| {
-            (id, j.queue_length, to_seat_seconds(j.current_r))
-        });
+        let (waiting_id, queue_length, queue, current_r) =
+            waiting.map_or((0, 0, 0, 0.0), |(id, j)| {
+                (id, j.queue_length, j.queue, to_seat_seconds(j.current_r))
+            });
         out.write(apf_queueset_decision {
             outcome: outcome as u32,
             reject_reason: reason as u32,
             request,
             waiting_id,
             queue_length,
+            queue,
             current_r,
         });
         apf_status::APF_OK

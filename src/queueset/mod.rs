@@ -514,6 +514,8 @@ pub struct Waiting {
 pub struct Joined {
     /// The length of the queue it joined, itself included.
     pub queue_length: u32,
+    /// The index of that queue.
+    pub queue: u32,
     /// The level's virtual time R then.
     pub current_r: vtime::VTime,
 }
@@ -522,11 +524,6 @@ impl Waiting {
     /// The level's state when the request joined its queue.
     pub fn joined(&self) -> Joined {
         self.joined
-    }
-
-    /// The index of the queue it waits in.
-    pub fn queue(&self) -> u32 {
-        self.slot.queue
     }
 
     /// Its arrival number in the level, unique while the queueset lives

@@ -291,6 +291,7 @@ impl Shared {
         // SetCurrentR), taken while the lock is held.
         let joined = Joined {
             queue_length: st.core.queues[q].waiting.len() as u32,
+            queue: q as u32,
             current_r: st.core.r,
         };
         // Invariant 1 of the admission word: set before anyone can see the

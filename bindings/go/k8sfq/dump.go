@@ -13,11 +13,10 @@ import (
 func seatSeconds(v float64) string { return fmt.Sprintf("%.8fss", v) }
 
 // Dump is the queueset's state in Kubernetes' debug shape: the waiting
-// requests queue by queue, and the executing requests. libapf does not
-// say which queue a dispatched request came from (it admits a request
-// that finds a free seat without touching a queue), so every executing
-// request is listed in QueuelessExecutingRequests; each queue still counts
-// its executing requests and seats.
+// requests queue by queue, and the executing requests: under the queue
+// they waited in, as Kubernetes lists them, or, for requests that libapf
+// admitted at once without touching a queue, in
+// QueuelessExecutingRequests.
 func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 	d, err := qs.q.Dump()
 	if err != nil {
@@ -66,7 +65,11 @@ func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 		r := k.(*request)
 		rd := r.dump(includeRequestDetails)
 		rd.StartTime = r.start
-		out.QueuelessExecutingRequests = append(out.QueuelessExecutingRequests, rd)
+		if i, ok := slot[r.queue]; ok && r.waited {
+			out.Queues[i].RequestsExecuting = append(out.Queues[i].RequestsExecuting, rd)
+		} else {
+			out.QueuelessExecutingRequests = append(out.QueuelessExecutingRequests, rd)
+		}
 		return true
 	})
 	return out

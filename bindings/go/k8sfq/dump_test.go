@@ -80,6 +80,10 @@ func TestDumpListsExecutingRequests(t *testing.T) {
 				if ex := executingListed(d); len(ex) != 1 || ex[0].MatchedFlowSchema != "fs-b" || ex[0].UserName != "" {
 					t.Errorf("after alice's finish, executing listed %+v, want bob's alone, no details", ex)
 				}
+				// bob waited in a queue: both list him under it.
+				if len(d.QueuelessExecutingRequests) != 0 {
+					t.Errorf("bob, who waited in a queue, listed as queueless: %+v", d.QueuelessExecutingRequests)
+				}
 			})
 			if ex := executingListed(qs.Dump(false)); len(ex) != 0 {
 				t.Errorf("idle, yet executing listed %+v", ex)

@@ -2,7 +2,9 @@ package k8sfq
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
+
+var qlenRuns atomic.Int64
 
 // levelMetric finds the sample of a flow-control metric family for one
 // priority level (nil if none).
@@ -69,10 +73,13 @@ func TestQueueLengthAndCurrentRFed(t *testing.T) {
 			reqs = append(reqs, r)
 		}
 	}
+	// The registry is global: fresh level names for each run (-count).
+	n := qlenRuns.Add(1)
+	stockLevel, ourLevel := fmt.Sprintf("qlen-kubernetes-%d", n), fmt.Sprintf("qlen-libapf-%d", n)
 	clk, _ := testeventclock.NewFake(time.Unix(1000, 0), 0, nil)
-	run("qlen-kubernetes", queueset.NewQueueSetFactory(clk), func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) })
+	run(stockLevel, queueset.NewQueueSetFactory(clk), func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) })
 	mf := NewManualFactory()
-	run("qlen-libapf", mf, func(d time.Duration) {
+	run(ourLevel, mf, func(d time.Duration) {
 		if err := mf.AdvanceClock(d); err != nil {
 			t.Fatal(err)
 		}
@@ -85,8 +92,8 @@ func TestQueueLengthAndCurrentRFed(t *testing.T) {
 		}
 		return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 	}
-	kn, ksum := hist("qlen-kubernetes")
-	ln, lsum := hist("qlen-libapf")
+	kn, ksum := hist(stockLevel)
+	ln, lsum := hist(ourLevel)
 	// Waiting requests joined the queue at lengths 1, 2, 3.
 	if ln != 3 || lsum != 6 {
 		t.Errorf("libapf observed %d lengths summing to %v, want 1, 2, 3", ln, lsum)
@@ -103,7 +110,7 @@ func TestQueueLengthAndCurrentRFed(t *testing.T) {
 		}
 		return m.GetGauge().GetValue()
 	}
-	kr, lr := gauge("qlen-kubernetes"), gauge("qlen-libapf")
+	kr, lr := gauge(stockLevel), gauge(ourLevel)
 	if lr <= 0 || math.Abs(kr-lr) > 1e-6 {
 		t.Errorf("current R: kubernetes %v, libapf %v", kr, lr)
 	}

@@ -114,6 +114,10 @@ type request struct {
 	queueNote         fq.QueueNoteFn
 	// arrival: StartRequest; start: dispatch (for Dump).
 	arrival, start time.Time
+	// waited: it joined libapf's queue number queue (set before the
+	// request is shared; Await later changes ticket.Queued).
+	waited bool
+	queue  int
 }
 
 func clampSeats(s uint64) uint32 {
@@ -145,6 +149,7 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 	r := &request{
 		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
 		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
+		waited: t.Queued, queue: int(t.Queue),
 	}
 	if !t.Queued {
 		r.executing()

@@ -197,6 +197,7 @@ apf_queueset_decision._fields_ = [
     ('request', ctypes.c_uint64),
     ('waiting_id', ctypes.c_uint64),
     ('queue_length', ctypes.c_uint32),
+    ('queue', ctypes.c_uint32),
     ('current_r', ctypes.c_double),
 ]
 
