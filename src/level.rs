@@ -17,8 +17,8 @@ use crate::clock::{Clock, Instant};
 use crate::cost::{CostEstimator, CostKey};
 use crate::queueset::tally::Tallies;
 use crate::queueset::{
-    Execution, PendingRelease, QueueSet, QueueSetStats, RawAdmission, RejectReason, ReleaseError,
-    Request, TagStats, Waiting,
+    Execution, Joined, PendingRelease, QueueSet, QueueSetStats, RawAdmission, RejectReason,
+    ReleaseError, Request, TagStats, Waiting,
 };
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::WorkEstimate;
@@ -655,6 +655,12 @@ impl RequestTicket {
     /// waits: what dumps list waiting requests by.
     pub fn waiting_id(&self) -> Option<u64> {
         self.waiting.as_ref().map(Waiting::id)
+    }
+
+    /// While it waits: its queue's length and the level's R when it joined
+    /// the queue (what Kubernetes' queue-length and R metrics observe).
+    pub fn joined(&self) -> Option<Joined> {
+        self.waiting.as_ref().map(Waiting::joined)
     }
 
     /// Block until the request is dispatched (the guard) or rejected while
