@@ -55,12 +55,16 @@ pub mod input;
 pub mod level;
 #[cfg(not(loom))]
 pub mod metrics;
+#[cfg(not(loom))]
+pub mod observe;
 pub mod queueset;
+pub mod rejection;
 pub mod retry_after;
 #[cfg(all(feature = "simulator", not(loom)))]
 pub mod simulator;
 pub mod sync;
 #[cfg(all(feature = "tower", not(loom)))]
 pub mod tower;
+pub mod uid;
 pub mod work_estimate;
 pub mod workqueue;
