@@ -59,18 +59,13 @@ func TestMiddlewareAnswers429WithRetryAfter(t *testing.T) {
 	var inHandler atomic.Int32
 	h := Middleware(d, MiddlewareOptions{
 		Digest: userDigest,
-		RetryAfter: func(_ *http.Request, res Result) time.Duration {
-			if res.RejectReason != ConcurrencyLimit {
-				t.Errorf("reason %v", res.RejectReason)
-			}
-			return 2500 * time.Millisecond
-		},
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inHandler.Add(1)
 		<-release
 	}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
+	var lastBody []byte
 	get := func() *http.Response {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/pods", nil)
 		req.Header.Set("X-User", "bob")
@@ -79,6 +74,7 @@ func TestMiddlewareAnswers429WithRetryAfter(t *testing.T) {
 			t.Error(err)
 			return nil
 		}
+		lastBody, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		return resp
 	}
@@ -96,8 +92,27 @@ func TestMiddlewareAnswers429WithRetryAfter(t *testing.T) {
 	resp := get()
 	close(release)
 	wg.Wait()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3" {
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("%d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != RejectionContentType {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	var status struct {
+		Kind, Reason string
+		Code         int
+		Details      struct {
+			Causes            []struct{ Reason string }
+			RetryAfterSeconds int
+		}
+	}
+	if err := json.Unmarshal(lastBody, &status); err != nil {
+		t.Fatalf("body %q: %v", lastBody, err)
+	}
+	if status.Kind != "Status" || status.Reason != "TooManyRequests" || status.Code != 429 ||
+		status.Details.RetryAfterSeconds != 1 || len(status.Details.Causes) != 1 ||
+		status.Details.Causes[0].Reason != ConcurrencyLimit.String() {
+		t.Fatalf("body %s", lastBody)
 	}
 	if resp.Header.Get(PriorityLevelUIDHeader) != "uid-pl-strict" {
 		t.Fatalf("rejected responses carry the headers too: %v", resp.Header)
