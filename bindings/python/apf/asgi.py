@@ -5,7 +5,8 @@
 ``classify(scope)`` (a function or a coroutine function) returns the
 :class:`apf.RequestDigest`, or None to let the request through without flow
 control. A queued request is awaited on the event loop (no thread per
-waiter); a rejected one is answered ``429`` with ``Retry-After``; a client
+waiter); one not served gets libapf's ``429`` (adaptive ``Retry-After``,
+Kubernetes ``Status`` JSON body), as every libapf middleware answers; a client
 that disconnects while queued cancels its task, which withdraws the
 request. Responses carry the ``X-Kubernetes-PF-FlowSchema-UID`` and
 ``X-Kubernetes-PF-PriorityLevel-UID`` headers. Non-HTTP scopes (lifespan,
@@ -17,7 +18,7 @@ from __future__ import annotations
 import inspect
 from typing import Optional
 
-from ._http import RetryAfter, too_many_requests, uid_headers
+from ._http import too_many_requests, uid_headers
 from .dispatcher import Dispatcher
 from .observe import answer as observe_answer
 from .types import Rejected, WorkEstimate
@@ -25,7 +26,7 @@ from .types import Rejected, WorkEstimate
 
 class Middleware:
     def __init__(self, app, dispatcher: Dispatcher, classify, estimate=None,
-                 retry_after: RetryAfter = 1, timeout_ns: Optional[int] = None,
+                 timeout_ns: Optional[int] = None,
                  serve_metrics_and_dumps: bool = False):
         """``serve_metrics_and_dumps`` answers ``/metrics`` and Kubernetes'
         ``/debug/api_priority_and_fairness/dump_*`` paths from the
@@ -36,7 +37,6 @@ class Middleware:
         self.dispatcher = dispatcher
         self.classify = classify
         self.estimate = estimate
-        self.retry_after = retry_after
         self.timeout_ns = timeout_ns
         self.serve_metrics_and_dumps = serve_metrics_and_dumps
 
@@ -65,7 +65,7 @@ class Middleware:
         try:
             request = await pending
         except Rejected as rejected:
-            status, headers, body = too_many_requests(rejected, self.retry_after)
+            status, headers, body = too_many_requests(self.dispatcher, rejected)
             await send({
                 "type": "http.response.start",
                 "status": 429,

@@ -66,10 +66,11 @@ def test_rejected_request_gets_429(dispatcher):
     held = dispatcher.start_request(digest("bob"))
     seen = []
     status, headers, body = asyncio.run(
-        call(apf.asgi.Middleware(hello(seen), dispatcher, classify, retry_after=2),
+        call(apf.asgi.Middleware(hello(seen), dispatcher, classify),
              scope_for("bob")))
     assert status == 429
-    assert headers["retry-after"] == "2"
+    assert headers["retry-after"] == "1"
+    assert headers["content-type"] == "application/json"
     assert headers["x-kubernetes-pf-prioritylevel-uid"] == "uid-pl-refuse"
     assert json.loads(body)["code"] == 429
     assert seen == []
