@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func userDigest(r *http.Request) RequestDigest {
@@ -65,31 +64,30 @@ func TestMiddlewareAnswers429WithRetryAfter(t *testing.T) {
 	}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	var lastBody []byte
-	get := func() *http.Response {
+	get := func() (*http.Response, []byte) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/pods", nil)
 		req.Header.Set("X-User", "bob")
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Error(err)
-			return nil
+			return nil, nil
 		}
-		lastBody, _ = io.ReadAll(resp.Body)
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return resp
+		return resp, body
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < levelSeats; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if resp := get(); resp != nil && resp.StatusCode != http.StatusOK {
+			if resp, _ := get(); resp != nil && resp.StatusCode != http.StatusOK {
 				t.Errorf("holder got %d", resp.StatusCode)
 			}
 		}()
 	}
 	eventually(t, "handlers running", func() bool { return inHandler.Load() == levelSeats })
-	resp := get()
+	resp, lastBody := get()
 	close(release)
 	wg.Wait()
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
