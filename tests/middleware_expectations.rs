@@ -25,9 +25,9 @@ const GROUPS: [&str; 2] = ["tenants", "system:authenticated"];
 
 /// The handler behind the middleware: 200, `ok\n`.
 #[derive(Clone)]
-struct Ok;
+struct Served;
 
-impl Service<Request<()>> for Ok {
+impl Service<Request<()>> for Served {
     type Response = Response<String>;
     type Error = Infallible;
     type Future = Ready<Result<Response<String>, Infallible>>;
@@ -110,7 +110,7 @@ impl Harness {
             return now(service.call(request)).expect("infallible");
         }
         let layer = ApfLayer::new(self.dispatcher.clone(), classify);
-        now(layer.layer(Ok).call(request)).expect("infallible")
+        now(layer.layer(Served).call(request)).expect("infallible")
     }
 
     fn hold(&mut self, user: &str) {
