@@ -329,7 +329,8 @@ typedef struct apf_text {
 
 // A borrowed string: `ptr` to `len` bytes of UTF-8. Strings libapf gives
 // out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
-// UID is the empty string).
+// UID is the empty string), except `apf_request_info`'s, which point into
+// the caller's path.
 typedef struct apf_str {
   // The bytes (NULL only with `len` 0).
   const char *ptr;

@@ -78,13 +78,22 @@ mod tests {
         let metrics = answer(&d, "/metrics", "").expect("metrics");
         assert_eq!(metrics.content_type, crate::metrics::CONTENT_TYPE);
         assert!(metrics.body.ends_with("# EOF\n"), "{}", metrics.body);
-        let levels = answer(&d, "/debug/api_priority_and_fairness/dump_priority_levels", "")
-            .expect("levels");
+        let levels = answer(
+            &d,
+            "/debug/api_priority_and_fairness/dump_priority_levels",
+            "",
+        )
+        .expect("levels");
         assert_eq!(levels.body, d.dump_priority_levels());
         assert_eq!(levels.content_type, TEXT_CONTENT_TYPE);
         let queues = answer(&d, "/debug/api_priority_and_fairness/dump_queues", "");
         assert_eq!(queues.map(|a| a.body), Some(d.dump_queues()));
-        for other in ["/", "/metrics/", "/debug/api_priority_and_fairness/", "/dump_queues"] {
+        for other in [
+            "/",
+            "/metrics/",
+            "/debug/api_priority_and_fairness/",
+            "/dump_queues",
+        ] {
             assert_eq!(answer(&d, other, ""), None, "{other}");
         }
     }

@@ -142,7 +142,12 @@ mod tests {
 
     #[test]
     fn the_body_is_a_kubernetes_status_naming_level_and_schema() {
-        let body = status_body("workload-low", "service-accounts", RejectReason::QueueFull, 4);
+        let body = status_body(
+            "workload-low",
+            "service-accounts",
+            RejectReason::QueueFull,
+            4,
+        );
         assert_eq!(
             body,
             concat!(

@@ -58,9 +58,9 @@
 
 use crate::classification::RequestDigest;
 use crate::dispatcher::{Decision, Dispatcher, Outcome};
+use crate::level::{Level, RequestGuard, RequestTicket, Schema};
 use crate::queueset::RejectReason;
 use crate::rejection::Rejection;
-use crate::level::{Level, RequestGuard, RequestTicket, Schema};
 use crate::retry_after::DroppedRequests;
 use crate::sync::Arc;
 use crate::work_estimate::WorkEstimate;

@@ -20,10 +20,16 @@ impl Dispatcher {
         let mut d = null_mut();
         // SAFETY: valid out-parameters.
         unsafe {
-            assert_eq!(apf_options_default(options.as_mut_ptr()), apf_status::APF_OK);
+            assert_eq!(
+                apf_options_default(options.as_mut_ptr()),
+                apf_status::APF_OK
+            );
             let mut options = options.assume_init();
             options.manual_clock = true;
-            assert_eq!(apf_dispatcher_new_builtin(&options, &mut d), apf_status::APF_OK);
+            assert_eq!(
+                apf_dispatcher_new_builtin(&options, &mut d),
+                apf_status::APF_OK
+            );
         }
         Dispatcher(d)
     }
@@ -99,7 +105,10 @@ fn owned(t: &mut apf_text) -> Option<String> {
 
 fn advance(d: &Dispatcher, nanos: u64) {
     // SAFETY: live dispatcher on a manual clock.
-    assert_eq!(unsafe { apf_dispatcher_advance_clock(d.0, nanos) }, apf_status::APF_OK);
+    assert_eq!(
+        unsafe { apf_dispatcher_advance_clock(d.0, nanos) },
+        apf_status::APF_OK
+    );
 }
 
 #[test]
@@ -226,7 +235,15 @@ fn the_path_helper_meets_every_shared_case() {
     let bad = [0xc3_u8];
     // SAFETY: the path is not UTF-8: refused before `info` is written.
     let st = unsafe {
-        apf_request_info_parse(null(), 0, bad.as_ptr().cast(), 1, null(), 0, info.as_mut_ptr())
+        apf_request_info_parse(
+            null(),
+            0,
+            bad.as_ptr().cast(),
+            1,
+            null(),
+            0,
+            info.as_mut_ptr(),
+        )
     };
     assert_eq!(st, apf_status::APF_ERR_INVALID_UTF8);
     // SAFETY: a NULL out is checked.

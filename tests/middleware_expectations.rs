@@ -88,7 +88,8 @@ impl Harness {
                 as u32,
             ..DispatcherOptions::default()
         };
-        let config = Config::from_yaml_str(doc["config"].as_str().expect("config")).expect("parses");
+        let config =
+            Config::from_yaml_str(doc["config"].as_str().expect("config")).expect("parses");
         let dispatcher = Arc::new(Dispatcher::new(&config, options, clock).expect("valid"));
         Harness {
             dispatcher,
@@ -142,7 +143,11 @@ fn check(step: &str, response: &Response<String>, expect: &Value) {
     };
     if let Some(headers) = expect["headers"].as_object() {
         for (name, value) in headers {
-            assert_eq!(header(name).as_deref(), value.as_str(), "{step}: header {name}");
+            assert_eq!(
+                header(name).as_deref(),
+                value.as_str(),
+                "{step}: header {name}"
+            );
         }
     }
     for name in expect["absent_headers"].as_array().into_iter().flatten() {
@@ -153,7 +158,11 @@ fn check(step: &str, response: &Response<String>, expect: &Value) {
         assert_eq!(response.body(), body, "{step}: body");
     }
     if let Some(prefix) = expect["body_starts_with"].as_str() {
-        assert!(response.body().starts_with(prefix), "{step}: body {}", response.body());
+        assert!(
+            response.body().starts_with(prefix),
+            "{step}: body {}",
+            response.body()
+        );
     }
 }
 

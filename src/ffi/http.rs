@@ -20,7 +20,10 @@ fn reject_reason(raw: u32) -> Option<RejectReason> {
         (R::APF_REJECT_QUEUE_FULL, RejectReason::QueueFull),
         (R::APF_REJECT_TIME_OUT, RejectReason::TimeOut),
         (R::APF_REJECT_CANCELLED, RejectReason::Cancelled),
-        (R::APF_REJECT_CONCURRENCY_LIMIT, RejectReason::ConcurrencyLimit),
+        (
+            R::APF_REJECT_CONCURRENCY_LIMIT,
+            RejectReason::ConcurrencyLimit,
+        ),
         (R::APF_REJECT_LEVEL_FAILED, RejectReason::LevelFailed),
     ]
     .into_iter()
@@ -227,7 +230,10 @@ mod tests {
 
     #[test]
     fn every_c_reason_but_none_maps_to_a_rejection_reason() {
-        assert_eq!(reject_reason(apf_reject_reason::APF_REJECT_NONE as u32), None);
+        assert_eq!(
+            reject_reason(apf_reject_reason::APF_REJECT_NONE as u32),
+            None
+        );
         assert_eq!(reject_reason(99), None);
         for raw in 1..=5 {
             let reason = reject_reason(raw).expect("a reason");

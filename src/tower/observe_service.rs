@@ -7,8 +7,8 @@ use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Request, Response, StatusCode};
 use std::convert::Infallible;
 use std::fmt;
-use std::marker::PhantomData;
 use std::future::{ready, Ready};
+use std::marker::PhantomData;
 use std::task::{Context, Poll};
 use tower_service::Service;
 

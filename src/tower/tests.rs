@@ -369,7 +369,10 @@ fn the_observe_service_answers_metrics_dumps_and_404() {
     };
     let metrics = get(&mut service, "/metrics");
     assert_eq!(metrics.status(), StatusCode::OK);
-    assert_eq!(header(&metrics, "content-type"), crate::metrics::CONTENT_TYPE);
+    assert_eq!(
+        header(&metrics, "content-type"),
+        crate::metrics::CONTENT_TYPE
+    );
     let dump = get(
         &mut service,
         "/debug/api_priority_and_fairness/dump_requests?includeRequestDetails=1",
