@@ -4,6 +4,7 @@
 #![cfg(not(loom))]
 
 #[path = "support/text.rs"]
+#[allow(dead_code)] // only take_text is needed here
 mod text;
 use text::take_text;
 

@@ -83,11 +83,14 @@ TEST(Http, ParsePathReadsKubernetesStylePaths) {
   EXPECT_EQ(plain.verb, "post");
   EXPECT_EQ(plain.path, "/healthz");
   EXPECT_FALSE(apf::try_parse_path("GET", std::string_view("\xff", 1)).ok());
-  // A parsed request classifies: everyone's schema takes it.
+  // A parsed resource request classifies: everyone's schema (resource
+  // rules only) takes it; the non-resource one goes to catch-all.
   auto d = narrow_dispatcher();
-  auto digest = plain.digest("alice", {"system:authenticated"});
-  auto decision = d.start(digest);
-  EXPECT_EQ(decision.flow_schema_name(), "everyone");
+  auto pods = apf::parse_path("GET", "/api/v1/namespaces/default/pods");
+  EXPECT_EQ(d.start(pods.digest("alice", {"system:authenticated"})).flow_schema_name(),
+            "everyone");
+  EXPECT_EQ(d.start(plain.digest("alice", {"system:authenticated"})).flow_schema_name(),
+            "catch-all");
 }
 
 } // namespace
