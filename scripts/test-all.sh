@@ -27,6 +27,9 @@ cargo package -p apf --no-verify --allow-dirty --quiet
 step "tower layer: unit tests and the loopback load test"
 cargo test --features tower --lib tower::
 cargo test --features tower --test tower_load
+# The shared middleware expectations (Go and Python check the same file in
+# their own suites below).
+cargo test --features tower --test middleware_expectations
 cargo test --doc --features tower tower
 
 step "loom models"
