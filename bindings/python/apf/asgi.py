@@ -15,13 +15,14 @@ websocket) pass through.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Optional
 
 from ._http import too_many_requests, uid_headers
 from .dispatcher import Dispatcher
 from .observe import answer as observe_answer
-from .types import Rejected, WorkEstimate
+from .types import Rejected, RejectReason, WorkEstimate
 
 
 class Middleware:
@@ -64,6 +65,15 @@ class Middleware:
         pending = self.dispatcher.request_async(digest, estimate, timeout_ns=self.timeout_ns)
         try:
             request = await pending
+        except asyncio.CancelledError:
+            # The client went away before the request was served: it counts
+            # toward Retry-After like every request not served, as in the
+            # other middlewares (nobody reads the answer).
+            decision = pending.decision
+            if decision is not None:
+                self.dispatcher.reject(decision.priority_level, decision.flow_schema,
+                                       RejectReason.CANCELLED)
+            raise
         except Rejected as rejected:
             status, headers, body = too_many_requests(self.dispatcher, rejected)
             await send({

@@ -14,6 +14,8 @@ from urllib.parse import parse_qs
 import pytest
 
 import apf
+import apf.asgi
+import apf.wsgi
 
 DOC = json.loads((Path(__file__).resolve().parents[3] / "tests" / "data"
                   / "middleware-expectations.json").read_text())
