@@ -357,8 +357,8 @@ impl Drop for Waiting {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
             if ticket.cancel() {
-                // Nobody reads this answer: the client is gone.
-                self.reject(RejectReason::Cancelled);
+                // No answer to make (the client is gone); only the count.
+                self.dispatcher.dropped_requests().record(&self.level.name);
             }
         }
     }
