@@ -38,7 +38,9 @@
 //! The rest of the crate: [`workqueue`] (client-go's rate-limited,
 //! delaying, two-lane and priority work queues), [`metrics`] (Kubernetes'
 //! APF metrics and debug dumps), the `tower` feature's layer for HTTP
-//! servers, the `simulator` feature's workload simulator, and [`ffi`], the
+//! servers and what every libapf middleware shares ([`rejection`], the 429;
+//! [`observe`], `/metrics` and the dumps over HTTP; [`uid`], stable UIDs),
+//! the `simulator` feature's workload simulator, and [`ffi`], the
 //! C ABI behind `include/apf.h` and the C, C++, Go and Python bindings.
 //! Installing for each language: `docs/install.md` in the repository.
 #![deny(unsafe_op_in_unsafe_fn)]
