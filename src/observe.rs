@@ -1,6 +1,6 @@
 //! `/metrics` and Kubernetes' `/debug/api_priority_and_fairness/dump_*`
 //! over HTTP, as one plain function every server can call
-//! ([`answer`]); the tower service ([`crate::tower::observe`]) and the C
+//! ([`answer`]); the tower service (`apf::tower::observe`, feature `tower`) and the C
 //! ABI (`apf_dispatcher_observe`, which the C++ binding wraps) answer
 //! through it.
 //!
