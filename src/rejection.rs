@@ -133,7 +133,7 @@ impl Dispatcher {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom), not(shuttle)))]
 mod tests {
     use super::*;
     use crate::clock::Clock;
