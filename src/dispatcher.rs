@@ -146,6 +146,8 @@ pub struct Dispatcher {
     retired: Mutex<Vec<(Arc<Level>, LevelConfig)>>,
     /// What requests of schemas that learn their cost really cost.
     costs: Arc<CostEstimator>,
+    /// Rejections per level, behind `Retry-After` ([`crate::rejection`]).
+    pub(crate) drops: crate::retry_after::DroppedRequests,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -196,7 +198,7 @@ impl Dispatcher {
         let mut schema_ids = SchemaIds::default();
         let snapshot = Snapshot::new(valid, levels, &mut schema_ids);
         Ok(Dispatcher {
-            clock,
+            clock: clock.clone(),
             options,
             snapshot: ArcCell::new(Arc::new(snapshot)),
             adjuster,
@@ -206,6 +208,7 @@ impl Dispatcher {
             schema_ids: Mutex::new(schema_ids),
             retired: Mutex::new(Vec::new()),
             costs: Arc::new(CostEstimator::default()),
+            drops: crate::retry_after::DroppedRequests::new(clock.clone()),
         })
     }
 
