@@ -327,6 +327,43 @@ typedef struct apf_text {
   size_t len;
 } apf_text;
 
+// A borrowed string: `ptr` to `len` bytes of UTF-8. Strings libapf gives
+// out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
+// UID is the empty string).
+typedef struct apf_str {
+  // The bytes (NULL only with `len` 0).
+  const char *ptr;
+  // Their number, without any NUL.
+  size_t len;
+} apf_str;
+
+// One constant label: its name (letters, digits and `_`, not starting
+// with a digit or `__`, and none of the labels the metrics use) and its
+// value (any UTF-8).
+typedef struct apf_metrics_label {
+  // The label's name.
+  struct apf_str name;
+  // Its value on every series.
+  struct apf_str value;
+} apf_metrics_label;
+
+// How `apf_dispatcher_metrics_text_with` names and labels the series.
+// Always start from `apf_metrics_options_default` (no prefix, no labels):
+// it sets `struct_size`, which lets later versions add fields.
+typedef struct apf_metrics_options {
+  // `sizeof(apf_metrics_options)` as the caller's header knows it; set
+  // by `apf_metrics_options_default`.
+  size_t struct_size;
+  // Prepended, with `_`, to every metric name (`shop` gives
+  // `shop_apiserver_flowcontrol_...`); empty for none. Letters, digits
+  // and `_`, not starting with a digit.
+  struct apf_str prefix;
+  // Labels added to every series (NULL with 0 for none).
+  const struct apf_metrics_label *const_labels;
+  // How many `const_labels` there are (at most 64).
+  size_t const_labels_len;
+} apf_metrics_options;
+
 // A queueset's configuration. Always start from
 // `apf_queueset_config_default`: it fills in Kubernetes' defaults and sets
 // `struct_size`, which lets later versions add fields (see the ABI policy
@@ -405,16 +442,6 @@ typedef struct apf_queueset_stats {
   // Requests rejected because no seat was free and nothing may queue.
   uint64_t rejected_concurrency_limit;
 } apf_queueset_stats;
-
-// A borrowed string: `ptr` to `len` bytes of UTF-8. Strings libapf gives
-// out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
-// UID is the empty string).
-typedef struct apf_str {
-  // The bytes (NULL only with `len` 0).
-  const char *ptr;
-  // Their number, without any NUL.
-  size_t len;
-} apf_str;
 
 // What classification looks at. Strings are `(ptr, len)` pairs, not
 // necessarily NUL-terminated, valid UTF-8; `(NULL, 0)` is the empty string
@@ -708,6 +735,26 @@ apf_status apf_dispatcher_stats_text(struct apf_dispatcher *dispatcher, struct a
 // # Safety
 // `dispatcher` must be NULL or live; `out` NULL or writable.
 apf_status apf_dispatcher_config_notices(struct apf_dispatcher *dispatcher, struct apf_text *out);
+
+// Fill `*out` with the default metrics options: no prefix, no labels.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_metrics_options_default(struct apf_metrics_options *out);
+
+// `apf_dispatcher_metrics_text` with a name prefix and constant labels
+// (`options` NULL: none, the same text). The options are checked first:
+// `APF_ERR_INVALID_PARAMETER` (the last error names the field at fault),
+// `APF_ERR_INVALID_UTF8`, or `APF_ERR_NULL_POINTER` (a NULL string or
+// label array with a non-zero length).
+//
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `options` NULL or readable, with
+// every string and the label array readable for their lengths; `out` NULL
+// or writable.
+apf_status apf_dispatcher_metrics_text_with(const struct apf_dispatcher *dispatcher, const struct apf_metrics_options *options, struct apf_text *out);
 
 // The dispatcher's metrics in the OpenMetrics 1.0 text format, which
 // Prometheus scrapes (serve it with the type `apf_metrics_content_type`

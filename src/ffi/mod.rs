@@ -36,6 +36,7 @@ mod panic;
 mod cast;
 mod completion;
 pub mod dispatcher;
+mod metrics_options;
 mod names;
 pub mod observe;
 pub mod queueset;
@@ -51,6 +52,7 @@ pub mod workqueue;
 
 pub use completion::apf_completion_callback;
 pub use dispatcher::*;
+pub use metrics_options::*;
 pub use names::apf_str;
 pub use observe::*;
 pub use queueset::*;

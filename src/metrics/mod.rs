@@ -155,6 +155,18 @@ impl Dispatcher {
         encode::text(Some(&self.metrics()), &[], &ExpositionOptions::default())
     }
 
+    /// The exposition with a name prefix and constant labels (see
+    /// [`ExpositionOptions`]); an invalid option is an error naming it.
+    pub fn metrics_text_with(&self, options: &ExpositionOptions) -> Result<String, String> {
+        options.validate()?;
+        Ok(self.metrics_text_validated(options))
+    }
+
+    /// [`Self::metrics_text_with`] for options already validated.
+    pub(crate) fn metrics_text_validated(&self, options: &ExpositionOptions) -> String {
+        encode::text(Some(&self.metrics()), &[], options)
+    }
+
     /// The pairs of `level`: the schemas routed to it, and any other schema
     /// that left counts there.
     fn schema_metrics(&self, level: &Level, routed: &[u32]) -> Vec<SchemaMetrics> {
