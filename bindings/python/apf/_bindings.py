@@ -122,6 +122,15 @@ class apf_options(ctypes.Structure):
 class apf_text(ctypes.Structure):
     pass
 
+class apf_str(ctypes.Structure):
+    pass
+
+class apf_metrics_label(ctypes.Structure):
+    pass
+
+class apf_metrics_options(ctypes.Structure):
+    pass
+
 class apf_queueset_config(ctypes.Structure):
     pass
 
@@ -132,9 +141,6 @@ class apf_queueset_decision(ctypes.Structure):
     pass
 
 class apf_queueset_stats(ctypes.Structure):
-    pass
-
-class apf_str(ctypes.Structure):
     pass
 
 class apf_request_digest(ctypes.Structure):
@@ -175,6 +181,23 @@ apf_text._fields_ = [
     ('len', ctypes.c_size_t),
 ]
 
+apf_str._fields_ = [
+    ('ptr', ctypes.POINTER(ctypes.c_char)),
+    ('len', ctypes.c_size_t),
+]
+
+apf_metrics_label._fields_ = [
+    ('name', apf_str),
+    ('value', apf_str),
+]
+
+apf_metrics_options._fields_ = [
+    ('struct_size', ctypes.c_size_t),
+    ('prefix', apf_str),
+    ('const_labels', ctypes.POINTER(apf_metrics_label)),
+    ('const_labels_len', ctypes.c_size_t),
+]
+
 apf_queueset_config._fields_ = [
     ('struct_size', ctypes.c_size_t),
     ('concurrency_limit', ctypes.c_uint32),
@@ -210,11 +233,6 @@ apf_queueset_stats._fields_ = [
     ('rejected_time_out', ctypes.c_uint64),
     ('rejected_cancelled', ctypes.c_uint64),
     ('rejected_concurrency_limit', ctypes.c_uint64),
-]
-
-apf_str._fields_ = [
-    ('ptr', ctypes.POINTER(ctypes.c_char)),
-    ('len', ctypes.c_size_t),
 ]
 
 apf_request_digest._fields_ = [
@@ -293,6 +311,8 @@ FUNCTIONS = {
     'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_metrics_options_default': (apf_status, [('out', ctypes.POINTER(apf_metrics_options))]),
+    'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
