@@ -12,6 +12,7 @@
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
 use super::tally::Tallies;
+use super::utilization::{Occupancy, Utilization};
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
 use super::RejectReason;
@@ -109,6 +110,8 @@ pub(crate) struct Core {
     pub(crate) rejected_total: [u64; 4],
     /// What each tag's requests did (metrics only: no decision reads it).
     pub(crate) tallies: Tallies,
+    /// Time-weighted utilization up to `last_sync` (metrics only).
+    utilization: Utilization,
 }
 
 impl Core {
@@ -139,6 +142,7 @@ impl Core {
             dispatched_total: 0,
             rejected_total: [0; 4],
             tallies: Tallies::default(),
+            utilization: Utilization::default(),
         }
     }
 
@@ -182,8 +186,31 @@ impl Core {
         }
         let dt = duration_nanos(now.saturating_since(self.last_sync));
         self.last_sync = now;
+        self.utilization.observe(self.occupancy(), dt);
         let demand = self.queued_seats_in_use + self.waiting_seats;
         self.r += r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt);
+    }
+
+    fn occupancy(&self) -> Occupancy {
+        Occupancy {
+            seats_in_use: self.seats_in_use,
+            requests_executing: self.requests_executing,
+            requests_waiting: self.requests_waiting,
+            concurrency_limit: self.cfg.concurrency_limit,
+            queues: self.cfg.queues,
+            queue_length_limit: self.cfg.queue_length_limit,
+        }
+    }
+
+    /// The utilization up to `now`: what was observed, plus the time since
+    /// the last change at the current occupancy.
+    pub(crate) fn utilization_at(&self, now: Instant) -> Utilization {
+        let mut u = self.utilization.clone();
+        u.observe(
+            self.occupancy(),
+            duration_nanos(now.saturating_since(self.last_sync)),
+        );
+        u
     }
 
     /// A request holds at least one seat, and at most
@@ -222,9 +249,12 @@ impl Core {
         self.sync(at);
         // Nothing waited in any queue: if the level queues, the request's
         // queue held just itself.
-        self.tallies
-            .get(tag)
-            .begin_at_once(estimate.max_seats(), queue != NO_QUEUE);
+        let tally = self.tallies.get(tag);
+        tally.begin_at_once(estimate.max_seats(), queue != NO_QUEUE);
+        tally
+            .stats
+            .work_estimated_seats
+            .observe(estimate.max_seats().into());
         if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             self.note_arrival_at(q);
@@ -270,9 +300,10 @@ impl Core {
 
     /// A request rejected on arrival (queue full, or no room at a level
     /// that does not queue): it waited for nothing.
-    pub(crate) fn reject_at_once(&mut self, tag: u32, reason: RejectReason) {
+    pub(crate) fn reject_at_once(&mut self, tag: u32, reason: RejectReason, seats: u32) {
         self.rejected_total[reason as usize] += 1;
         let tally = &mut self.tallies.get(tag).stats;
+        tally.work_estimated_seats.observe(seats.into());
         tally.rejected[reason as usize] += 1;
         tally.wait_rejected.observe(0);
     }
@@ -342,6 +373,9 @@ impl Core {
         tally.waiting += 1;
         tally.waiting_seats += estimate.max_seats() as u64;
         tally.queue_length.observe(length);
+        tally
+            .work_estimated_seats
+            .observe(estimate.max_seats().into());
         self.waiting_seats += estimate.max_seats() as u64;
         self.requests_waiting += 1;
         self.deadlines.push(Reverse((deadline, seq, q)));
@@ -384,6 +418,10 @@ impl Core {
             estimate.max_seats(),
             self.lingering_seats,
         ) {
+            // Kubernetes counts each dispatch attempt whose chosen head
+            // does not fit in the free seats.
+            let tag = head.slot.tag;
+            self.tallies.get(tag).stats.no_accommodation += 1;
             return false;
         }
         if capped {

@@ -69,6 +69,7 @@ mod paths;
 #[doc(hidden)]
 pub mod reference;
 pub mod tally;
+pub mod utilization;
 pub mod vtime;
 mod wait;
 
@@ -76,6 +77,7 @@ pub use config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 pub use dump::{QueueDump, QueueSetDump, WaitingDump};
 pub use guard::{Guard, Ticket};
 pub use tally::TagStats;
+pub use utilization::Utilization;
 
 use self::admission::AdmissionWord;
 use self::core::{Core, NO_QUEUE};
@@ -432,6 +434,13 @@ impl QueueSet {
     /// The level's virtual time R.
     pub fn current_r(&self) -> vtime::VTime {
         self.shared.lock_and_drain().core.r
+    }
+
+    /// The level's time-weighted utilization up to now, with the event
+    /// ring replayed first.
+    pub fn utilization(&self) -> Utilization {
+        let now = self.shared.clock.now();
+        self.shared.lock_and_drain().core.utilization_at(now)
     }
 
     /// Every tag's tallies (counts, gauges and histograms), by tag, with

@@ -262,7 +262,8 @@ impl Shared {
             // A level that does not queue: the same one-CAS admission as
             // the hot path, with Kubernetes' rule for too-wide requests.
             if !self.word.try_take(seats, seats, st.core.lingering_seats()) {
-                st.core.reject_at_once(tag, RejectReason::ConcurrencyLimit);
+                st.core
+                    .reject_at_once(tag, RejectReason::ConcurrencyLimit, seats);
                 return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
             }
             st.core.replay_start(NO_QUEUE, tag, estimate, now);
@@ -277,7 +278,7 @@ impl Shared {
         let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
         let q = st.core.choose_queue(&dealer, request.flow_hash, n);
         if st.core.must_reject(q, self.word.load()) {
-            st.core.reject_at_once(tag, RejectReason::QueueFull);
+            st.core.reject_at_once(tag, RejectReason::QueueFull, seats);
             return RawAdmission::Rejected(RejectReason::QueueFull);
         }
         let wait_deadline = now.saturating_add(st.core.cfg.wait_limit);
