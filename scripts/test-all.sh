@@ -41,6 +41,9 @@ scripts/tsan.sh
 step "fuzz targets (short differential runs)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"
 
+step "operator assets: Prometheus alert rules (promtool check + test)"
+scripts/check-deploy.sh
+
 step "C ABI: header is what cbindgen generates"
 scripts/check-header.sh
 

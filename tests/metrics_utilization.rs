@@ -4,94 +4,23 @@
 //! checked value by value on the manual clock.
 #![cfg(not(loom))]
 
-use apf::classification::RequestDigest;
 use apf::clock::Clock;
 use apf::config::Config;
 use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
 use apf::level::RequestGuard;
-use apf::work_estimate::WorkEstimate;
 use std::time::Duration;
 
 #[path = "support/openmetrics.rs"]
 mod openmetrics;
 use openmetrics::parse;
-
-/// "tight": NominalCL 2 (5 seats, shares 10 + 10 + catch-all 5), one queue
-/// of at most 2; "strict" (2 seats) rejects instead of queuing.
-const CONFIG: &str = r#"
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: tight}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 10
-    lendablePercent: 0
-    limitResponse:
-      type: Queue
-      queuing: {queues: 1, handSize: 1, queueLengthLimit: 2}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: strict}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 10
-    lendablePercent: 0
-    limitResponse: {type: Reject}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: tenants}
-spec:
-  priorityLevelConfiguration: {name: tight}
-  matchingPrecedence: 100
-  distinguisherMethod: {type: ByUser}
-  rules:
-  - subjects: [{kind: Group, group: {name: tenants}}]
-    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: batch}
-spec:
-  priorityLevelConfiguration: {name: strict}
-  matchingPrecedence: 200
-  rules:
-  - subjects: [{kind: Group, group: {name: batch}}]
-    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
-"#;
-
-fn digest(group: &'static str) -> RequestDigest<'static> {
-    let groups: &'static [&'static str] = match group {
-        "tenants" => &["tenants"],
-        _ => &["batch"],
-    };
-    RequestDigest {
-        user: "alice",
-        groups,
-        verb: "get",
-        path: "/healthz",
-        ..RequestDigest::default()
-    }
-}
-
-fn seats(n: u32) -> WorkEstimate {
-    WorkEstimate::new(n, 0, Duration::ZERO)
-}
+#[path = "support/two_levels.rs"]
+mod two_levels;
+use two_levels::{digest, execute, seats, CONFIG};
 
 const P: &str = "apiserver_flowcontrol_";
 const TIGHT: [(&str, &str); 2] = [("priority_level", "tight"), ("flow_schema", "tenants")];
 const STRICT: [(&str, &str); 2] = [("priority_level", "strict"), ("flow_schema", "batch")];
 const MS: f64 = 1e6;
-
-fn execute(d: &Dispatcher, group: &'static str, n: u32) -> RequestGuard {
-    match d.start_request(&digest(group), seats(n), None).outcome {
-        Outcome::Execute(g) => g,
-        other => panic!("expected to execute: {other:?}"),
-    }
-}
 
 #[test]
 fn seats_accommodation_and_utilization_follow_a_scripted_workload() {
