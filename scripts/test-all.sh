@@ -44,6 +44,9 @@ scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"
 step "operator assets: Prometheus alert rules (promtool check + test)"
 scripts/check-deploy.sh
 
+step "apf simulate's report page renders in headless Chromium"
+scripts/check-report-page.sh
+
 step "C ABI: header is what cbindgen generates"
 scripts/check-header.sh
 

@@ -427,7 +427,7 @@ fn rate(r: f64) -> String {
 
 fn charts(report: &Report, text: &str, out: Option<&Path>) -> Result<(), String> {
     match out {
-        None => println!("charts: add --out DIR to write SVG charts of seat share, queue length, seats and waits, and an index.html showing them with this report"),
+        None => println!("charts: add --out DIR to write SVG charts of seat share, throughput against demand, rejections by reason, queue length, seats and waits, and an index.html showing them with this report"),
         Some(dir) => {
             let paths = simulator::write_report_page(report, text, dir)
                 .map_err(|e| format!("writing charts to {}: {e}", dir.display()))?;
