@@ -12,7 +12,7 @@
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
 use super::tally::Tallies;
-use super::utilization::{Occupancy, Utilization};
+use super::utilization::Utilization;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
 use super::RejectReason;
@@ -85,7 +85,7 @@ pub(crate) struct Core {
     queued_seats_in_use: u64,
     /// All seats held (mirror of the admission word once the ring is
     /// replayed), for the seat-demand statistics.
-    seats_in_use: u64,
+    pub(super) seats_in_use: u64,
     /// Fed with seats in use + seats waiting after every change, at the
     /// change's time, for borrowing.
     demand_observer: Option<SeatDemandHandle>,
@@ -110,8 +110,9 @@ pub(crate) struct Core {
     pub(crate) rejected_total: [u64; 4],
     /// What each tag's requests did (metrics only: no decision reads it).
     pub(crate) tallies: Tallies,
-    /// Time-weighted utilization up to `last_sync` (metrics only).
-    utilization: Utilization,
+    /// Time-weighted utilization up to `last_sync` (metrics only; see
+    /// `utilization.rs`).
+    pub(super) utilization: Utilization,
 }
 
 impl Core {
@@ -189,28 +190,6 @@ impl Core {
         self.utilization.observe(self.occupancy(), dt);
         let demand = self.queued_seats_in_use + self.waiting_seats;
         self.r += r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt);
-    }
-
-    fn occupancy(&self) -> Occupancy {
-        Occupancy {
-            seats_in_use: self.seats_in_use,
-            requests_executing: self.requests_executing,
-            requests_waiting: self.requests_waiting,
-            concurrency_limit: self.cfg.concurrency_limit,
-            queues: self.cfg.queues,
-            queue_length_limit: self.cfg.queue_length_limit,
-        }
-    }
-
-    /// The utilization up to `now`: what was observed, plus the time since
-    /// the last change at the current occupancy.
-    pub(crate) fn utilization_at(&self, now: Instant) -> Utilization {
-        let mut u = self.utilization.clone();
-        u.observe(
-            self.occupancy(),
-            duration_nanos(now.saturating_since(self.last_sync)),
-        );
-        u
     }
 
     /// A request holds at least one seat, and at most

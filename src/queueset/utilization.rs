@@ -10,6 +10,9 @@
 //! or on the slow path), never on the lock-free hot path; a scrape adds the
 //! time since the last change to a copy.
 
+use super::core::Core;
+use crate::clock::{duration_nanos, Instant};
+
 /// Kubernetes' bounds of `priority_level_seat_utilization` (both 0.99 and
 /// 1 so that `histogram_quantile` shows saturation).
 pub const SEAT_UTILIZATION_BUCKETS: [f64; 13] = [
@@ -125,6 +128,31 @@ impl Utilization {
         let capacity = f64::from(o.queue_length_limit.max(1)) * f64::from(o.queues.max(1));
         self.waiting
             .observe(f64::from(o.requests_waiting) / capacity, nanos);
+    }
+}
+
+impl Core {
+    /// What the level holds now, and its limits.
+    pub(super) fn occupancy(&self) -> Occupancy {
+        Occupancy {
+            seats_in_use: self.seats_in_use,
+            requests_executing: self.requests_executing,
+            requests_waiting: self.requests_waiting,
+            concurrency_limit: self.cfg.concurrency_limit,
+            queues: self.cfg.queues,
+            queue_length_limit: self.cfg.queue_length_limit,
+        }
+    }
+
+    /// The utilization up to `now`: what was observed, plus the time since
+    /// the last change at the current occupancy.
+    pub(crate) fn utilization_at(&self, now: Instant) -> Utilization {
+        let mut u = self.utilization.clone();
+        u.observe(
+            self.occupancy(),
+            duration_nanos(now.saturating_since(self.last_sync())),
+        );
+        u
     }
 }
 
