@@ -414,6 +414,15 @@ typedef struct apf_queueset_decision {
   // For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
   // `apf_queueset_dump_json` lists it while it waits; otherwise 0.
   uint64_t waiting_id;
+  // For `APF_OUTCOME_QUEUED`: the length of the queue it joined, itself
+  // included (Kubernetes' queue-length metric observes this); otherwise 0.
+  uint32_t queue_length;
+  // For `APF_OUTCOME_QUEUED`: the index of the queue it joined (as in
+  // `apf_queueset_dump_json`); otherwise 0.
+  uint32_t queue;
+  // For `APF_OUTCOME_QUEUED`: the level's virtual time R when it joined,
+  // in seat-seconds (Kubernetes' current-R gauge); otherwise 0.
+  double current_r;
 } apf_queueset_decision;
 
 // A queueset's gauges and counters at one moment.

@@ -219,6 +219,9 @@ apf_queueset_decision._fields_ = [
     ('reject_reason', ctypes.c_uint32),
     ('request', ctypes.c_uint64),
     ('waiting_id', ctypes.c_uint64),
+    ('queue_length', ctypes.c_uint32),
+    ('queue', ctypes.c_uint32),
+    ('current_r', ctypes.c_double),
 ]
 
 apf_queueset_stats._fields_ = [
