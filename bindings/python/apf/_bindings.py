@@ -125,6 +125,9 @@ class apf_text(ctypes.Structure):
 class apf_str(ctypes.Structure):
     pass
 
+class apf_request_info(ctypes.Structure):
+    pass
+
 class apf_metrics_label(ctypes.Structure):
     pass
 
@@ -184,6 +187,17 @@ apf_text._fields_ = [
 apf_str._fields_ = [
     ('ptr', ctypes.POINTER(ctypes.c_char)),
     ('len', ctypes.c_size_t),
+]
+
+apf_request_info._fields_ = [
+    ('verb', apf_text),
+    ('is_resource_request', ctypes.c_bool),
+    ('api_group', apf_str),
+    ('resource', apf_str),
+    ('subresource', apf_str),
+    ('namespace_', apf_str),
+    ('name', apf_str),
+    ('path', apf_str),
 ]
 
 apf_metrics_label._fields_ = [
@@ -314,6 +328,9 @@ FUNCTIONS = {
     'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_reject': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('priority_level', ctypes.POINTER(ctypes.c_char)), ('priority_level_len', ctypes.c_size_t), ('flow_schema', ctypes.POINTER(ctypes.c_char)), ('flow_schema_len', ctypes.c_size_t), ('reason', ctypes.c_uint32), ('out_retry_after', ctypes.POINTER(ctypes.c_uint64)), ('out_body', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_observe': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('query', ctypes.POINTER(ctypes.c_char)), ('query_len', ctypes.c_size_t), ('out_status', ctypes.POINTER(ctypes.c_uint16)), ('out_content_type', ctypes.POINTER(apf_text)), ('out_body', ctypes.POINTER(apf_text))]),
+    'apf_request_info_parse': (apf_status, [('method', ctypes.POINTER(ctypes.c_char)), ('method_len', ctypes.c_size_t), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('watch', ctypes.POINTER(ctypes.c_char)), ('watch_len', ctypes.c_size_t), ('out', ctypes.POINTER(apf_request_info))]),
     'apf_metrics_options_default': (apf_status, [('out', ctypes.POINTER(apf_metrics_options))]),
     'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
