@@ -37,6 +37,7 @@ fn config(limit: u32, queues: u32, hand: u32) -> QueueSetConfig {
         hand_size: hand,
         queue_length_limit: 2,
         wait_limit: Duration::from_millis(3),
+        fairness: apf::queueset::Fairness::Kubernetes,
         ..QueueSetConfig::default()
     }
 }

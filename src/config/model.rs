@@ -60,6 +60,9 @@ pub struct ValidPriorityLevel {
     /// Share of the nominal concurrency limit other levels may borrow, 0..=100.
     pub lendable_percent: u32,
     pub kind: LevelKind,
+    /// How a queuing level shares its seats (the `apf.libapf.io/fairness`
+    /// annotation; Kubernetes' policy by default).
+    pub fairness: crate::queueset::Fairness,
 }
 
 impl ValidPriorityLevel {

@@ -278,6 +278,7 @@ fn to_config(name: &str, c: &apf_queueset_config) -> QueueSetConfig {
         } else {
             Duration::from_nanos(c.wait_limit_ns)
         },
+        fairness: crate::queueset::Fairness::Kubernetes,
     }
 }
 

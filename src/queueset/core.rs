@@ -11,6 +11,7 @@
 
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
+use super::flows::FlowTable;
 use super::tally::Tallies;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
@@ -26,6 +27,11 @@ use std::task::Waker;
 
 /// Marks a request that belongs to no queue (the level does not queue).
 pub(crate) const NO_QUEUE: u32 = u32::MAX;
+
+/// Marks a request admitted lock-free under the flow fairness policy: its
+/// queue is chosen when its record is replayed, and found in the flow
+/// table when it finishes.
+pub(crate) const FLOW_QUEUE: u32 = u32::MAX - 1;
 
 /// A request waiting in a queue.
 #[derive(Debug)]
@@ -109,6 +115,8 @@ pub(crate) struct Core {
     pub(crate) rejected_total: [u64; 4],
     /// What each tag's requests did (metrics only: no decision reads it).
     pub(crate) tallies: Tallies,
+    /// Busy flows' queues under the flow fairness policy (`flows`).
+    pub(crate) flows: FlowTable,
 }
 
 impl Core {
@@ -139,6 +147,7 @@ impl Core {
             dispatched_total: 0,
             rejected_total: [0; 4],
             tallies: Tallies::default(),
+            flows: FlowTable::default(),
         }
     }
 
@@ -323,6 +332,9 @@ impl Core {
         );
         let seq = slot.seq;
         let tag = slot.tag;
+        if let Some(flow) = slot.flow {
+            self.flows.join(flow, q);
+        }
         if !self.queues[q].is_active() {
             self.active_queues += 1;
         }
@@ -401,6 +413,7 @@ impl Core {
         self.dispatched_total += 1;
         let waker = w.slot.decide(SlotState::Dispatched {
             queue: q as u32,
+            flow: w.slot.flow,
             tag: w.slot.tag,
             estimate,
             start: now,
@@ -481,11 +494,13 @@ impl Core {
     pub(crate) fn finish(
         &mut self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         start: Instant,
         now: Instant,
     ) -> u32 {
+        let queue = self.flow_leaves(queue, flow);
         self.tallies.get(tag).end(start, now);
         self.end_executing(queue, estimate.initial_seats, start, now);
         let seats = estimate.max_seats();
@@ -540,6 +555,9 @@ impl Core {
                 .position(|w| Arc::ptr_eq(&w.slot, slot))
         })?;
         let w = self.take_waiting(q, pos);
+        if let Some(flow) = w.slot.flow {
+            self.flows.leave(flow);
+        }
         self.rejected_total[reason as usize] += 1;
         let tally = &mut self.tallies.get(slot.tag).stats;
         tally.rejected[reason as usize] += 1;
@@ -620,7 +638,7 @@ impl Core {
 
     // ----- bookkeeping -----------------------------------------------------
 
-    fn ensure_queue(&mut self, q: usize) -> usize {
+    pub(crate) fn ensure_queue(&mut self, q: usize) -> usize {
         if q >= self.queues.len() {
             self.queues.resize_with(q + 1, Queue::default);
         }
@@ -789,5 +807,6 @@ impl Core {
             "tallied executing"
         );
         debug_assert_eq!(sum(|t| t.seats_in_use), self.seats_in_use, "tallied seats");
+        self.check_flow_invariants();
     }
 }

@@ -78,6 +78,7 @@ fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> QueueSetConfig {
         queue_length_limit: qll,
         service_time_guess: Duration::from_millis(3),
         wait_limit: Duration::from_millis(40),
+        fairness: crate::queueset::Fairness::Kubernetes,
     }
 }
 

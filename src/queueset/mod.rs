@@ -56,6 +56,7 @@ mod core;
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
+mod flows;
 #[cfg(all(test, not(loom)))]
 mod failure_tests;
 mod guard;
@@ -72,14 +73,14 @@ pub mod tally;
 pub mod vtime;
 mod wait;
 
-pub use config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
+pub use config::{Fairness, QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 pub use dump::{QueueDump, QueueSetDump, WaitingDump};
 pub use guard::{Guard, Ticket};
 pub use tally::TagStats;
 
 use self::admission::AdmissionWord;
-use self::core::{Core, NO_QUEUE};
-use self::paths::{Locked, Shared, RING_CAPACITY};
+use self::core::{Core, FLOW_QUEUE, NO_QUEUE};
+use self::paths::{Locked, Routing, Shared, RING_CAPACITY};
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
 use crate::clock::{Clock, Instant};
@@ -199,6 +200,7 @@ impl QueueSet {
         let dealer = cfg.validate()?;
         let now = clock.now();
         let limit = cfg.concurrency_limit;
+        let cfg_fairness = cfg.fairness;
         let core = Core::new(cfg, dealer.clone(), now);
         let locked = Locked {
             core,
@@ -208,7 +210,10 @@ impl QueueSet {
         let shared = Arc::new(Shared {
             word: AdmissionWord::new(limit),
             enqueues: CachePadded::new(AtomicU64::new(0)),
-            dealer: ArcCell::new(Arc::new(dealer)),
+            routing: ArcCell::new(Arc::new(Routing {
+                dealer,
+                fairness: cfg_fairness,
+            })),
             ring: EventRing::new(RING_CAPACITY),
             locked: Mutex::new(locked),
             failed: AtomicBool::new(false),
@@ -281,8 +286,9 @@ impl QueueSet {
     #[inline]
     pub(crate) fn admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
         match self.shared.try_fast_start(request, tag) {
-            Some((queue, start)) => RawAdmission::Execute(Execution {
+            Some((queue, flow, start)) => RawAdmission::Execute(Execution {
                 queue,
+                flow,
                 tag,
                 estimate: request.estimate,
                 start,
@@ -304,6 +310,7 @@ impl QueueSet {
     fn finish_execution_now(&self, exec: Execution, now: Instant) {
         self.shared.finish(
             exec.queue,
+            exec.flow,
             exec.tag,
             exec.estimate,
             exec.start,
@@ -335,6 +342,7 @@ impl QueueSet {
             Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
             Some(SlotState::Dispatched {
                 queue,
+                flow,
                 tag,
                 estimate,
                 start,
@@ -342,6 +350,7 @@ impl QueueSet {
                 self.finish_execution_now(
                     Execution {
                         queue,
+                        flow,
                         tag,
                         estimate,
                         start,
@@ -480,7 +489,12 @@ pub enum RawAdmission {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "an execution holds seats until it is finished"]
 pub struct Execution {
+    /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
+    /// (the queue is then chosen at replay and found in the flow table).
     queue: u32,
+    /// The flow's hash when the flow fairness policy admitted it: the
+    /// request counts in the level's flow table until it finishes.
+    flow: Option<u64>,
     tag: u32,
     estimate: WorkEstimate,
     start: Instant,
@@ -495,9 +509,12 @@ impl Execution {
     pub fn estimate(&self) -> WorkEstimate {
         self.estimate
     }
-    /// The queue it belongs to, if the level queues.
+    /// The queue it belongs to, if the level queues and the queue was
+    /// chosen at admission (under the flow fairness policy a request
+    /// admitted lock-free has its queue chosen later, under the level lock,
+    /// and this is None).
     pub fn queue(&self) -> Option<u32> {
-        (self.queue != NO_QUEUE).then_some(self.queue)
+        (self.queue != NO_QUEUE && self.queue != FLOW_QUEUE).then_some(self.queue)
     }
 }
 
@@ -520,11 +537,13 @@ fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
     match decision {
         SlotState::Dispatched {
             queue,
+            flow,
             tag,
             estimate,
             start,
         } => Ok(Execution {
             queue,
+            flow,
             tag,
             estimate,
             start,

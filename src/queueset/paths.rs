@@ -4,8 +4,8 @@
 //! [`AdmissionWord`](super::admission::AdmissionWord).
 
 use super::admission::AdmissionWord;
-use super::config::{QueueSetConfig, QueueSetConfigError};
-use super::core::{Core, NO_QUEUE};
+use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
+use super::core::{Core, FLOW_QUEUE, NO_QUEUE};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{Clock, Instant, Timer};
@@ -32,8 +32,29 @@ pub(super) enum Record {
         latency_subsec_nanos: u32,
         at: Instant,
     },
+    /// A start under the flow fairness policy: its queue is chosen at
+    /// replay, from the flow table (the additional latency is in whole
+    /// nanoseconds, so the hash fits in the same 40 bytes).
+    StartFlow {
+        flow_hash: u64,
+        tag: u32,
+        initial_seats: u32,
+        final_seats: u32,
+        latency_nanos: u64,
+        at: Instant,
+    },
     Finish {
         queue: u32,
+        tag: u32,
+        initial_seats: u32,
+        seats: u32,
+        start: Instant,
+        at: Instant,
+    },
+    /// A finish under the flow fairness policy: the flow table knows its
+    /// queue.
+    FinishFlow {
+        flow_hash: u64,
         tag: u32,
         initial_seats: u32,
         seats: u32,
@@ -52,16 +73,22 @@ const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
     pub(super) enqueues: CachePadded<AtomicU64>,
-    /// The current dealer (`None` when the level does not queue), read by
-    /// the hot path without the lock; replaced under the lock on
-    /// reconfiguration.
-    pub(super) dealer: ArcCell<Option<Dealer>>,
+    /// The current dealer and fairness policy, read by the hot path
+    /// without the lock; replaced under the lock on reconfiguration.
+    pub(super) routing: ArcCell<Routing>,
     pub(super) ring: EventRing<Record>,
     pub(super) locked: Mutex<Locked>,
     /// Set when a panic left the locked state half-updated (see the module
     /// documentation): the level then rejects every new request.
     pub(super) failed: AtomicBool,
     pub(super) clock: Clock,
+}
+
+/// What the hot path needs to know to place a request.
+pub(super) struct Routing {
+    /// `None` when the level does not queue.
+    pub(super) dealer: Option<Dealer>,
+    pub(super) fairness: Fairness,
 }
 
 pub(super) struct Locked {
@@ -72,18 +99,38 @@ pub(super) struct Locked {
 
 impl Shared {
     /// The hot path: take seats with one CAS if nothing waits and they fit.
-    /// Returns the request's queue and start time.
+    /// Returns the request's queue ([`FLOW_QUEUE`] under the flow policy:
+    /// chosen at replay), its flow under the flow policy, and its start
+    /// time.
     #[inline]
-    pub(super) fn try_fast_start(&self, request: &Request, tag: u32) -> Option<(u32, Instant)> {
+    pub(super) fn try_fast_start(
+        &self,
+        request: &Request,
+        tag: u32,
+    ) -> Option<(u32, Option<u64>, Instant)> {
         let estimate = request.estimate;
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
         }
+        // A flow-policy record keeps the latency in u64 nanoseconds (584
+        // years); a longer one takes the slow path, exactly accounted.
+        let latency_nanos = u64::try_from(estimate.additional_latency.as_nanos()).ok()?;
         if !self.word.try_take_fast(estimate.max_seats()) {
             return None;
         }
         let queue = self.deal_queue(request.flow_hash);
         let at = self.clock.now();
+        if queue == FLOW_QUEUE {
+            self.record(Record::StartFlow {
+                flow_hash: request.flow_hash,
+                tag,
+                initial_seats: estimate.initial_seats,
+                final_seats: estimate.final_seats,
+                latency_nanos,
+                at,
+            });
+            return Some((queue, Some(request.flow_hash), at));
+        }
         self.record(Record::Start {
             queue,
             tag,
@@ -93,15 +140,18 @@ impl Shared {
             latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
             at,
         });
-        Some((queue, at))
+        Some((queue, None, at))
     }
 
     /// The queue Kubernetes picks when no queue has waiting work: the card
-    /// at the rotating offset of the flow's hand.
+    /// at the rotating offset of the flow's hand. Under the flow policy,
+    /// [`FLOW_QUEUE`]: with nothing waiting the choice only matters for
+    /// accounting, so the replay makes it under the lock (flow table).
     #[inline]
     pub(super) fn deal_queue(&self, flow_hash: u64) -> u32 {
-        self.dealer.with(|dealer| match &**dealer {
+        self.routing.with(|routing| match &routing.dealer {
             None => NO_QUEUE,
+            Some(_) if routing.fairness == Fairness::Flow => FLOW_QUEUE,
             Some(dealer) => {
                 let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
                 dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
@@ -236,6 +286,21 @@ impl Shared {
                 };
                 core.replay_start(queue, tag, estimate, at)
             }
+            Record::StartFlow {
+                flow_hash,
+                tag,
+                initial_seats,
+                final_seats,
+                latency_nanos,
+                at,
+            } => {
+                let estimate = WorkEstimate {
+                    initial_seats,
+                    final_seats,
+                    additional_latency: Duration::from_nanos(latency_nanos),
+                };
+                core.replay_start_flow(flow_hash, tag, estimate, at)
+            }
             Record::Finish {
                 queue,
                 tag,
@@ -244,6 +309,14 @@ impl Shared {
                 start,
                 at,
             } => core.replay_finish(queue, tag, initial_seats, seats, start, at),
+            Record::FinishFlow {
+                flow_hash,
+                tag,
+                initial_seats,
+                seats,
+                start,
+                at,
+            } => core.replay_finish_flow(flow_hash, tag, initial_seats, seats, start, at),
         }
     }
 
@@ -269,13 +342,22 @@ impl Shared {
             st.core.observe_demand();
             return RawAdmission::Execute(Execution {
                 queue: NO_QUEUE,
+                flow: None,
                 tag,
                 estimate,
                 start: now,
             });
         };
-        let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
-        let q = st.core.choose_queue(&dealer, request.flow_hash, n);
+        let (q, flow) = match st.core.cfg.fairness {
+            Fairness::Kubernetes => {
+                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+                (st.core.choose_queue(&dealer, request.flow_hash, n), None)
+            }
+            Fairness::Flow => (
+                st.core.flow_queue(&dealer, request.flow_hash),
+                Some(request.flow_hash),
+            ),
+        };
         if st.core.must_reject(q, self.word.load()) {
             st.core.reject_at_once(tag, RejectReason::QueueFull);
             return RawAdmission::Rejected(RejectReason::QueueFull);
@@ -285,7 +367,7 @@ impl Shared {
             .deadline
             .map_or(wait_deadline, |d| d.min(wait_deadline));
         st.next_seq += 1;
-        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, tag));
+        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, flow, tag));
         st.core.enqueue(q, slot.clone(), estimate, now, deadline);
         // Invariant 1 of the admission word: set before anyone can see the
         // waiter (the lock is held), so no hot path overtakes it from now.
@@ -333,6 +415,7 @@ impl Shared {
     pub(super) fn finish(
         &self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         start: Instant,
@@ -341,13 +424,23 @@ impl Shared {
         let fast = estimate.additional_latency.is_zero() && !self.word.load().slow;
         if fast {
             let seats = estimate.max_seats();
-            let record = Record::Finish {
-                queue,
-                tag,
-                initial_seats: estimate.initial_seats,
-                seats,
-                start,
-                at: end,
+            let record = match flow {
+                None => Record::Finish {
+                    queue,
+                    tag,
+                    initial_seats: estimate.initial_seats,
+                    seats,
+                    start,
+                    at: end,
+                },
+                Some(flow_hash) => Record::FinishFlow {
+                    flow_hash,
+                    tag,
+                    initial_seats: estimate.initial_seats,
+                    seats,
+                    start,
+                    at: end,
+                },
             };
             if self.ring.push(record).is_ok() {
                 // The record is in the ring before the seats are free, so a
@@ -359,12 +452,13 @@ impl Shared {
                 return;
             }
         }
-        self.slow_finish(queue, tag, estimate, start, end);
+        self.slow_finish(queue, flow, tag, estimate, start, end);
     }
 
     pub(super) fn slow_finish(
         &self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         start: Instant,
@@ -379,7 +473,7 @@ impl Shared {
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Finish, end);
         st.core.sync(end);
-        let freed = st.core.finish(queue, tag, estimate, start, end);
+        let freed = st.core.finish(queue, flow, tag, estimate, start, end);
         self.word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &self.word);
         self.settle_and_unlock(st);
@@ -441,8 +535,9 @@ impl Shared {
         super::history::note(super::history::Site::Reconfigure, now);
         st.core.sync(now);
         let limit = cfg.concurrency_limit;
+        let fairness = cfg.fairness;
         st.core.reconfigure(cfg, dealer.clone());
-        self.dealer.store(Arc::new(dealer));
+        self.routing.store(Arc::new(Routing { dealer, fairness }));
         self.word.set_limit(limit);
         st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);

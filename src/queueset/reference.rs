@@ -8,7 +8,7 @@
 //! benchmarks. Time is passed in explicitly; the caller drives timers with
 //! [`ReferenceQueueSet::advance_to`].
 
-use super::config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
+use super::config::{Fairness, QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::{RejectReason, RequestId};
 use crate::clock::{duration_nanos, Instant};
@@ -39,6 +39,8 @@ pub enum Event {
 #[derive(Debug, Clone)]
 struct Waiting {
     id: RequestId,
+    /// Its flow, when the flow policy queued it.
+    flow: Option<u64>,
     estimate: WorkEstimate,
     work: VTime,
     arrival_r: VTime,
@@ -65,6 +67,7 @@ impl Queue {
 #[derive(Debug, Clone)]
 struct Executing {
     queue: Option<usize>,
+    flow: Option<u64>,
     estimate: WorkEstimate,
     start: Instant,
 }
@@ -94,6 +97,10 @@ pub struct ReferenceQueueSet {
     lingering: Vec<Lingering>,
     events: Vec<Event>,
     clamped_estimates: u64,
+    /// Flow policy: each busy flow's queue and its requests waiting or
+    /// executing. A flow is busy from its first request's arrival until
+    /// its last one finishes or is refused.
+    flows: HashMap<u64, (usize, u32)>,
 }
 
 impl ReferenceQueueSet {
@@ -116,6 +123,7 @@ impl ReferenceQueueSet {
             lingering: Vec::new(),
             events: Vec::new(),
             clamped_estimates: 0,
+            flows: HashMap::new(),
         })
     }
 
@@ -174,10 +182,13 @@ impl ReferenceQueueSet {
             if !self.can_accommodate(estimate.max_seats()) {
                 return Outcome::Rejected(RejectReason::ConcurrencyLimit);
             }
-            self.begin_executing(id, None, estimate, now);
+            self.begin_executing(id, None, None, estimate, now);
             return Outcome::Execute;
         };
-        let q = self.shuffle_shard(dealer.clone(), flow_hash);
+        let (q, flow) = match self.cfg.fairness {
+            Fairness::Kubernetes => (self.shuffle_shard(dealer.clone(), flow_hash), None),
+            Fairness::Flow => (self.flow_queue(dealer.clone(), flow_hash), Some(flow_hash)),
+        };
         if self.seats_in_use >= self.cfg.concurrency_limit
             && self.queues[q].waiting.len() >= self.cfg.queue_length_limit as usize
         {
@@ -194,8 +205,12 @@ impl ReferenceQueueSet {
             estimate.additional_latency,
             self.cfg.service_time_guess,
         );
+        if let Some(f) = flow {
+            self.flows.entry(f).or_insert((q, 0)).1 += 1;
+        }
         self.queues[q].waiting.push_back(Waiting {
             id,
+            flow,
             estimate,
             work,
             arrival_r: self.r,
@@ -223,6 +238,9 @@ impl ReferenceQueueSet {
         let Some(ex) = self.executing.remove(&id) else {
             return;
         };
+        if let Some(f) = ex.flow {
+            self.flow_leaves(f);
+        }
         self.requests_executing -= 1;
         if let Some(q) = ex.queue {
             let actual = now.saturating_since(ex.start);
@@ -360,6 +378,39 @@ impl ReferenceQueueSet {
         best
     }
 
+    /// The flow policy's queue for `flow`: its own while busy, else the
+    /// queue of its hand with the fewest seats waiting or held (the first
+    /// such card).
+    fn flow_queue(&self, dealer: Dealer, flow: u64) -> usize {
+        if let Some(&(q, _)) = self.flows.get(&flow) {
+            return q;
+        }
+        let mut best = None;
+        for &card in dealer.deal_into_hand(flow).iter() {
+            let q = card as usize;
+            let queue = &self.queues[q];
+            let seats = queue.seats_in_use as u64
+                + queue
+                    .waiting
+                    .iter()
+                    .map(|w| w.estimate.max_seats() as u64)
+                    .sum::<u64>();
+            if best.is_none_or(|(_, b)| seats < b) {
+                best = Some((q, seats));
+            }
+        }
+        best.map_or(0, |(q, _)| q)
+    }
+
+    fn flow_leaves(&mut self, flow: u64) {
+        if let Some(entry) = self.flows.get_mut(&flow) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.flows.remove(&flow);
+            }
+        }
+    }
+
     fn bound_next_dispatch(&mut self, q: usize) {
         let queue = &mut self.queues[q];
         if let Some(head) = queue.waiting.front() {
@@ -414,7 +465,7 @@ impl ReferenceQueueSet {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
-        self.begin_executing(w.id, Some(q), w.estimate, now);
+        self.begin_executing(w.id, Some(q), w.flow, w.estimate, now);
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
         true
@@ -424,6 +475,7 @@ impl ReferenceQueueSet {
         &mut self,
         id: RequestId,
         queue: Option<usize>,
+        flow: Option<u64>,
         estimate: WorkEstimate,
         now: Instant,
     ) {
@@ -438,6 +490,7 @@ impl ReferenceQueueSet {
             id,
             Executing {
                 queue,
+                flow,
                 estimate,
                 start: now,
             },
@@ -456,12 +509,14 @@ impl ReferenceQueueSet {
     /// any was removed.
     fn remove_waiting(&mut self, pred: impl Fn(&Waiting) -> bool, reason: RejectReason) -> bool {
         let mut removed = Vec::new();
+        let mut left = Vec::new();
         for q in 0..self.queues.len() {
             let before = self.queues[q].waiting.len();
             let mut kept = VecDeque::with_capacity(before);
             for w in self.queues[q].waiting.drain(..) {
                 if pred(&w) {
                     removed.push(w.id);
+                    left.extend(w.flow);
                 } else {
                     kept.push_back(w);
                 }
@@ -470,6 +525,9 @@ impl ReferenceQueueSet {
             if self.queues[q].waiting.len() != before {
                 self.bound_next_dispatch(q);
             }
+        }
+        for flow in left {
+            self.flow_leaves(flow);
         }
         removed.sort_unstable();
         self.requests_waiting -= removed.len() as u32;

@@ -115,6 +115,7 @@ pub fn config(limit: u32, queues: u32, hand: u32, queue_length_limit: u32) -> Qu
         queue_length_limit,
         service_time_guess: Duration::from_millis(3),
         wait_limit: Duration::from_secs(60),
+        fairness: apf::queueset::Fairness::Kubernetes,
     }
 }
 
