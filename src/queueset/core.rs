@@ -59,7 +59,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         !self.waiting.is_empty() || self.executing > 0
     }
     fn is_empty(&self) -> bool {
@@ -68,13 +68,16 @@ impl Queue {
 }
 
 /// Seats held past a request's end, for its additional latency.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Lingering {
-    until: Instant,
-    seq: u64,
-    queue: u32,
-    tag: u32,
-    seats: u32,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Lingering {
+    pub(crate) until: Instant,
+    pub(crate) seq: u64,
+    pub(crate) queue: u32,
+    pub(crate) tag: u32,
+    pub(crate) seats: u32,
+    /// Seats held for this flow's next request (the flow policy's
+    /// anticipation, see `flows`), rather than for an additional latency.
+    pub(crate) for_flow: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -97,15 +100,17 @@ pub(crate) struct Core {
     /// Async waiters to wake after the lock is released.
     wakers: Vec<Waker>,
     waiting_seats: u64,
-    active_queues: u32,
+    pub(crate) active_queues: u32,
     pub(crate) requests_executing: u32,
     pub(crate) requests_waiting: u32,
-    lingering: BinaryHeap<Reverse<Lingering>>,
+    pub(crate) lingering: BinaryHeap<Reverse<Lingering>>,
     /// Sum of the seats in `lingering`: the seats in the admission word
     /// held by requests that no longer execute. Changed only under the
     /// level lock, so the lock holder knows exactly whether any request
     /// executes (word seats == lingering seats).
-    lingering_seats: u64,
+    pub(crate) lingering_seats: u64,
+    /// Entries of `lingering` held for a flow (anticipation).
+    pub(crate) holds: u32,
     linger_seq: u64,
     /// Deadlines of waiting requests; entries of requests no longer waiting
     /// are dropped lazily, and the heap is rebuilt when they pile up.
@@ -141,6 +146,7 @@ impl Core {
             requests_waiting: 0,
             lingering: BinaryHeap::new(),
             lingering_seats: 0,
+            holds: 0,
             linger_seq: 0,
             deadlines: BinaryHeap::new(),
             clamped_estimates: 0,
@@ -505,21 +511,34 @@ impl Core {
         self.end_executing(queue, estimate.initial_seats, start, now);
         let seats = estimate.max_seats();
         if estimate.additional_latency.is_zero() {
+            if let Some(flow) = flow.filter(|_| self.anticipates(queue, seats)) {
+                let until = now.saturating_add(self.cfg.service_time_guess);
+                self.linger(until, queue, tag, seats, Some(flow));
+                return 0;
+            }
             self.tallies.get(tag).release(seats);
             self.release(queue, seats);
             return seats;
         }
         let until = now.saturating_add(estimate.additional_latency);
+        self.linger(until, queue, tag, seats, None);
+        0
+    }
+
+    /// Hold `seats` of `queue` until `until` (for an additional latency,
+    /// or for `for_flow`'s next request).
+    fn linger(&mut self, until: Instant, queue: u32, tag: u32, seats: u32, for_flow: Option<u64>) {
         self.linger_seq += 1;
         self.lingering_seats += u64::from(seats);
+        self.holds += u32::from(for_flow.is_some());
         self.lingering.push(Reverse(Lingering {
             until,
             seq: self.linger_seq,
             queue,
             tag,
             seats,
+            for_flow,
         }));
-        0
     }
 
     /// Remove a waiting request (cancelled or timed out at `at`). Returns
@@ -587,10 +606,7 @@ impl Core {
             .is_some_and(|Reverse(l)| l.until <= at)
         {
             let Reverse(l) = self.lingering.pop().expect("peeked");
-            self.lingering_seats -= u64::from(l.seats);
-            self.tallies.get(l.tag).release(l.seats);
-            self.release(l.queue, l.seats);
-            freed += l.seats;
+            freed += self.end_lingering(&l);
         }
         let mut expired = Vec::new();
         while let Some(&Reverse((deadline, seq, q))) = self.deadlines.peek() {
@@ -683,6 +699,16 @@ impl Core {
         }
         queue.next_dispatch_r -= seats_times(initial_seats, g) - seats_times(initial_seats, actual);
         self.bound_and_reindex(q);
+    }
+
+    /// Seats held by `l` (already out of the heap) are free again.
+    /// Returns them, to give back to the admission word.
+    pub(crate) fn end_lingering(&mut self, l: &Lingering) -> u32 {
+        self.lingering_seats -= u64::from(l.seats);
+        self.holds -= u32::from(l.for_flow.is_some());
+        self.tallies.get(l.tag).release(l.seats);
+        self.release(l.queue, l.seats);
+        l.seats
     }
 
     fn release(&mut self, queue: u32, seats: u32) {

@@ -10,10 +10,12 @@
 //! the level lock (the hot path records the flow hash and the queue is
 //! chosen when its record is replayed).
 
+use super::config::Fairness;
 use super::core::{Core, FLOW_QUEUE, NO_QUEUE};
 use crate::clock::Instant;
 use crate::dealer::Dealer;
 use crate::work_estimate::WorkEstimate;
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 /// A busy flow: its queue and its requests waiting or executing there.
@@ -43,7 +45,10 @@ impl FlowTable {
             queue: queue as u32,
             requests: 0,
         });
-        debug_assert_eq!(entry.queue as usize, queue, "flow {flow:#x} keeps its queue");
+        debug_assert_eq!(
+            entry.queue as usize, queue,
+            "flow {flow:#x} keeps its queue"
+        );
         entry.requests += 1;
     }
 
@@ -96,9 +101,9 @@ impl Core {
             return q;
         }
         let load = |q: usize| {
-            self.queues
-                .get(q)
-                .map_or(0, |queue| queue.waiting_seats + u64::from(queue.seats_in_use))
+            self.queues.get(q).map_or(0, |queue| {
+                queue.waiting_seats + u64::from(queue.seats_in_use)
+            })
         };
         let hand = dealer.deal_into_hand(flow);
         hand.iter()
@@ -155,6 +160,72 @@ impl Core {
         of_flow.map_or(NO_QUEUE, |q| q as u32)
     }
 
+    /// Anticipation (Iyer & Druschel's anticipatory scheduling, bounded):
+    /// whether a flow-policy request of `queue` finishing now with `seats`
+    /// should hold them for its flow's next request, for at most G, instead
+    /// of giving them to a waiting request of another flow. Only when
+    /// requests wait, the queue has none waiting, the policy is still
+    /// `flow`, and the queue is below its equal share of the limit without
+    /// these seats: a closed-loop flow with no think time sends its next
+    /// request an instant after its previous one ends, and a
+    /// work-conserving scheduler would have given the seat away by then,
+    /// leaving the flow to wait for the next finish every time. Called
+    /// after the request stopped executing, before its seats are released.
+    pub(crate) fn anticipates(&self, queue: u32, seats: u32) -> bool {
+        if self.cfg.fairness != Fairness::Flow || self.requests_waiting == 0 {
+            return false;
+        }
+        let Some(q) = self.queues.get(queue as usize) else {
+            return false;
+        };
+        if !q.waiting.is_empty() {
+            return false;
+        }
+        let active = u64::from(self.active_queues) + u64::from(!q.is_active());
+        let kept = u64::from(q.seats_in_use.saturating_sub(seats));
+        kept * active < u64::from(self.cfg.concurrency_limit)
+    }
+
+    /// Seats held for flows' next requests.
+    pub(crate) fn held_seats(&self) -> u32 {
+        if self.holds == 0 {
+            return 0;
+        }
+        let held: u64 = self
+            .lingering
+            .iter()
+            .filter(|Reverse(l)| l.for_flow.is_some())
+            .map(|Reverse(l)| u64::from(l.seats))
+            .sum();
+        held.min(u64::from(u32::MAX)) as u32
+    }
+
+    /// A new request of `flow` arrives under the flow policy: seats held
+    /// for it (the earliest hold) are released first, so that it competes
+    /// for them as a newly active queue. Returns the seats to give back
+    /// to the admission word.
+    pub(crate) fn claim_hold(&mut self, flow: u64) -> u32 {
+        if self.holds == 0 {
+            return 0;
+        }
+        let held = self
+            .lingering
+            .iter()
+            .filter(|Reverse(l)| l.for_flow == Some(flow))
+            .map(|Reverse(l)| (l.until, l.seq))
+            .min();
+        let Some(key) = held else { return 0 };
+        let mut claimed = None;
+        self.lingering.retain(|Reverse(l)| {
+            if (l.until, l.seq) == key {
+                claimed = Some(*l);
+                return false;
+            }
+            true
+        });
+        claimed.map_or(0, |l| self.end_lingering(&l))
+    }
+
     /// Debug-build checks of the flow table: every waiting flow-policy
     /// request sits in its flow's queue, and every busy flow's queue is
     /// active (it holds that flow's requests).
@@ -167,15 +238,23 @@ impl Core {
             for w in &queue.waiting {
                 if let Some(flow) = w.slot.flow {
                     waiting += 1;
-                    debug_assert_eq!(self.flows.queue_of(flow), Some(q), "flow {flow:#x}'s waiter");
+                    debug_assert_eq!(
+                        self.flows.queue_of(flow),
+                        Some(q),
+                        "flow {flow:#x}'s waiter"
+                    );
                 }
             }
         }
-        debug_assert!(self.flows.requests() >= waiting, "flow table counts waiters");
+        debug_assert!(
+            self.flows.requests() >= waiting,
+            "flow table counts waiters"
+        );
         for (flow, q) in self.flows.iter() {
-            let active = self.queues.get(q).is_some_and(|queue| {
-                !queue.waiting.is_empty() || queue.executing > 0
-            });
+            let active = self
+                .queues
+                .get(q)
+                .is_some_and(|queue| !queue.waiting.is_empty() || queue.executing > 0);
             debug_assert!(active, "busy flow {flow:#x}'s queue {q} is active");
         }
     }

@@ -56,9 +56,9 @@ mod core;
 #[doc(hidden)]
 pub mod differential;
 pub mod dump;
-mod flows;
 #[cfg(all(test, not(loom)))]
 mod failure_tests;
+mod flows;
 mod guard;
 #[cfg(shuttle)]
 #[doc(hidden)]
@@ -174,6 +174,9 @@ pub struct QueueSetStats {
     pub rejected: [u64; 4],
     /// Estimates whose seats were clamped (0 seats, or over the limit).
     pub clamped_estimates: u64,
+    /// Seats held idle for a flow's next request (the flow policy's
+    /// anticipation, at most G each); included in `seats_in_use`.
+    pub held_seats: u32,
 }
 
 // ----- the queueset ----------------------------------------------------------
@@ -417,6 +420,7 @@ impl QueueSet {
             dispatched_from_queues: core.dispatched_total,
             rejected: core.rejected_total,
             clamped_estimates: core.clamped_estimates,
+            held_seats: core.held_seats(),
         }
     }
 

@@ -348,18 +348,32 @@ impl Shared {
                 start: now,
             });
         };
+        let mut held = 0;
         let (q, flow) = match st.core.cfg.fairness {
             Fairness::Kubernetes => {
                 let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
                 (st.core.choose_queue(&dealer, request.flow_hash, n), None)
             }
-            Fairness::Flow => (
-                st.core.flow_queue(&dealer, request.flow_hash),
-                Some(request.flow_hash),
-            ),
+            Fairness::Flow => {
+                // Seats held for this flow go back first (anticipation):
+                // its request then competes for them like any other.
+                held = st.core.claim_hold(request.flow_hash);
+                if held > 0 {
+                    self.word.give_back(held);
+                }
+                (
+                    st.core.flow_queue(&dealer, request.flow_hash),
+                    Some(request.flow_hash),
+                )
+            }
         };
         if st.core.must_reject(q, self.word.load()) {
             st.core.reject_at_once(tag, RejectReason::QueueFull);
+            if held > 0 {
+                // The seats given back still serve the waiting requests.
+                st.core.dispatch_as_much_as_possible(now, &self.word);
+                self.settle_and_unlock(st);
+            }
             return RawAdmission::Rejected(RejectReason::QueueFull);
         }
         let wait_deadline = now.saturating_add(st.core.cfg.wait_limit);

@@ -77,6 +77,8 @@ struct Lingering {
     until: Instant,
     queue: Option<usize>,
     seats: u32,
+    /// Held for this flow's next request (flow policy's anticipation).
+    for_flow: Option<u64>,
 }
 
 /// The reference queueset.
@@ -135,6 +137,14 @@ impl ReferenceQueueSet {
     pub fn seats_in_use(&self) -> u32 {
         self.seats_in_use
     }
+    /// Seats held idle for flows' next requests (flow policy).
+    pub fn held_seats(&self) -> u32 {
+        self.lingering
+            .iter()
+            .filter(|l| l.for_flow.is_some())
+            .map(|l| l.seats)
+            .sum()
+    }
     pub fn requests_waiting(&self) -> u32 {
         self.requests_waiting
     }
@@ -185,13 +195,21 @@ impl ReferenceQueueSet {
             self.begin_executing(id, None, None, estimate, now);
             return Outcome::Execute;
         };
+        let dealer = dealer.clone();
+        let mut claimed = false;
         let (q, flow) = match self.cfg.fairness {
-            Fairness::Kubernetes => (self.shuffle_shard(dealer.clone(), flow_hash), None),
-            Fairness::Flow => (self.flow_queue(dealer.clone(), flow_hash), Some(flow_hash)),
+            Fairness::Kubernetes => (self.shuffle_shard(dealer, flow_hash), None),
+            Fairness::Flow => {
+                claimed = self.claim_hold(flow_hash);
+                (self.flow_queue(dealer, flow_hash), Some(flow_hash))
+            }
         };
         if self.seats_in_use >= self.cfg.concurrency_limit
             && self.queues[q].waiting.len() >= self.cfg.queue_length_limit as usize
         {
+            if claimed {
+                self.dispatch_as_much_as_possible(now);
+            }
             return Outcome::Rejected(RejectReason::QueueFull);
         }
         if self.queues[q].is_idle() {
@@ -253,6 +271,18 @@ impl ReferenceQueueSet {
         }
         let seats = ex.estimate.max_seats();
         if ex.estimate.additional_latency.is_zero() {
+            if let (Some(flow), Some(q)) = (ex.flow, ex.queue) {
+                if self.anticipate(q, seats) {
+                    self.lingering.push(Lingering {
+                        until: now.saturating_add(self.cfg.service_time_guess),
+                        queue: Some(q),
+                        seats,
+                        for_flow: Some(flow),
+                    });
+                    self.dispatch_as_much_as_possible(now);
+                    return;
+                }
+            }
             self.release(ex.queue, seats);
         } else {
             let until = now.saturating_add(ex.estimate.additional_latency);
@@ -260,6 +290,7 @@ impl ReferenceQueueSet {
                 until,
                 queue: ex.queue,
                 seats,
+                for_flow: None,
             });
         }
         self.dispatch_as_much_as_possible(now);
@@ -400,6 +431,41 @@ impl ReferenceQueueSet {
             }
         }
         best.map_or(0, |(q, _)| q)
+    }
+
+    /// The flow policy's anticipation: a request of queue `q` just ended
+    /// (no longer executing) and would free `seats`; hold them for its
+    /// flow's next request when requests wait, none of them in `q`, and
+    /// `q` without these seats is below an equal share of the limit among
+    /// the active queues (counting `q`).
+    fn anticipate(&self, q: usize, seats: u32) -> bool {
+        if self.cfg.fairness != Fairness::Flow || self.requests_waiting == 0 {
+            return false;
+        }
+        let queue = &self.queues[q];
+        if !queue.waiting.is_empty() {
+            return false;
+        }
+        let others = (0..self.queues.len())
+            .filter(|&i| i != q && !self.queues[i].is_idle())
+            .count() as u64;
+        let kept = (queue.seats_in_use - seats) as u64;
+        kept * (others + 1) < self.cfg.concurrency_limit as u64
+    }
+
+    /// Release the seats held for `flow` that would be released first.
+    /// Returns whether there were any.
+    fn claim_hold(&mut self, flow: u64) -> bool {
+        let mut first: Option<usize> = None;
+        for (i, l) in self.lingering.iter().enumerate() {
+            if l.for_flow == Some(flow) && first.is_none_or(|f| l.until < self.lingering[f].until) {
+                first = Some(i);
+            }
+        }
+        let Some(i) = first else { return false };
+        let l = self.lingering.remove(i);
+        self.release(l.queue, l.seats);
+        true
     }
 
     fn flow_leaves(&mut self, flow: u64) {

@@ -16,7 +16,8 @@ use apf::dispatcher::{Dispatcher, DispatcherOptions};
 use apf::level::RequestGuard;
 use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
 use apf::queueset::{
-    Admission, Guard, QueueSet, QueueSetConfig, QueueSetStats, RejectReason, Request, Ticket,
+    Admission, Fairness, Guard, QueueSet, QueueSetConfig, QueueSetStats, RejectReason, Request,
+    Ticket,
 };
 use apf::work_estimate::WorkEstimate;
 use std::cmp::Reverse;
@@ -217,8 +218,14 @@ impl System for Real<'_> {
     }
 
     fn counts(&mut self) -> (u32, u32, u32) {
+        // Seats held for a flow's next request (flow policy) belong to no
+        // request the driver holds.
         let st = self.qs.stats();
-        (st.seats_in_use, st.requests_executing, st.requests_waiting)
+        (
+            st.seats_in_use - st.held_seats,
+            st.requests_executing,
+            st.requests_waiting,
+        )
     }
 
     fn clamped_estimates(&mut self) -> u64 {
@@ -267,7 +274,7 @@ impl System for Model {
 
     fn counts(&mut self) -> (u32, u32, u32) {
         (
-            self.rqs.seats_in_use(),
+            self.rqs.seats_in_use() - self.rqs.held_seats(),
             self.rqs.requests_executing(),
             self.rqs.requests_waiting(),
         )
@@ -385,6 +392,10 @@ struct Driver<'s, S: System> {
     clients: &'s [Client],
     limit: u32,
     wait_limit: u64,
+    /// Under the flow policy, how long a finished request's seats may be
+    /// held for its flow's next request (G): a timer the driver must wake
+    /// the system for.
+    anticipation: Option<u64>,
     horizon: u64,
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
@@ -411,6 +422,8 @@ impl<'s, S: System> Driver<'s, S> {
             clients,
             limit: cfg.concurrency_limit,
             wait_limit: cfg.wait_limit.as_nanos() as u64,
+            anticipation: (cfg.fairness == Fairness::Flow)
+                .then_some(cfg.service_time_guess.as_nanos() as u64),
             horizon,
             events: BinaryHeap::new(),
             seq: 0,
@@ -540,6 +553,9 @@ impl<'s, S: System> Driver<'s, S> {
         let s = self.executing.remove(&id).expect("executing");
         self.sys.finish(Instant::from_nanos(t), id);
         assert_eq!(s.exec_end, t);
+        if let Some(g) = self.anticipation {
+            self.schedule(t + g, Ev::Wake);
+        }
         if s.release > t {
             self.schedule(s.release, Ev::Wake);
             self.lingering.push(s);
