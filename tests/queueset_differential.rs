@@ -11,7 +11,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => any::<u8>().prop_map(|pick| Op::Finish { pick }),
         1 => any::<u8>().prop_map(|pick| Op::Cancel { pick }),
         2 => any::<u16>().prop_map(|micros| Op::Advance { micros }),
-        1 => (0u8..8, 0u8..10, 1u8..5, 1u8..5).prop_map(|(limit, queues, hand, queue_length_limit)| Op::Reconfigure { limit, queues, hand, queue_length_limit }),
+        1 => (0u8..8, 0u8..10, 1u8..5, 1u8..5, any::<bool>()).prop_map(|(limit, queues, hand, queue_length_limit, flow)| Op::Reconfigure { limit, queues, hand, queue_length_limit, flow }),
     ]
 }
 
@@ -19,7 +19,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(512), ..ProptestConfig::default() })]
 
     #[test]
-    fn queueset_matches_reference_model(initial in (1u8..8, 0u8..10, 0u8..4, 0u8..4), ops in proptest::collection::vec(op(), 1..120)) {
+    // The hand's high bit starts half the cases under the flow policy.
+    fn queueset_matches_reference_model(initial in (1u8..8, 0u8..10, prop_oneof![0u8..4, 0x80u8..0x84], 0u8..4), ops in proptest::collection::vec(op(), 1..120)) {
         if let Err(e) = check(initial, &ops) {
             prop_assert!(false, "{}", e);
         }

@@ -226,6 +226,25 @@ impl Core {
         claimed.map_or(0, |l| self.end_lingering(&l))
     }
 
+    /// Once nothing waits, seats held for flows' next requests are free
+    /// again: there is no other flow left to keep them from, and the hot
+    /// path (which runs only while nothing waits) never meets a hold.
+    /// Returns the seats to give back to the admission word.
+    pub(crate) fn release_holds_if_idle(&mut self) -> u32 {
+        if self.holds == 0 || self.requests_waiting > 0 {
+            return 0;
+        }
+        let mut held = Vec::new();
+        self.lingering.retain(|Reverse(l)| {
+            if l.for_flow.is_some() {
+                held.push(*l);
+                return false;
+            }
+            true
+        });
+        held.iter().map(|l| self.end_lingering(l)).sum()
+    }
+
     /// Debug-build checks of the flow table: every waiting flow-policy
     /// request sits in its flow's queue, and every busy flow's queue is
     /// active (it holds that flow's requests).

@@ -412,6 +412,10 @@ impl Shared {
     /// After a slow-path operation: clear `SLOW` if nothing waits any more,
     /// and arm the timer for the next deadline or lingering release.
     pub(super) fn settle(&self, st: &mut Locked) {
+        let unheld = st.core.release_holds_if_idle();
+        if unheld > 0 {
+            self.word.give_back(unheld);
+        }
         st.core.observe_demand();
         if st.core.requests_waiting == 0 {
             self.word.clear_slow();
@@ -532,6 +536,12 @@ impl Shared {
             let (freed, _expired) = st.core.expire(due);
             self.word.give_back(freed);
             st.core.dispatch_as_much_as_possible(due, &self.word);
+            // Holds end at the instant nothing waits any more, as in the
+            // reference model, however many timers this call covers.
+            let unheld = st.core.release_holds_if_idle();
+            if unheld > 0 {
+                self.word.give_back(unheld);
+            }
         }
         self.settle_and_unlock(st);
     }

@@ -186,6 +186,70 @@ impl ReferenceQueueSet {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
     ) -> Outcome {
+        let outcome = self.start_op(now, id, flow_hash, estimate, deadline);
+        self.end_of_operation();
+        outcome
+    }
+
+    /// An executing request finishes at `now`.
+    pub fn finish(&mut self, now: Instant, id: RequestId) {
+        self.finish_op(now, id);
+        self.end_of_operation();
+    }
+
+    /// The caller gives up on a waiting request. Returns whether it was
+    /// still waiting.
+    pub fn cancel(&mut self, now: Instant, id: RequestId) -> bool {
+        let found = self.cancel_op(now, id);
+        self.end_of_operation();
+        found
+    }
+
+    /// Run every timer due up to `t` (wait limits, deadlines, seats held for
+    /// additional latency), each at its own instant, in order.
+    pub fn advance_to(&mut self, t: Instant) {
+        self.advance_to_op(t);
+        self.end_of_operation();
+    }
+
+    /// Apply a new configuration at `now`.
+    pub fn reconfigure(
+        &mut self,
+        now: Instant,
+        cfg: QueueSetConfig,
+    ) -> Result<(), QueueSetConfigError> {
+        let result = self.reconfigure_op(now, cfg);
+        self.end_of_operation();
+        result
+    }
+
+    /// Seats held for flows' next requests serve only while requests wait:
+    /// once nothing waits, they are free again (a new request then takes
+    /// free seats directly).
+    fn end_of_operation(&mut self) {
+        if self.requests_waiting > 0 {
+            return;
+        }
+        let held: Vec<Lingering> = self
+            .lingering
+            .iter()
+            .filter(|l| l.for_flow.is_some())
+            .cloned()
+            .collect();
+        self.lingering.retain(|l| l.for_flow.is_none());
+        for l in held {
+            self.release(l.queue, l.seats);
+        }
+    }
+
+    fn start_op(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        flow_hash: u64,
+        estimate: WorkEstimate,
+        deadline: Option<Instant>,
+    ) -> Outcome {
         self.sync(now);
         let estimate = self.clamp(estimate);
         let Some(dealer) = &self.dealer else {
@@ -251,7 +315,7 @@ impl ReferenceQueueSet {
     }
 
     /// An executing request finishes at `now`.
-    pub fn finish(&mut self, now: Instant, id: RequestId) {
+    fn finish_op(&mut self, now: Instant, id: RequestId) {
         self.sync(now);
         let Some(ex) = self.executing.remove(&id) else {
             return;
@@ -298,7 +362,7 @@ impl ReferenceQueueSet {
 
     /// The caller gives up on a waiting request. Returns whether it was
     /// still waiting.
-    pub fn cancel(&mut self, now: Instant, id: RequestId) -> bool {
+    fn cancel_op(&mut self, now: Instant, id: RequestId) -> bool {
         self.sync(now);
         let found = self.remove_waiting(|w| w.id == id, RejectReason::Cancelled);
         if found {
@@ -309,7 +373,7 @@ impl ReferenceQueueSet {
 
     /// Run every timer due up to `t` (wait limits, deadlines, seats held for
     /// additional latency), each at its own instant, in order.
-    pub fn advance_to(&mut self, t: Instant) {
+    fn advance_to_op(&mut self, t: Instant) {
         while let Some(at) = self.next_timer().filter(|&at| at <= t) {
             self.sync(at);
             let due: Vec<Lingering> = self
@@ -324,6 +388,7 @@ impl ReferenceQueueSet {
             }
             self.remove_waiting(|w| w.deadline <= at, RejectReason::TimeOut);
             self.dispatch_as_much_as_possible(at);
+            self.end_of_operation();
         }
     }
 
@@ -338,7 +403,7 @@ impl ReferenceQueueSet {
     }
 
     /// Apply a new configuration at `now`.
-    pub fn reconfigure(
+    fn reconfigure_op(
         &mut self,
         now: Instant,
         cfg: QueueSetConfig,
