@@ -31,3 +31,62 @@ pub(crate) fn check_fairness(meta: &ObjectMeta, sink: &mut ErrorSink<'_>) {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::clock::Clock;
+    use crate::config::Config;
+    use crate::dispatcher::{Dispatcher, DispatcherOptions};
+    use crate::queueset::Fairness;
+
+    fn level(annotations: &str) -> String {
+        format!(
+            "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata:\n  name: tenants\n{annotations}spec: {{type: Limited, limited: {{nominalConcurrencyShares: 10, limitResponse: {{type: Queue, queuing: {{queues: 64, handSize: 6}}}}}}}}\n"
+        )
+    }
+
+    fn fairness_of(annotations: &str) -> Fairness {
+        let config = Config::from_yaml_str(&level(annotations)).expect("parses");
+        let valid = config.validate().expect("valid");
+        let i = valid.priority_level_index("tenants").expect("level");
+        valid.priority_levels()[i].fairness
+    }
+
+    #[test]
+    fn the_annotation_chooses_the_policy_and_its_absence_means_kubernetes() {
+        assert_eq!(fairness_of(""), Fairness::Kubernetes);
+        let flow = "  annotations: {apf.libapf.io/fairness: flow}\n";
+        assert_eq!(fairness_of(flow), Fairness::Flow);
+        let kubernetes = "  annotations: {apf.libapf.io/fairness: kubernetes}\n";
+        assert_eq!(fairness_of(kubernetes), Fairness::Kubernetes);
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_naming_the_level_and_the_annotation() {
+        let text = level("  annotations: {apf.libapf.io/fairness: max-min}\n");
+        let err = Config::from_yaml_str(&text)
+            .expect("parses")
+            .validate()
+            .expect_err("an unknown policy");
+        let message = err.to_string();
+        for part in [
+            "tenants",
+            "metadata.annotations[apf.libapf.io/fairness]",
+            "max-min",
+            "\"flow\"",
+        ] {
+            assert!(message.contains(part), "{part:?} missing from: {message}");
+        }
+    }
+
+    #[test]
+    fn the_dispatcher_gives_the_level_its_policy() {
+        let text = level("  annotations: {apf.libapf.io/fairness: flow}\n");
+        let config = Config::from_yaml_str(&text).expect("parses");
+        let (clock, _manual) = Clock::manual();
+        let d = Dispatcher::new(&config, DispatcherOptions::default(), clock).expect("valid");
+        let level = d.level("tenants").expect("configured");
+        let qs = level.queueset().expect("a queuing level");
+        assert_eq!(qs.config().fairness, Fairness::Flow);
+    }
+}
