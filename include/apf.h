@@ -240,6 +240,9 @@ typedef uint32_t apf_wq_get_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// How a queuing level shares its seats.
+typedef struct Fairness Fairness;
+
 // A dispatcher: classifies requests by flow schema and decides on them at
 // their priority level (execute, queue, or reject), with fair queuing and
 // borrowing between levels.
@@ -351,6 +354,10 @@ typedef struct apf_queueset_config {
   // The longest a request may wait in a queue, in nanoseconds; 0 for no
   // limit of the queueset's own (a request's deadline still applies).
   uint64_t wait_limit_ns;
+  // An `apf_fairness`: how the level shares its seats among flows
+  // (default `APF_FAIRNESS_KUBERNETES`). Added after the first version:
+  // a caller's older, smaller struct keeps the default.
+  uint32_t fairness;
 } apf_queueset_config;
 
 // Seats a request occupies: `initial_seats` while it executes, then
