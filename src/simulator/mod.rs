@@ -40,12 +40,14 @@
 //! with no arguments.
 
 mod engine;
+mod fairness;
 mod histogram;
 mod report;
 pub mod svg;
 mod workload;
 
 pub use engine::{run, RunStats, SimulationError};
+pub use fairness::{compare_fairness, with_fairness, FairnessComparison, FairnessRow};
 pub use histogram::Histogram;
 pub use report::{
     count as format_count, duration as format_duration, wait as format_wait, Check, FlowReport,

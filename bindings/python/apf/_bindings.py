@@ -104,6 +104,9 @@ apf_wq_get_result_NAMES = {
     3: 'APF_WQ_TIMED_OUT',
 }
 
+class Fairness(ctypes.Structure):
+    pass
+
 class apf_dispatcher(ctypes.Structure):
     pass
 
@@ -183,6 +186,7 @@ apf_queueset_config._fields_ = [
     ('queue_length_limit', ctypes.c_uint32),
     ('service_time_guess_ns', ctypes.c_uint64),
     ('wait_limit_ns', ctypes.c_uint64),
+    ('fairness', ctypes.c_uint32),
 ]
 
 apf_work_estimate._fields_ = [
