@@ -887,7 +887,16 @@ impl<'a> Sim<'a> {
                 e.initial_seats as f64 * end.saturating_sub(start) as f64;
             self.add_seat_time(flow, e.initial_seats, start, end);
         }
-        // Dropping the slots finishes or cancels what is left, at the end.
+        // Cancel what still waits before finishing what runs: finishing first
+        // would hand the freed seats to waiters the run never sees start (and
+        // they to the next, as each is dropped), so the dispatcher's own
+        // counters would count dispatches after the end.
+        for slot in &mut self.slots {
+            if matches!(slot.state, State::Waiting(_)) {
+                slot.state = State::Free;
+            }
+        }
+        // Dropping the slots finishes what is left, at the end.
         self.slots.clear();
     }
 
