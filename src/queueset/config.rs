@@ -128,7 +128,18 @@ impl fmt::Display for QueueSetConfigError {
 
 impl std::error::Error for QueueSetConfigError {}
 
+/// The longest the flow policy holds a finished request's seats for its
+/// flow's next request (see [`QueueSetConfig::anticipation`]).
+pub const MAX_ANTICIPATION: Duration = Duration::from_millis(10);
+
 impl QueueSetConfig {
+    /// How long the flow policy may hold a finished request's seats for its
+    /// flow's next request: G, capped at [`MAX_ANTICIPATION`] (a large G
+    /// must not idle seats for long). None under Kubernetes' policy.
+    pub fn anticipation(&self) -> Option<Duration> {
+        (self.fairness == Fairness::Flow).then(|| self.service_time_guess.min(MAX_ANTICIPATION))
+    }
+
     /// Check the configuration, returning the dealer it implies (None when
     /// not queuing).
     pub fn validate(&self) -> Result<Option<dealer::Dealer>, QueueSetConfigError> {

@@ -512,7 +512,8 @@ impl Core {
         let seats = estimate.max_seats();
         if estimate.additional_latency.is_zero() {
             if let Some(flow) = flow.filter(|_| self.anticipates(queue, seats)) {
-                let until = now.saturating_add(self.cfg.service_time_guess);
+                let hold = self.cfg.anticipation().unwrap_or_default();
+                let until = now.saturating_add(hold);
                 self.linger(until, queue, tag, seats, Some(flow));
                 return 0;
             }

@@ -73,7 +73,9 @@ pub mod tally;
 pub mod vtime;
 mod wait;
 
-pub use config::{Fairness, QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
+pub use config::{
+    Fairness, QueueSetConfig, QueueSetConfigError, MAX_ANTICIPATION, MAX_CONCURRENCY_LIMIT,
+};
 pub use dump::{QueueDump, QueueSetDump, WaitingDump};
 pub use guard::{Guard, Ticket};
 pub use tally::TagStats;

@@ -338,7 +338,7 @@ impl ReferenceQueueSet {
             if let (Some(flow), Some(q)) = (ex.flow, ex.queue) {
                 if self.anticipate(q, seats) {
                     self.lingering.push(Lingering {
-                        until: now.saturating_add(self.cfg.service_time_guess),
+                        until: now.saturating_add(self.cfg.anticipation().unwrap_or_default()),
                         queue: Some(q),
                         seats,
                         for_flow: Some(flow),

@@ -16,8 +16,7 @@ use apf::dispatcher::{Dispatcher, DispatcherOptions};
 use apf::level::RequestGuard;
 use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
 use apf::queueset::{
-    Admission, Fairness, Guard, QueueSet, QueueSetConfig, QueueSetStats, RejectReason, Request,
-    Ticket,
+    Admission, Guard, QueueSet, QueueSetConfig, QueueSetStats, RejectReason, Request, Ticket,
 };
 use apf::work_estimate::WorkEstimate;
 use std::cmp::Reverse;
@@ -422,8 +421,7 @@ impl<'s, S: System> Driver<'s, S> {
             clients,
             limit: cfg.concurrency_limit,
             wait_limit: cfg.wait_limit.as_nanos() as u64,
-            anticipation: (cfg.fairness == Fairness::Flow)
-                .then_some(cfg.service_time_guess.as_nanos() as u64),
+            anticipation: cfg.anticipation().map(|d| d.as_nanos() as u64),
             horizon,
             events: BinaryHeap::new(),
             seq: 0,
