@@ -104,8 +104,13 @@ apf_wq_get_result_NAMES = {
     3: 'APF_WQ_TIMED_OUT',
 }
 
-class Fairness(ctypes.Structure):
-    pass
+# enum apf_fairness
+APF_FAIRNESS_KUBERNETES = 0
+APF_FAIRNESS_FLOW = 1
+apf_fairness_NAMES = {
+    0: 'APF_FAIRNESS_KUBERNETES',
+    1: 'APF_FAIRNESS_FLOW',
+}
 
 class apf_dispatcher(ctypes.Structure):
     pass
@@ -161,6 +166,7 @@ apf_reject_reason = ctypes.c_uint32
 apf_wq_kind = ctypes.c_uint32
 apf_wq_lane = ctypes.c_uint32
 apf_wq_get_result = ctypes.c_uint32
+apf_fairness = ctypes.c_uint32
 
 apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
 
