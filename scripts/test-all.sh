@@ -21,6 +21,12 @@ step "rust: unit, integration and property tests"
 cargo test --lib --bins --tests --examples
 cargo test --doc -p apf --features simulator
 
+step "rust: API documentation (rustdoc with warnings as errors)"
+# The crate is #![warn(missing_docs)]: with -D warnings an undocumented
+# public item, a broken or private intra-doc link fails here. The features
+# docs.rs builds with (Cargo.toml [package.metadata.docs.rs]).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p apf --features tower,simulator
+
 step "rust: the library crate packages for crates.io"
 cargo package -p apf --no-verify --allow-dirty --quiet
 

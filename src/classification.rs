@@ -56,17 +56,26 @@ pub struct RequestDigest<'a> {
     /// Authenticated user name (`system:serviceaccount:ns:name` for a
     /// service account).
     pub user: &'a str,
+    /// The user's groups (`system:authenticated`, `system:serviceaccounts`,
+    /// ...), as the authenticator gave them; group subjects match these.
     pub groups: &'a [&'a str],
     /// Kubernetes' verb: `get`, `list`, `watch`, `create`, ... (for a
     /// non-resource request, the lower-case HTTP method).
     pub verb: &'a str,
+    /// A request for an API resource (resource rules apply) rather than a
+    /// non-resource URL (non-resource rules apply).
     pub is_resource_request: bool,
     /// `""` for the core group.
     pub api_group: &'a str,
+    /// The resource (`pods`, `leases`, ...).
     pub resource: &'a str,
+    /// The subresource (`status`, `log`, ...), or `""`. Rules name it as
+    /// `pods/status`.
     pub subresource: &'a str,
     /// `""` for a cluster-scoped resource.
     pub namespace: &'a str,
+    /// The object's name, or `""` for a collection. No flow-schema rule looks
+    /// at it (as in Kubernetes).
     pub name: &'a str,
     /// The URL path; what non-resource rules match.
     pub path: &'a str,
@@ -75,20 +84,27 @@ pub struct RequestDigest<'a> {
 /// A flow schema as the classifier reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SchemaInfo {
+    /// The schema's name.
     pub name: String,
+    /// The schema's UID, if the configuration gave one.
     pub uid: Option<String>,
+    /// Its matching precedence (lower matches first).
     pub matching_precedence: u32,
     /// Index into [`Classifier::levels`]; `None` for a schema whose level
     /// does not exist (it matches nothing).
     pub level: Option<usize>,
+    /// How its requests are told apart into flows; `None`: one flow.
     pub distinguisher: Option<DistinguisherMethod>,
 }
 
 /// A priority level as the classifier reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LevelInfo {
+    /// The level's name.
     pub name: String,
+    /// The level's UID, if the configuration gave one.
     pub uid: Option<String>,
+    /// Whether the level is exempt (its requests execute at once).
     pub exempt: bool,
     /// Queues requests are dealt among; 0 for exempt and rejecting levels.
     pub queues: u32,
@@ -103,7 +119,9 @@ pub struct Classification<'c, 'r> {
     /// Index into [`Classifier::levels`], also into
     /// [`ValidConfig::priority_levels`].
     pub level_index: usize,
+    /// The matched flow schema.
     pub schema: &'c SchemaInfo,
+    /// Its priority level.
     pub level: &'c LevelInfo,
     /// The user name or namespace that tells this request's flow apart;
     /// empty when the schema has no method, and (as in Kubernetes) whenever
@@ -130,6 +148,8 @@ pub struct Classifier {
 }
 
 impl Classifier {
+    /// Compiles the matchers of a validated configuration (see the module
+    /// documentation); [`Classifier::classify`] then allocates nothing.
     pub fn new(config: &ValidConfig) -> Classifier {
         let levels: Box<[LevelInfo]> = config.priority_levels().iter().map(level_info).collect();
         let schemas: Box<[SchemaInfo]> = config.flow_schemas().iter().map(schema_info).collect();

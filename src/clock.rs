@@ -23,10 +23,12 @@ impl Instant {
     /// Later than any instant a clock will reach.
     pub const FAR_FUTURE: Instant = Instant(u64::MAX);
 
+    /// The instant `nanos` nanoseconds after the clock's epoch.
     pub const fn from_nanos(nanos: u64) -> Self {
         Instant(nanos)
     }
 
+    /// Nanoseconds since the clock's epoch.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }

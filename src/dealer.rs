@@ -34,13 +34,31 @@ pub const MAX_DECK_SIZE: u32 = 1 << 26;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DealerError {
     /// The deck or the hand is empty.
-    NotPositive { deck_size: u32, hand_size: u32 },
+    NotPositive {
+        /// The deck size given.
+        deck_size: u32,
+        /// The hand size given.
+        hand_size: u32,
+    },
     /// A hand cannot hold more cards than the deck has.
-    HandLargerThanDeck { deck_size: u32, hand_size: u32 },
+    HandLargerThanDeck {
+        /// The deck size given.
+        deck_size: u32,
+        /// The hand size given.
+        hand_size: u32,
+    },
     /// The deck exceeds [`MAX_DECK_SIZE`].
-    DeckTooLarge { deck_size: u32 },
+    DeckTooLarge {
+        /// The deck size given.
+        deck_size: u32,
+    },
     /// Dealing needs more than [`MAX_HASH_BITS`] bits of hash.
-    TooMuchEntropy { deck_size: u32, hand_size: u32 },
+    TooMuchEntropy {
+        /// The deck size given.
+        deck_size: u32,
+        /// The hand size given.
+        hand_size: u32,
+    },
 }
 
 impl fmt::Display for DealerError {
@@ -198,6 +216,9 @@ pub struct Dealer {
 }
 
 impl Dealer {
+    /// A dealer of hands of `hand_size` cards from a deck of `deck_size`
+    /// (queues), or why that pair cannot deal (the same checks and messages as
+    /// Kubernetes' `NewDealer`).
     pub fn new(deck_size: u32, hand_size: u32) -> Result<Dealer, DealerError> {
         validate(deck_size, hand_size)?;
         let mut prefix_products = [Reciprocal::ONE; MAX_HAND_SIZE];
@@ -217,10 +238,12 @@ impl Dealer {
         })
     }
 
+    /// Cards in the deck (the level's number of queues).
     pub fn deck_size(&self) -> u32 {
         self.deck_size
     }
 
+    /// Cards in each hand.
     pub fn hand_size(&self) -> u32 {
         self.hand_size
     }
@@ -321,6 +344,7 @@ pub struct Hand {
 }
 
 impl Hand {
+    /// The cards, in dealing order.
     pub fn as_slice(&self) -> &[u32] {
         &self.cards[..usize::from(self.len)]
     }

@@ -23,7 +23,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::time::Duration;
 
-/// Server-wide settings.
+/// Server-wide settings. `Default` gives 600 seats (Kubernetes' 400 + 200),
+/// G = 3 ms, a 15 s wait limit and borrowing every 10 s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DispatcherOptions {
     /// Seats shared by all levels (Kubernetes: max-requests-inflight +
@@ -51,7 +52,11 @@ impl Default for DispatcherOptions {
 /// Why a configuration was refused (the old one, if any, stays in force).
 #[derive(Debug, Clone, PartialEq)]
 pub enum DispatcherError {
+    /// The configuration is invalid: every error, each naming its object and
+    /// field.
     Config(ConfigErrors),
+    /// The levels' borrowing settings are unusable (a lendable percent above
+    /// 100, a duplicate level name, a too-short borrowing period).
     Borrowing(BorrowingConfigError),
 }
 
@@ -83,9 +88,14 @@ impl From<BorrowingConfigError> for DispatcherError {
 /// `X-Kubernetes-PF-PriorityLevel-UID` response headers.
 #[derive(Debug)]
 pub struct Decision {
+    /// Execute now, wait, or rejected.
     pub outcome: Outcome,
+    /// The flow schema the request matched.
     pub flow_schema: Arc<Schema>,
+    /// The priority level it was sent to.
     pub priority_level: Arc<Level>,
+    /// The flow's 64-bit hash (Kubernetes' `hashFlowID` of the schema name and
+    /// flow distinguisher), which picks the request's hand of queues.
     pub flow_hash: u64,
 }
 
@@ -93,8 +103,14 @@ pub struct Decision {
 #[derive(Debug)]
 #[must_use = "dropping a guard finishes the request, dropping a ticket cancels it"]
 pub enum Outcome {
+    /// Seats were free: serve the request now; the guard gives them back when
+    /// it is finished or dropped.
     Execute(RequestGuard),
+    /// The request waits in a queue: wait on the ticket (blocking or as a
+    /// future) for a guard or a rejection; dropping it cancels.
     Queued(RequestTicket),
+    /// Refused at once; the reason says why (its queue was full, no room at
+    /// a level that does not queue, ...).
     Rejected(RejectReason),
 }
 
@@ -141,6 +157,11 @@ impl Dispatcher {
     /// configuration with no objects at all is refused
     /// ([`ConfigError::no_objects`]); [`Config::mandatory`] is the explicit
     /// way to ask for only the mandatory ones.
+    ///
+    /// Fails with [`DispatcherError::Config`] listing every error of the
+    /// configuration (each naming its object and field), or
+    /// [`DispatcherError::Borrowing`] for unusable borrowing settings (such
+    /// as a `borrowing_period` under the minimum).
     pub fn new(
         config: &Config,
         options: DispatcherOptions,

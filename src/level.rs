@@ -30,7 +30,9 @@ use std::task::{Context, Poll};
 /// A flow schema as requests see it: its identity.
 #[derive(Debug)]
 pub struct Schema {
+    /// The flow schema's name.
     pub name: String,
+    /// The flow schema's UID, if the configuration gave one.
     pub uid: Option<String>,
     /// The dispatcher's number for this schema name, stable across
     /// reconfigurations: the tag its requests are tallied under.
@@ -90,6 +92,8 @@ impl WaitingNote {
         self.text.get(start as usize..end as usize).unwrap_or("")
     }
 
+    /// The flow distinguisher (user or namespace) of the waiting request, or
+    /// `""`.
     pub fn flow_distinguisher(&self) -> &str {
         self.field(0)
     }
@@ -116,7 +120,9 @@ struct ExemptLocked {
 
 /// One priority level.
 pub struct Level {
+    /// The level's name.
     pub name: String,
+    /// The level's UID, if the configuration gave one.
     pub uid: Option<String>,
     pub(crate) kind: LevelKind,
     /// Largest seats one request may hold here (Kubernetes' per-level cap).
@@ -138,6 +144,7 @@ impl fmt::Debug for Level {
 /// A level's gauges.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LevelStats {
+    /// Whether the level is exempt.
     pub exempt: bool,
     /// The queueset's figures; for an exempt level only the seats and
     /// executing requests are filled in.
@@ -169,6 +176,7 @@ impl Level {
         }
     }
 
+    /// Whether the level is exempt (executes every request at once).
     pub fn is_exempt(&self) -> bool {
         matches!(self.kind, LevelKind::Exempt(_))
     }
@@ -181,6 +189,7 @@ impl Level {
         }
     }
 
+    /// The level's gauges now: seats in use, executing and waiting requests.
     pub fn stats(&self) -> LevelStats {
         match &self.kind {
             LevelKind::Limited(qs) => LevelStats {
@@ -481,7 +490,10 @@ impl RequestTicket {
         self.waiting.as_ref().map(Waiting::id)
     }
 
-    /// Block until the request is dispatched or rejected.
+    /// Block until the request is dispatched (the guard) or rejected while
+    /// waiting: [`RejectReason::TimeOut`] at the wait limit or the
+    /// request's own deadline (on a manual clock, when the clock is advanced
+    /// past it), [`RejectReason::LevelFailed`] if the level failed.
     pub fn wait(mut self) -> Result<RequestGuard, RejectReason> {
         let waiting = self.waiting.take().expect("a live ticket is waiting");
         self.forget_note(&waiting);
@@ -492,7 +504,8 @@ impl RequestTicket {
         lock(&self.level.notes).remove(&waiting.id());
     }
 
-    /// Without blocking: the decision, if there is one.
+    /// Without blocking: the decision, if there is one. It is returned
+    /// once; later calls return `None`.
     pub fn poll(&mut self) -> Option<Result<RequestGuard, RejectReason>> {
         self.poll_with(None)
     }

@@ -85,15 +85,25 @@ const NOSNIFF: HeaderName = HeaderName::from_static("x-content-type-options");
 /// builds it from an HTTP request.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OwnedDigest {
+    /// Authenticated user name ([`RequestDigest::user`]).
     pub user: String,
+    /// The user's groups ([`RequestDigest::groups`]).
     pub groups: Vec<String>,
+    /// Kubernetes' verb, or the lower-case HTTP method of a non-resource request.
     pub verb: String,
+    /// A request for an API resource rather than a non-resource URL.
     pub is_resource_request: bool,
+    /// The API group, `""` for the core group.
     pub api_group: String,
+    /// The resource (`pods`), or `""`.
     pub resource: String,
+    /// The subresource (`status`), or `""`.
     pub subresource: String,
+    /// The namespace, `""` for a cluster-scoped request.
     pub namespace: String,
+    /// The object's name, or `""`.
     pub name: String,
+    /// The URL path.
     pub path: String,
 }
 
@@ -182,6 +192,9 @@ struct Shared<F> {
 }
 
 impl<F> ApfLayer<F> {
+    /// A layer that admits requests through `dispatcher`, classifying each with
+    /// `classify`. Rejected requests get a 429 with `Retry-After`, as Kubernetes
+    /// answers them.
     pub fn new(dispatcher: Arc<Dispatcher>, classify: F) -> Self {
         let drops = Arc::new(DroppedRequests::new(dispatcher.clock().clone()));
         ApfLayer {

@@ -34,6 +34,9 @@ pub struct WorkEstimate {
 }
 
 impl WorkEstimate {
+    /// An estimate of `initial_seats` while executing, then `final_seats` for
+    /// `additional_latency`. Zero initial seats are taken as one when the request
+    /// is admitted (every request occupies a seat).
     pub const fn new(initial_seats: u32, final_seats: u32, additional_latency: Duration) -> Self {
         WorkEstimate {
             initial_seats,
@@ -108,17 +111,32 @@ pub enum ListCostModel {
 /// Parameters of the estimator, with Kubernetes' defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WorkEstimatorConfig {
+    /// Least seats any request occupies (at least 1; Kubernetes: 1).
     pub minimum_seats: u32,
+    /// Most seats a LIST or an initialising WATCH occupies, before the level's
+    /// own cap (at least 1).
     pub maximum_list_seats: u32,
+    /// Most final seats of a mutating request, before the level's own cap (at
+    /// least 1).
     pub maximum_mutating_seats: u32,
+    /// Whether a LIST costs by object count or by bytes in memory.
     pub list_cost_model: ListCostModel,
+    /// Count-based LIST cost: objects processed per seat (finite, positive).
     pub objects_per_seat: f64,
+    /// Size-based LIST cost: bytes held in memory per seat (at least 1).
     pub bytes_per_seat: u64,
+    /// Size-based LIST cost: the most bytes a LIST served from the watch cache
+    /// is counted for (it streams).
     pub cache_max_memory_bytes: u64,
+    /// Size-based LIST cost: the object size assumed when the average is
+    /// unknown or the count is stale.
     pub max_object_size_bytes: u64,
     /// Whether mutating requests get final seats for their watchers.
     pub mutating_enabled: bool,
+    /// Mutating requests: watchers per final seat (finite, positive).
     pub watches_per_seat: f64,
+    /// Mutating requests: how long one seat stays occupied per notified watch
+    /// event; the final seats' additional latency is derived from it.
     pub event_additional_duration: Duration,
     /// Whether a WATCH that sends initial events costs like a LIST
     /// (Kubernetes' `WatchList` feature, on by default since 1.34); when
@@ -186,12 +204,15 @@ impl WorkEstimatorConfig {
 /// A [`WorkEstimatorConfig`] the estimator cannot use.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum WorkEstimatorConfigError {
+    /// `minimum_seats` is 0.
     ZeroMinimumSeats,
+    /// `maximum_list_seats` or `maximum_mutating_seats` is 0.
     ZeroMaximumSeats,
     /// `objects_per_seat` must be finite and positive.
     ObjectsPerSeat(f64),
     /// `watches_per_seat` must be finite and positive.
     WatchesPerSeat(f64),
+    /// `bytes_per_seat` is 0.
     ZeroBytesPerSeat,
 }
 
@@ -221,8 +242,14 @@ impl Error for WorkEstimatorConfigError {}
 /// What is known of the objects of the listed resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ObjectStats {
-    /// A recent count and average object size (0 when unknown).
-    Known { count: u64, average_size_bytes: u64 },
+    /// A recent count and average object size.
+    Known {
+        /// Objects of the resource.
+        count: u64,
+        /// Their average size in bytes; 0 when unknown (then
+        /// `max_object_size_bytes` is assumed).
+        average_size_bytes: u64,
+    },
     /// The count stopped being updated: a sign of trouble, so assume the
     /// worst.
     Stale,
@@ -248,9 +275,13 @@ pub enum ResourceVersion {
 /// `resourceVersionMatch` of a LIST.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ResourceVersionMatch {
+    /// Not given.
     #[default]
     Unset,
+    /// `Exact`: exactly the given `resourceVersion` (read from storage).
     Exact,
+    /// `NotOlderThan`: any version at least as new (the watch cache may serve
+    /// it).
     NotOlderThan,
     /// A value the server does not know; the request will fail later.
     Unrecognized,
@@ -259,7 +290,9 @@ pub enum ResourceVersionMatch {
 /// The list options that matter to the cost of a LIST or WATCH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ListOptions {
+    /// `resourceVersion`.
     pub resource_version: ResourceVersion,
+    /// `resourceVersionMatch`.
     pub resource_version_match: ResourceVersionMatch,
     /// `limit`; 0 for none.
     pub limit: u64,
@@ -308,6 +341,7 @@ impl ListOptions {
 /// A LIST, or a WATCH that may start like one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListRequest {
+    /// Its list options (they decide between watch cache and storage).
     pub options: ListOptions,
     /// The query could not be parsed into list options; the request will
     /// fail validation, and costs the maximum until then.
@@ -315,6 +349,7 @@ pub struct ListRequest {
     /// The request names one object (`metadata.name`), so storage reads
     /// just that one.
     pub single_object: bool,
+    /// What is known of the resource's objects.
     pub stats: ObjectStats,
 }
 
@@ -343,8 +378,11 @@ pub struct MutatingRequest {
 /// The request kinds the estimator distinguishes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkRequest {
+    /// A LIST.
     List(ListRequest),
+    /// A WATCH (costs like a LIST while it sends initial events, if enabled).
     Watch(ListRequest),
+    /// A create, update, patch or delete: final seats for its watchers.
     Mutating(MutatingRequest),
     /// Any other verb (get, proxy, non-resource requests...).
     Other,
@@ -393,11 +431,14 @@ pub struct WorkEstimator {
 }
 
 impl WorkEstimator {
+    /// An estimator with `config`, or the first reason it is unusable (zero
+    /// seats or bytes per seat, a non-finite or non-positive ratio).
     pub fn new(config: WorkEstimatorConfig) -> Result<Self, WorkEstimatorConfigError> {
         config.validate()?;
         Ok(WorkEstimator { config })
     }
 
+    /// The parameters it estimates with.
     pub fn config(&self) -> &WorkEstimatorConfig {
         &self.config
     }

@@ -44,22 +44,34 @@ impl Default for AdjusterOptions {
 /// One level as the last adjustment saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LevelReport {
+    /// The level's name.
     pub name: String,
+    /// Its configured limits (NominalCL, LendableCL, BorrowingCL).
     pub limits: LevelLimits,
+    /// Its seat demand over the period just ended.
     pub stats: SeatDemandStats,
     /// max(MinCurrentCL, smoothed demand).
     pub target: f64,
+    /// MinCurrentCL: the lower bound of its CurrentCL this time (its last
+    /// period's high watermark of demand, clipped to MinCL..=NominalCL for
+    /// a limited level).
     pub min_current_cl: u32,
+    /// The CurrentCL (concurrency limit, in seats) it was given.
     pub current_cl: u32,
 }
 
 /// The last adjustment, for metrics and debugging.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdjustmentReport {
+    /// When the adjustment ran.
     pub at: Instant,
+    /// The server's concurrency limit shared by all levels.
     pub server_cl: u32,
+    /// The FairProp found (zero unless `regime` is `Fair`).
     pub fair_prop: f64,
+    /// How the CurrentCLs were found.
     pub regime: Regime,
+    /// Every level, in configuration order.
     pub levels: Vec<LevelReport>,
 }
 
@@ -304,6 +316,7 @@ impl BorrowingAdjuster {
         lock(&self.inner.timer).as_ref().and_then(Timer::deadline)
     }
 
+    /// The time between periodic adjustments.
     pub fn period(&self) -> Duration {
         self.inner.period
     }

@@ -33,6 +33,7 @@ use super::solver::{fair_allocation, AllocItem, AllocRegime};
 /// One level's input to an adjustment.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LevelDemand {
+    /// The level's configured limits.
     pub limits: LevelLimits,
     /// Highest seat demand of the period just ended.
     pub high_watermark: u32,
@@ -89,6 +90,7 @@ pub struct Allocation {
     pub current_cls: Vec<u32>,
     /// The FairProp found; zero unless `regime` is `Fair`.
     pub fair_prop: f64,
+    /// How the CurrentCLs were found.
     pub regime: Regime,
 }
 

@@ -43,16 +43,20 @@ impl LevelConfig {
         }
     }
 
+    /// The same level with `lendablePercent` set (0..=100; checked by
+    /// [`validate_levels`]).
     pub fn with_lendable_percent(mut self, percent: u32) -> Self {
         self.lendable_percent = percent;
         self
     }
 
+    /// The same level with `borrowingLimitPercent` set (`None`: unlimited).
     pub fn with_borrowing_limit_percent(mut self, percent: Option<u32>) -> Self {
         self.borrowing_limit_percent = percent;
         self
     }
 
+    /// The same level with its nominal concurrency shares set.
     pub fn with_nominal_shares(mut self, shares: u32) -> Self {
         self.nominal_shares = shares;
         self
@@ -63,14 +67,25 @@ impl LevelConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BorrowingConfigError {
     /// `lendablePercent` above 100.
-    LendablePercentOutOfRange { level: String, value: u32 },
+    LendablePercentOutOfRange {
+        /// The level's name.
+        level: String,
+        /// The percent given.
+        value: u32,
+    },
     /// Two levels of one configuration share a name.
-    DuplicateName { level: String },
+    DuplicateName {
+        /// The name they share.
+        level: String,
+    },
     /// An adjustment period shorter than
     /// [`MIN_ADJUSTMENT_PERIOD`](super::MIN_ADJUSTMENT_PERIOD): zero would
     /// adjust forever at one instant, a few nanoseconds would spend the
     /// timer thread on adjustments.
-    AdjustmentPeriodTooShort { period: std::time::Duration },
+    AdjustmentPeriodTooShort {
+        /// The period given.
+        period: std::time::Duration,
+    },
 }
 
 impl fmt::Display for BorrowingConfigError {
@@ -118,6 +133,7 @@ pub fn validate_levels(levels: &[LevelConfig]) -> Result<(), BorrowingConfigErro
 /// One level's configured limits, in seats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LevelLimits {
+    /// Whether the level is exempt (its CurrentCL follows its demand).
     pub exempt: bool,
     /// NominalCL = ceil(ServerCL · NCS / Σ NCS) over all levels.
     pub nominal_cl: u32,

@@ -53,10 +53,12 @@ pub enum AllocRegime {
 /// The allocations, in the order of the items, with the FairProp found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FairAllocation {
+    /// The allocation of each item, in input order.
     pub allocs: Vec<f64>,
     /// The shared proportion: zero when over-constrained, otherwise a `p`
     /// with `alloc(i) = clamp(p·target(i), lower(i), upper(i))`.
     pub fair_prop: f64,
+    /// Which bounds decided the allocation.
     pub regime: AllocRegime,
 }
 

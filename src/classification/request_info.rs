@@ -15,12 +15,20 @@ pub struct RequestInfo<'a> {
     /// `create`, `update`, `patch`, `delete`, `deletecollection`), the
     /// lower-case method otherwise.
     pub verb: String,
+    /// Whether the path names an API resource (`/api/...`, `/apis/...`).
     pub is_resource_request: bool,
+    /// The API group, `""` for the core group (`/api/v1`).
     pub api_group: &'a str,
+    /// The resource (`pods`), or `""`.
     pub resource: &'a str,
+    /// The subresource (`status`), or `""`.
     pub subresource: &'a str,
+    /// The namespace (`/namespaces/NS/...`), or `""` for a cluster-scoped
+    /// request.
     pub namespace: &'a str,
+    /// The object's name, or `""` for a collection.
     pub name: &'a str,
+    /// The URL path as given.
     pub path: &'a str,
 }
 

@@ -22,6 +22,7 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
+    /// A reference to the object of this kind and name, with no input location.
     pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
             kind: kind.into(),
@@ -56,10 +57,16 @@ impl fmt::Display for ObjectRef {
 /// that could not be read as an object at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorType {
+    /// A required field is missing or empty.
     Required,
+    /// A value out of range or malformed.
     Invalid,
+    /// A value outside the supported set (an unknown `type`, for one).
     NotSupported,
+    /// A field that must not be set here (a namespace on a cluster-scoped
+    /// object, `spec.limited` on an exempt level).
     Forbidden,
+    /// A name or list entry that appears twice.
     Duplicate,
     /// A reference to an object that does not exist (a dangling priority
     /// level reference).
@@ -85,13 +92,16 @@ impl ErrorType {
 /// One problem with one field of one object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The object at fault.
     pub object: ObjectRef,
     /// Field path, `spec.limited.limitResponse.queuing.handSize`; empty when
     /// the problem is the whole input.
     pub field: String,
+    /// What kind of problem it is.
     pub error_type: ErrorType,
     /// The offending value as the API server would print it, if any.
     pub value: Option<String>,
+    /// Why, in words (may be empty).
     pub detail: String,
 }
 
@@ -140,14 +150,17 @@ impl std::error::Error for ConfigError {}
 pub struct ConfigErrors(pub Vec<ConfigError>);
 
 impl ConfigErrors {
+    /// The errors, in input order.
     pub fn iter(&self) -> std::slice::Iter<'_, ConfigError> {
         self.0.iter()
     }
 
+    /// How many errors there are.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether there are none (never the case for a returned error).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

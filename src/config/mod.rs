@@ -54,7 +54,10 @@ pub use validate::{
 /// (with Kubernetes' defaults applied) and not yet validated.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Config {
+    /// The PriorityLevelConfiguration objects, in input order.
     pub priority_levels: Vec<PriorityLevelConfiguration>,
+    /// The FlowSchema objects, in input order (matching order is by
+    /// `matchingPrecedence`, then name, decided at validation).
     pub flow_schemas: Vec<FlowSchema>,
 }
 
@@ -114,6 +117,10 @@ impl Config {
     /// Reads YAML: one object, a `List` (as `kubectl get
     /// flowschemas,prioritylevelconfigurations -o yaml` prints), a typed
     /// list, or several documents separated by `---`.
+    ///
+    /// Fails with every problem found (syntax, wrong types, unknown `spec`
+    /// fields, unknown kinds), each naming the document or object and the
+    /// field. Values are checked later, by [`Config::validate`].
     pub fn from_yaml_str(text: &str) -> Result<Config, ConfigErrors> {
         load::from_yaml(text)
     }
@@ -125,8 +132,9 @@ impl Config {
 
     /// Reads bytes in either format (JSON if they start with `{` or `[`).
     ///
-    /// Every reader refuses input over [`crate::input::MAX_INPUT_BYTES`] or
-    /// [`crate::input::MAX_INPUT_NODES`], and input with no objects.
+    /// Every reader refuses input over 16 MiB or over 200,000 YAML/JSON
+    /// nodes (before building anything), and input with no objects, with
+    /// an error; it never panics on input.
     pub fn from_slice(bytes: &[u8]) -> Result<Config, ConfigErrors> {
         load::from_slice(bytes)
     }

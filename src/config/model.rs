@@ -53,12 +53,15 @@ impl ValidConfig {
 /// A priority level.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidPriorityLevel {
+    /// The level's `metadata.name`.
     pub name: String,
+    /// The level's `metadata.uid`, if the input gave one.
     pub uid: Option<String>,
     /// Nominal concurrency shares (NCS); exempt levels count too.
     pub nominal_concurrency_shares: u32,
     /// Share of the nominal concurrency limit other levels may borrow, 0..=100.
     pub lendable_percent: u32,
+    /// Exempt or limited, and how a limited level handles excess requests.
     pub kind: LevelKind,
     /// How a queuing level shares its seats (the `apf.libapf.io/fairness`
     /// annotation; Kubernetes' policy by default).
@@ -66,6 +69,7 @@ pub struct ValidPriorityLevel {
 }
 
 impl ValidPriorityLevel {
+    /// Whether the level is exempt (executes every request at once).
     pub fn is_exempt(&self) -> bool {
         matches!(self.kind, LevelKind::Exempt)
     }
@@ -83,14 +87,17 @@ impl ValidPriorityLevel {
     }
 }
 
+/// The type of a priority level, with a limited level's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LevelKind {
     /// Never queued, never rejected.
     Exempt,
+    /// Limited to its share of the server's seats (plus what it borrows).
     Limited {
         /// Percent of the nominal limit this level may borrow on top of it;
         /// `None` is no limit.
         borrowing_limit_percent: Option<u32>,
+        /// What happens to requests beyond the limit.
         limit_response: LimitPolicy,
     },
 }
@@ -98,29 +105,42 @@ pub enum LevelKind {
 /// What a limited level does with a request it cannot execute now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LimitPolicy {
+    /// Reject at once.
     Reject,
+    /// Wait in fair queues, rejected when the queue is full or the wait limit
+    /// passes.
     Queue(QueuingParams),
 }
 
+/// A queuing level's queues, validated: `hand_size <= queues`, and enough
+/// entropy for the shuffle-sharding dealer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueuingParams {
+    /// Number of queues (1 or more).
     pub queues: u32,
+    /// Queues dealt to each flow (1..=queues); a request joins the shortest.
     pub hand_size: u32,
+    /// Most requests one queue holds (1 or more).
     pub queue_length_limit: u32,
 }
 
 /// How a flow schema tells the flows of its requests apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DistinguisherMethod {
+    /// Flows by the requesting user's name.
     ByUser,
+    /// Flows by the request's namespace (empty for cluster-scoped requests).
     ByNamespace,
 }
 
 /// A flow schema.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ValidFlowSchema {
+    /// The schema's `metadata.name`.
     pub name: String,
+    /// The schema's `metadata.uid`, if the input gave one.
     pub uid: Option<String>,
+    /// 1..=10000; lower matches first.
     pub matching_precedence: u32,
     /// Index into [`ValidConfig::priority_levels`]; `None` when the
     /// referenced level does not exist and dangling references were allowed,
@@ -128,14 +148,18 @@ pub struct ValidFlowSchema {
     pub priority_level: Option<usize>,
     /// Name of the referenced level, whether it exists or not.
     pub priority_level_name: String,
+    /// How its requests are split into flows; `None`: one flow.
     pub distinguisher: Option<DistinguisherMethod>,
+    /// The rules as given; the schema matches a request when any one matches.
     pub rules: Vec<PolicyRulesWithSubjects>,
 }
 
 /// Something validation changed or tolerated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {
+    /// The object concerned.
     pub object: ObjectRef,
+    /// What was changed or tolerated, in words.
     pub message: String,
 }
 

@@ -37,9 +37,13 @@ pub enum ChangedMandatory {
     Overwrite,
 }
 
+/// How [`super::Config::validate_with`] treats what Kubernetes tolerates or
+/// fixes up; the default is Kubernetes' API-server behaviour.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ValidateOptions {
+    /// A flow schema that names a priority level that does not exist.
     pub dangling: DanglingReferences,
+    /// A mandatory object whose spec differs from Kubernetes' fixed value.
     pub changed_mandatory: ChangedMandatory,
 }
 

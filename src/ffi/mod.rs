@@ -11,10 +11,10 @@
 //! # Conventions
 //! - Names are `apf_<type>_<verb>`; `_new` creates, `_free` destroys, and
 //!   `_free(NULL)` is a no-op.
-//! - Every function returns an [`apf_status`](status::apf_status) (except
+//! - Every function returns an [`apf_status`] (except
 //!   `apf_abi_version` and `_free`); results go through out-parameters,
 //!   which come last and are written only on `APF_OK`. Inputs come first.
-//! - Text made on demand comes out as an owned [`apf_text`](text::apf_text)
+//! - Text made on demand comes out as an owned [`apf_text`]
 //!   freed by `apf_text_free` (no size-then-copy loop).
 //! - Option structs start with `struct_size`, set by their `_default`
 //!   function, so they can grow without breaking callers (`sized`).

@@ -5,9 +5,9 @@
 //!
 //! A queueset is a limited [`Level`] without a dispatcher around it: its
 //! requests live in the same handle slab as a dispatcher's
-//! ([`super::slab`]), are waited for, polled, cancelled and finished by the
+//! (`src/ffi/slab.rs`), are waited for, polled, cancelled and finished by the
 //! same code ([`super::request`]), and announce their decisions through the
-//! same completion queue and fd ([`super::completion`]).
+//! same completion queue and fd (`src/ffi/completion.rs`).
 
 use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::Completion;

@@ -51,8 +51,6 @@
 mod dump;
 mod encode;
 
-pub use dump::{format_seat_seconds, format_table};
-
 use crate::borrowing::SeatDemandStats;
 use crate::dispatcher::Dispatcher;
 use crate::level::Level;
@@ -77,14 +75,19 @@ pub const BUILTIN_CONFIG_SERIES: usize = 153;
 /// One priority level's figures at one moment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LevelMetrics {
+    /// The level's name (the `priority_level` label).
     pub name: String,
+    /// Whether the level is exempt.
     pub exempt: bool,
     /// Whether the level queues (limited, with queues).
     pub queuing: bool,
-    /// NominalCL, MinCL, MaxCL and CurrentCL as borrowing computed them.
+    /// NominalCL, as borrowing computed it (seats).
     pub nominal_limit_seats: u32,
+    /// MinCL: the seats the level never lends.
     pub lower_limit_seats: u32,
+    /// MaxCL: NominalCL plus what it may borrow.
     pub upper_limit_seats: u32,
+    /// CurrentCL: its concurrency limit now.
     pub current_limit_seats: u32,
     /// The seat-demand statistics of the last adjustment period.
     pub demand: SeatDemandStats,
@@ -99,7 +102,9 @@ pub struct LevelMetrics {
 /// One (level, flow schema) pair's tallies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchemaMetrics {
+    /// The flow schema's name (the `flow_schema` label).
     pub name: String,
+    /// Its requests' counts and histograms at this level.
     pub stats: TagStats,
 }
 
@@ -180,6 +185,8 @@ impl Dispatcher {
 
 /// Anything that reports client-go's workqueue metrics.
 pub trait WorkqueueSource: Send + Sync {
+    /// The queue's metrics now (depth, adds, latencies, ...), labelled with its
+    /// name.
     fn workqueue_metrics(&self) -> WorkqueueMetrics;
 }
 

@@ -92,16 +92,35 @@ impl Default for QueueSetConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueueSetConfigError {
     /// Queues and hand size do not make a valid shuffle-sharding dealer.
-    Dealer { level: String, error: DealerError },
+    Dealer {
+        /// The level's name.
+        level: String,
+        /// What is wrong with its queues and hand size.
+        error: DealerError,
+    },
     /// A queuing level needs a queue length limit of at least 1.
-    QueueLengthLimit { level: String },
+    QueueLengthLimit {
+        /// The level's name.
+        level: String,
+    },
     /// G must be positive.
-    ServiceTimeGuess { level: String },
+    ServiceTimeGuess {
+        /// The level's name.
+        level: String,
+    },
     /// The concurrency limit is above [`MAX_CONCURRENCY_LIMIT`].
-    ConcurrencyLimit { level: String, limit: u32 },
+    ConcurrencyLimit {
+        /// The level's name.
+        level: String,
+        /// The limit given.
+        limit: u32,
+    },
     /// The level failed (a panic inside its critical section) and takes no
     /// new configuration; replace it with a new queueset.
-    LevelFailed { level: String },
+    LevelFailed {
+        /// The level's name.
+        level: String,
+    },
 }
 
 impl fmt::Display for QueueSetConfigError {

@@ -40,7 +40,10 @@ pub struct WaitingDump {
     pub id: u64,
     /// The caller's tag (the dispatcher's flow-schema id).
     pub tag: u32,
+    /// When it arrived.
     pub arrival: Instant,
+    /// When it times out: the earlier of arrival plus the wait limit and its own
+    /// deadline.
     pub deadline: Instant,
     /// Its estimate, after clamping.
     pub estimate: WorkEstimate,
@@ -51,6 +54,7 @@ pub struct WaitingDump {
 pub struct QueueSetDump {
     /// The level's virtual time R.
     pub current_r: VTime,
+    /// Every queue, by index.
     pub queues: Vec<QueueDump>,
     /// Waiting requests, queue by queue, head first.
     pub waiting: Vec<WaitingDump>,

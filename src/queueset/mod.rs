@@ -17,15 +17,16 @@
 //! queueset would have after the same sequence of events: a request admitted
 //! on the hot path still belongs to its flow's queue for every later dispatch
 //! decision. The property tests check this against the plain
-//! [`reference::ReferenceQueueSet`] decision by decision.
+//! reference model (`reference::ReferenceQueueSet`, built for tests only)
+//! decision by decision.
 //!
 //! # The admission word
 //! Seats in use, the limit and a `SLOW` flag (requests wait) share one
-//! atomic word, [`admission::AdmissionWord`], the only authority on seat
-//! availability: every path takes seats from it with one compare-and-swap
-//! that re-checks the room, and the core mirrors them for accounting. Its
-//! module documents the protocol: who may change each field, the
-//! invariants, and why each memory ordering suffices.
+//! atomic word, `AdmissionWord` (`src/queueset/admission.rs`), the only
+//! authority on seat availability: every path takes seats from it with one
+//! compare-and-swap that re-checks the room, and the core mirrors them for
+//! accounting. Its module documents the protocol: who may change each
+//! field, the invariants, and why each memory ordering suffices.
 //!
 //! # A panic inside the level lock
 //! The core's state is updated in several steps under the level lock. If
@@ -146,6 +147,7 @@ impl fmt::Display for RejectReason {
 pub struct Request {
     /// The flow's 64-bit hash (shuffle sharding deals its hand from it).
     pub flow_hash: u64,
+    /// Seats while executing and afterwards (clamped to 1..=the limit).
     pub estimate: WorkEstimate,
     /// The caller's own deadline for starting; the wait limit applies too.
     pub deadline: Option<Instant>,
@@ -159,16 +161,23 @@ pub enum Admission<'q> {
     Execute(Guard<'q>),
     /// Waiting in a queue: wait, poll or await the ticket, or cancel it.
     Queued(Ticket<'q>),
+    /// Refused at once; the reason says why.
     Rejected(RejectReason),
 }
 
 /// Counters and gauges of one queueset.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueSetStats {
+    /// The level's concurrency limit in seats (CurrentCL).
     pub concurrency_limit: u32,
+    /// Seats held now, by executing requests and by final seats lingering for
+    /// their additional latency.
     pub seats_in_use: u32,
+    /// Requests executing now.
     pub requests_executing: u32,
+    /// Requests waiting in the queues now.
     pub requests_waiting: u32,
+    /// Number of queues (0 for a level that does not queue).
     pub queues: usize,
     /// Requests dispatched from a queue (hot-path admissions not included).
     pub dispatched_from_queues: u64,
@@ -201,6 +210,11 @@ impl fmt::Debug for QueueSet {
 
 impl QueueSet {
     /// A queueset with `cfg`, timed by `clock`.
+    ///
+    /// Fails with [`QueueSetConfigError`] (naming the level) when the queues
+    /// and hand size cannot deal, a queuing level's queue length limit is 0,
+    /// the service-time guess is zero, or the concurrency limit is above
+    /// [`MAX_CONCURRENCY_LIMIT`].
     pub fn new(cfg: QueueSetConfig, clock: Clock) -> Result<QueueSet, QueueSetConfigError> {
         let dealer = cfg.validate()?;
         let now = clock.now();
@@ -444,7 +458,8 @@ impl QueueSet {
             .collect()
     }
 
-    /// The level's virtual time R.
+    /// The level's virtual time R, in [`vtime::VTime`] units (2^-20
+    /// seat-nanoseconds; [`vtime::to_seat_seconds`] converts).
     pub fn current_r(&self) -> vtime::VTime {
         self.shared.lock_and_drain().core.r
     }
@@ -485,8 +500,12 @@ impl Drop for QueueSet {
 #[derive(Debug)]
 #[must_use = "an execution must be finished and a waiting request resolved"]
 pub enum RawAdmission {
+    /// Execute now: finish the execution with [`QueueSet::finish_execution`].
     Execute(Execution),
+    /// Waiting in a queue: resolve it with [`QueueSet::wait_for`],
+    /// [`QueueSet::poll_waiting`] or [`QueueSet::cancel_waiting`].
     Queued(Waiting),
+    /// Refused at once; the reason says why.
     Rejected(RejectReason),
 }
 

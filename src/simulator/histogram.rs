@@ -63,6 +63,7 @@ fn upper_bound(i: usize) -> u64 {
 }
 
 impl Histogram {
+    /// Counts one value (nanoseconds, in the simulator's use).
     #[inline]
     pub fn record(&mut self, v: u64) {
         self.counts[index(v)] += 1;
@@ -79,10 +80,12 @@ impl Histogram {
         self.max = self.max.max(other.max);
     }
 
+    /// How many values were recorded.
     pub fn count(&self) -> u64 {
         self.count
     }
 
+    /// The largest value recorded, exactly; 0 when empty.
     pub fn max(&self) -> u64 {
         self.max
     }

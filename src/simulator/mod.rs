@@ -43,16 +43,17 @@ mod engine;
 mod fairness;
 mod histogram;
 mod report;
-pub mod svg;
+mod svg;
 mod workload;
 
 pub use engine::{run, RunStats, SimulationError};
 pub use fairness::{compare_fairness, with_fairness, FairnessComparison, FairnessRow};
 pub use histogram::Histogram;
-pub use report::{
-    count as format_count, duration as format_duration, wait as format_wait, Check, FlowReport,
-    LevelReport, Report, Series, Verdict,
-};
+pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
+// Number and duration formatting the apf-cli crate shares with the report
+// page, so both print the same figures; not part of the API.
+#[doc(hidden)]
+pub use report::{count as format_count, duration as format_duration, wait as format_wait};
 pub use workload::{
     limits, parse_duration, Arrival, Burst, Expectation, Flow, Phase, RequestTemplate, Server,
     ServiceTime, Workload, WorkloadError, WorkloadErrors,

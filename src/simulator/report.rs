@@ -11,10 +11,15 @@ use std::time::Duration;
 /// and seed give an equal report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
+    /// The workload's name (empty when its file gives none).
     pub workload: String,
+    /// The workload's description.
     pub description: String,
+    /// The seed the run used (the workload's, or the one given to [`super::run`]).
     pub seed: u64,
+    /// Simulated time the run covered.
     pub duration: Duration,
+    /// The server's concurrency limit (seats shared by all levels).
     pub server_concurrency_limit: u32,
     /// The verdict's threshold (the workload's `servedFraction`).
     pub served_fraction: f64,
@@ -24,25 +29,36 @@ pub struct Report {
     pub flows: Vec<FlowReport>,
     /// Every level of the configuration, in its order.
     pub levels: Vec<LevelReport>,
+    /// Time series for the charts.
     pub series: Series,
 }
 
 /// One flow entry of the workload (all its replicas together).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowReport {
+    /// The flow entry's name in the workload.
     pub name: String,
+    /// How many flows the entry stands for.
     pub replicas: u32,
     /// Where its first replica was classified.
     pub schema: String,
+    /// The priority level its first replica was classified into.
     pub level: String,
+    /// Its first replica's flow distinguisher (the user or namespace its
+    /// schema's distinguisher method picked; empty for none).
     pub distinguisher: String,
+    /// What the workload expects of the flow, checked by [`Report::verdict`].
     pub expect: Option<Expectation>,
+    /// Requests that arrived (open loop, bursts and closed-loop sends).
     pub arrived: u64,
+    /// Requests that were given seats (at once or from a queue).
     pub dispatched: u64,
+    /// Requests that finished executing before the end of the run.
     pub completed: u64,
     /// Requests the flow wanted to start: its arrivals (open loop), or what
     /// its clients would have sent had they never waited (closed loop).
     pub demand: f64,
+    /// `demand` per simulated second.
     pub demand_per_second: f64,
     /// Completed requests per simulated second.
     pub throughput: f64,
@@ -65,22 +81,32 @@ pub struct FlowReport {
 /// One priority level (all the flows classified there).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LevelReport {
+    /// The level's name.
     pub name: String,
+    /// Whether the level is exempt (executes everything at once).
     pub exempt: bool,
     /// NominalCL; `None` for exempt levels.
     pub nominal_limit: Option<u32>,
     /// The concurrency limit averaged over the samples (borrowing moves
     /// it); `None` for exempt levels.
     pub mean_limit: Option<f64>,
+    /// Requests classified to the level.
     pub arrived: u64,
+    /// Requests given seats (at once or from a queue).
     pub dispatched: u64,
+    /// Requests that finished executing before the end of the run.
     pub completed: u64,
+    /// Completed requests per simulated second.
     pub throughput: f64,
+    /// Seats × seconds held by the level's requests.
     pub seat_seconds: f64,
+    /// Its share of the seat-seconds of all levels (0..=1).
     pub seat_share: f64,
     /// Seats in use, averaged over the run.
     pub mean_seats: f64,
+    /// Time from arrival to dispatch of each dispatched request, ns.
     pub wait: Histogram,
+    /// Rejections by reason, indexed by `RejectReason as usize`.
     pub rejected: [u64; 4],
     /// Longest total queue length seen at a sample.
     pub max_queue_length: u32,
@@ -91,6 +117,7 @@ pub struct LevelReport {
 /// Time series for the charts: one point per sample interval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
+    /// Length of each sample interval (the workload's `sampleInterval`).
     pub interval: Duration,
     /// End of each interval, seconds.
     pub times: Vec<f64>,
@@ -98,7 +125,10 @@ pub struct Series {
     pub flow_seat_seconds: Vec<Vec<f64>>,
     /// Per level, sampled at the end of each interval.
     pub level_queue_length: Vec<Vec<u32>>,
+    /// Per level, seats in use at the end of each interval.
     pub level_seats_in_use: Vec<Vec<u32>>,
+    /// Per level, its concurrency limit at the end of each interval (0 for
+    /// exempt levels).
     pub level_limit: Vec<Vec<u32>>,
 }
 
@@ -107,13 +137,16 @@ pub struct Series {
 pub struct Verdict {
     /// True when every check passed (and vacuously when there is none).
     pub pass: bool,
+    /// One check per flow that has an expectation, in the workload's order.
     pub checks: Vec<Check>,
 }
 
 /// One flow's expectation and how it fared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Check {
+    /// The flow entry's name.
     pub flow: String,
+    /// Dispatched requests over demand (0..=1).
     pub served: f64,
     /// The least fraction of its demand it had to get, if checked.
     pub served_bound: Option<f64>,
@@ -121,6 +154,7 @@ pub struct Check {
     pub wait_p99: u64,
     /// The longest wait p99 allowed, if checked.
     pub wait_p99_bound: Option<Duration>,
+    /// Whether every checked bound held.
     pub pass: bool,
 }
 
@@ -170,22 +204,26 @@ impl FlowReport {
         }
     }
 
+    /// Rejections of every reason together.
     pub fn rejected_total(&self) -> u64 {
         self.rejected.iter().sum()
     }
 }
 
 impl LevelReport {
+    /// Rejections of every reason together.
     pub fn rejected_total(&self) -> u64 {
         self.rejected.iter().sum()
     }
 }
 
 impl Report {
+    /// The flow entry named `name`, if the workload has one.
     pub fn flow(&self, name: &str) -> Option<&FlowReport> {
         self.flows.iter().find(|f| f.name == name)
     }
 
+    /// The level named `name`, if the configuration has one.
     pub fn level(&self, name: &str) -> Option<&LevelReport> {
         self.levels.iter().find(|l| l.name == name)
     }
@@ -195,6 +233,7 @@ impl Report {
         self.levels.iter().filter(|l| l.arrived > 0)
     }
 
+    /// Checks every flow's expectation against what it got.
     pub fn verdict(&self) -> Verdict {
         let checks: Vec<Check> = self
             .flows

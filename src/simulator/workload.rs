@@ -47,47 +47,67 @@ pub mod limits {
 pub struct Workload {
     /// Empty when the file gives none.
     pub name: String,
+    /// Free text, printed with the report.
     pub description: String,
     /// Simulated time.
     pub duration: Duration,
     /// Seed of every random choice; `apf simulate --seed` overrides it.
     pub seed: u64,
+    /// The dispatcher's settings.
     pub server: Server,
     /// Resolution of the time series (charts).
     pub sample_interval: Duration,
     /// A flow with `expect: served` passes when it got at least this
     /// fraction of its demand.
     pub served_fraction: f64,
+    /// The flow entries, in file order (at least one).
     pub flows: Vec<Flow>,
 }
 
 /// The server's settings (the dispatcher's options).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Server {
+    /// Seats shared by all levels (`DispatcherOptions::server_concurrency_limit`).
     pub concurrency_limit: u32,
+    /// Fair queuing's initial service-time guess G.
     pub service_time_guess: Duration,
+    /// The longest a request waits in a queue before it is rejected.
     pub wait_limit: Duration,
+    /// How often borrowing between levels recomputes their limits.
     pub borrowing_period: Duration,
 }
 
 /// One flow entry: `replicas` flows alike but for `{i}` in their strings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Flow {
+    /// The entry's name in the report (unique in the workload).
     pub name: String,
+    /// How many flows the entry stands for (1 or more).
     pub replicas: u32,
+    /// Who sends and what: classification's input.
     pub request: RequestTemplate,
+    /// How its requests arrive: open or closed loop.
     pub arrival: Arrival,
     /// How long a closed-loop client waits after a rejection before it
     /// tries again (Kubernetes answers 429 with `Retry-After: 1`).
     pub retry_after: Duration,
+    /// How long a request executes once it has its seats.
     pub service: ServiceTime,
+    /// Seats a request holds while it executes (1 or more).
     pub initial_seats: u32,
+    /// Seats it keeps for `additional_latency` after it finished.
     pub final_seats: u32,
+    /// How long the final seats stay held after the request finished
+    /// (Kubernetes' estimate for notifying watchers of a write); the client does
+    /// not wait for it.
     pub additional_latency: Duration,
     /// The client's own deadline for starting, if any.
     pub timeout: Option<Duration>,
+    /// Load changes over time, in increasing order of `at`.
     pub phases: Vec<Phase>,
+    /// Extra open-loop requests at given times.
     pub bursts: Vec<Burst>,
+    /// What the verdict checks about this flow, if anything.
     pub expect: Option<Expectation>,
 }
 
@@ -96,15 +116,25 @@ pub struct Flow {
 /// replica's index (0-based) in every string.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RequestTemplate {
+    /// The authenticated user (`system:serviceaccount:NS:NAME`, ...).
     pub user: String,
+    /// The user's groups, as an authenticator would give them.
     pub groups: Vec<String>,
+    /// Kubernetes' verb, or the lower-case HTTP method of a non-resource request.
     pub verb: String,
+    /// A non-resource request (`/healthz`, ...): then `path` is what matches.
     pub non_resource: bool,
+    /// The API group, `""` for the core group.
     pub api_group: String,
+    /// The resource (`pods`, `leases`, ...).
     pub resource: String,
+    /// The subresource (`status`, `log`, ...), or empty.
     pub subresource: String,
+    /// The namespace, empty for a cluster-scoped request.
     pub namespace: String,
+    /// The object's name, or empty.
     pub name: String,
+    /// The URL path (derived from the other fields for a resource request).
     pub path: String,
 }
 
@@ -136,28 +166,44 @@ impl RequestTemplate {
 /// How requests arrive.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Arrival {
-    /// Open loop: a Poisson process of this many requests per second per
+    /// Open loop: a Poisson process of `rate` requests per second per
     /// replica, whatever happens to earlier requests.
-    Poisson { rate: f64 },
+    Poisson {
+        /// Requests per second per replica (0 ..= [`limits::MAX_RATE`]).
+        rate: f64,
+    },
     /// Closed loop: `clients` per replica, each sending one request, waiting
     /// for it to finish, thinking, and sending the next.
-    Closed { clients: u32, think: Duration },
+    Closed {
+        /// Clients per replica.
+        clients: u32,
+        /// Time between an answer and the client's next request.
+        think: Duration,
+    },
 }
 
 /// How long a request executes once it has its seats.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ServiceTime {
+    /// Always this long.
     Constant(Duration),
+    /// Uniformly distributed between `min` and `max`.
     Uniform {
+        /// The shortest service time.
         min: Duration,
+        /// The longest service time.
         max: Duration,
     },
+    /// Exponentially distributed.
     Exponential {
+        /// The mean service time.
         mean: Duration,
     },
     /// `median` is e^μ of the underlying normal distribution; `sigma` its σ.
     Lognormal {
+        /// The median, e^μ.
         median: Duration,
+        /// σ of the underlying normal distribution (0..=10).
         sigma: f64,
     },
 }
@@ -180,7 +226,9 @@ impl ServiceTime {
 /// rate (open loop) or the number of active clients, rounded (closed loop).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Phase {
+    /// Simulated time the phase starts at.
     pub at: Duration,
+    /// Load factor from then on (0 switches the flow off).
     pub scale: f64,
 }
 
@@ -188,8 +236,11 @@ pub struct Phase {
 /// starting at `at` (all at once when `over` is zero).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Burst {
+    /// Simulated time the burst starts at.
     pub at: Duration,
+    /// Extra requests per replica.
     pub requests: u32,
+    /// Time they are spread over evenly (zero: all at once).
     pub over: Duration,
 }
 
@@ -203,7 +254,9 @@ pub enum Expectation {
     /// demand (when given) and a wait p99 of at most `wait_p99` (when
     /// given); at least one of the two is.
     Bounds {
+        /// The least fraction (0..=1) of its demand the flow must get, if checked.
         served: Option<f64>,
+        /// The longest 99th-percentile queue wait allowed, if checked.
         wait_p99: Option<Duration>,
     },
 }
@@ -230,7 +283,10 @@ impl Expectation {
 /// `flows[2].service.lognormal.sigma`) and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadError {
+    /// The field's path, such as `flows[2].service.lognormal.sigma` (empty or
+    /// `.` for the whole file).
     pub path: String,
+    /// What is wrong with it.
     pub message: String,
 }
 

@@ -428,7 +428,8 @@ pub struct ItemFastSlow<T> {
 }
 
 impl<T: Item> ItemFastSlow<T> {
-    /// Fast then slow retries.
+    /// Delays an item's first `max_fast_attempts` retries by `fast`, later
+    /// ones by `slow`, until the item is forgotten.
     pub fn new(clock: &Clock, fast: Duration, slow: Duration, max_fast_attempts: u32) -> Self {
         ItemFastSlow {
             fast,

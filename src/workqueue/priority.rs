@@ -157,7 +157,8 @@ impl<T: Item> PriorityQueue<T> {
         self.queue.try_get_with_hint()
     }
 
-    /// Finish processing `item`.
+    /// Finish processing `item`; if it was added again meanwhile, it is
+    /// queued again now. Fails if `item` is not being processed.
     pub fn done(&self, item: &T) -> Result<(), WorkqueueError> {
         self.queue.done(item)
     }
