@@ -24,7 +24,9 @@ pub fn with_fairness(config: &Config, fairness: Fairness) -> Config {
 /// One flow under both policies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FairnessRow {
+    /// The workload's flow (all its replicas).
     pub flow: String,
+    /// Where it was classified (under Kubernetes' policy).
     pub level: String,
     /// Average seats held (seat-seconds over the simulated time), under
     /// Kubernetes' policy and under `flow`.
@@ -38,6 +40,7 @@ pub struct FairnessRow {
 /// The workload's flows under both policies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FairnessComparison {
+    /// One row per flow of the workload, in its order.
     pub rows: Vec<FairnessRow>,
     /// The full reports, Kubernetes' policy first.
     pub reports: [Report; 2],
