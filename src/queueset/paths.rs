@@ -8,7 +8,7 @@ use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{Core, FLOW_QUEUE, NO_QUEUE};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, RawAdmission, RejectReason, Request, Waiting};
-use crate::clock::{Clock, Instant, Timer};
+use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
 use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
@@ -34,7 +34,8 @@ pub(super) enum Record {
     },
     /// A start under the flow fairness policy: its queue is chosen at
     /// replay, from the flow table (the additional latency is in whole
-    /// nanoseconds, so the hash fits in the same 40 bytes).
+    /// nanoseconds, saturated at 584 years, so the hash fits in the same 40
+    /// bytes; only the replay's virtual-time charge reads it).
     StartFlow {
         flow_hash: u64,
         tag: u32,
@@ -112,15 +113,15 @@ impl Shared {
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
         }
-        // A flow-policy record keeps the latency in u64 nanoseconds (584
-        // years); a longer one takes the slow path, exactly accounted.
-        let latency_nanos = u64::try_from(estimate.additional_latency.as_nanos()).ok()?;
         if !self.word.try_take_fast(estimate.max_seats()) {
             return None;
         }
         let queue = self.deal_queue(request.flow_hash);
         let at = self.clock.now();
         if queue == FLOW_QUEUE {
+            // Whole nanoseconds, saturated (584 years): computed only under
+            // the flow policy, so Kubernetes' hot path pays nothing for it.
+            let latency_nanos = duration_nanos(estimate.additional_latency);
             self.record(Record::StartFlow {
                 flow_hash: request.flow_hash,
                 tag,
