@@ -10,16 +10,26 @@
 //! mutex over a deque and the dirty and processing sets, one condition
 //! variable), so the two can be read side by side.
 //!
+//! With `--producer true` the run is the drain of a backlog instead: the
+//! consumers only take and finish items (each `--rounds` of them), while one
+//! extra thread adds new distinct items as fast as it can until the
+//! consumers are through. Its add rate while the backlog lasts, and its own
+//! add latencies, are printed on their own line: a queue whose one lock
+//! 1,000 consumers contend for starves the producer.
+//!
 //! Wall-clock latencies include every time a thread was descheduled inside
 //! a call: with more threads than cores that is what a caller sees.
 //!
 //! ```text
 //! cargo run --release --example workqueue_latency -- --items 1000000 --consumers 1000
+//! cargo run --release --example workqueue_latency -- --items 1000000 --consumers 1000 \
+//!     --rounds 1000 --producer true
 //! ```
 
 use apf::workqueue::{Config, Workqueue};
 use hdrhistogram::Histogram;
 use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread;
 use std::time::Instant;
@@ -98,6 +108,9 @@ struct Args {
     consumers: usize,
     rounds: usize,
     timed_metrics: bool,
+    /// Drain the backlog under one full-speed producer instead of adding
+    /// each item back.
+    producer: bool,
     /// Run only the queue whose name starts with this (all when empty).
     only: String,
 }
@@ -108,6 +121,7 @@ fn parse_args() -> Result<Args, String> {
         consumers: 1000,
         rounds: 2000,
         timed_metrics: true,
+        producer: false,
         only: String::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -119,6 +133,7 @@ fn parse_args() -> Result<Args, String> {
             "--consumers" => args.consumers = number()? as usize,
             "--rounds" => args.rounds = number()? as usize,
             "--only" => args.only = value.clone(),
+            "--producer" => args.producer = value.parse().map_err(|e| format!("{flag}: {e}"))?,
             "--timed-metrics" => {
                 args.timed_metrics = value.parse().map_err(|e| format!("{flag}: {e}"))?
             }
@@ -132,6 +147,10 @@ fn parse_args() -> Result<Args, String> {
 }
 
 struct Latencies {
+    /// Gets slower than [`SLOW`], and how many of them were their thread's
+    /// first (the start barrier releases every consumer at once).
+    slow_gets: u64,
+    slow_first_gets: u64,
     add: Histogram<u64>,
     get: Histogram<u64>,
     done: Histogram<u64>,
@@ -141,6 +160,8 @@ impl Latencies {
     fn new() -> Latencies {
         let h = || Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
         Latencies {
+            slow_gets: 0,
+            slow_first_gets: 0,
             add: h(),
             get: h(),
             done: h(),
@@ -148,25 +169,38 @@ impl Latencies {
     }
 
     fn merge(&mut self, other: &Latencies) {
+        self.slow_gets += other.slow_gets;
+        self.slow_first_gets += other.slow_first_gets;
         self.add.add(&other.add).expect("same bounds");
         self.get.add(&other.get).expect("same bounds");
         self.done.add(&other.done).expect("same bounds");
     }
 }
 
+/// A get this slow waited through many other threads' turns.
+const SLOW: u64 = 1_000_000;
+
 fn nanos_since(t: Instant) -> u64 {
     (t.elapsed().as_nanos() as u64).max(1)
 }
 
-fn consume<Q: Queue>(q: &Q, rounds: usize) -> Latencies {
+fn consume<Q: Queue>(q: &Q, rounds: usize, add_back: bool) -> Latencies {
     let mut lat = Latencies::new();
-    for _ in 0..rounds {
+    for round in 0..rounds {
         let t = Instant::now();
         let item = q.get();
-        lat.get.saturating_record(nanos_since(t));
+        let took = nanos_since(t);
+        lat.get.saturating_record(took);
+        if took > SLOW {
+            lat.slow_gets += 1;
+            lat.slow_first_gets += u64::from(round == 0);
+        }
         let t = Instant::now();
         q.done(item);
         lat.done.saturating_record(nanos_since(t));
+        if !add_back {
+            continue;
+        }
         let t = Instant::now();
         q.add(item);
         lat.add.saturating_record(nanos_since(t));
@@ -180,7 +214,8 @@ fn run<Q: Queue>(name: &str, q: Arc<Q>, args: &Args) {
         q.add(i);
     }
     let fill = filled.elapsed();
-    let start = Arc::new(Barrier::new(args.consumers + 1));
+    let producing = args.producer;
+    let start = Arc::new(Barrier::new(args.consumers + 1 + usize::from(producing)));
     let workers: Vec<_> = (0..args.consumers)
         .map(|_| {
             let (q, start, rounds) = (q.clone(), start.clone(), args.rounds);
@@ -188,11 +223,30 @@ fn run<Q: Queue>(name: &str, q: Arc<Q>, args: &Args) {
                 .stack_size(128 * 1024)
                 .spawn(move || {
                     start.wait();
-                    consume(&*q, rounds)
+                    consume(&*q, rounds, !producing)
                 })
                 .expect("spawn a consumer")
         })
         .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let added = Arc::new(AtomicU64::new(0));
+    let producer = producing.then(|| {
+        let (q, start, stop, first) = (q.clone(), start.clone(), stop.clone(), args.items);
+        let added = added.clone();
+        thread::spawn(move || {
+            let mut lat = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid");
+            start.wait();
+            let mut next = first;
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                q.add(next);
+                lat.saturating_record(nanos_since(t));
+                next += 1;
+                added.store(next - first, Ordering::Relaxed);
+            }
+            lat
+        })
+    });
     start.wait();
     let began = Instant::now();
     let mut all = Latencies::new();
@@ -200,19 +254,51 @@ fn run<Q: Queue>(name: &str, q: Arc<Q>, args: &Args) {
         all.merge(&w.join().expect("consumer finished"));
     }
     let wall = began.elapsed();
+    // The producer's adds while the consumers ran: the rate while the
+    // backlog lasted (it may finish a call it is descheduled in later).
+    let produced = added.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
     let ops = (args.consumers * args.rounds) as f64;
     println!(
-        "{name}: {} items, {} consumers x {} rounds; fill {:.2?}, run {:.2?} ({:.0} get+done+add/s)",
+        "{name}: {} items, {} consumers x {} rounds; fill {:.2?}, run {:.2?} ({:.0} {}/s)",
         args.items,
         args.consumers,
         args.rounds,
         fill,
         wall,
-        ops / wall.as_secs_f64()
+        ops / wall.as_secs_f64(),
+        if producing {
+            "get+done"
+        } else {
+            "get+done+add"
+        }
     );
-    for (op, h) in [("add", &all.add), ("get", &all.get), ("done", &all.done)] {
+    let ops_timed: &[(&str, &Histogram<u64>)] = if producing {
+        &[("get", &all.get), ("done", &all.done)]
+    } else {
+        &[("add", &all.add), ("get", &all.get), ("done", &all.done)]
+    };
+    for &(op, h) in ops_timed {
         println!(
             "  {op:<4} p50 {:>9} ns  p99 {:>9} ns  p99.9 {:>10} ns  max {:>11} ns",
+            h.value_at_quantile(0.50),
+            h.value_at_quantile(0.99),
+            h.value_at_quantile(0.999),
+            h.max()
+        );
+    }
+    println!(
+        "  gets over {} ms: {} ({} of them their thread's first)",
+        SLOW / 1_000_000,
+        all.slow_gets,
+        all.slow_first_gets
+    );
+    if let Some(p) = producer {
+        let h = p.join().expect("producer finished");
+        println!(
+            "  producer: {produced} adds in {wall:.2?} ({:.0} adds/s while the backlog drained); \
+             add p50 {} ns  p99 {} ns  p99.9 {} ns  max {} ns",
+            produced as f64 / wall.as_secs_f64(),
             h.value_at_quantile(0.50),
             h.value_at_quantile(0.99),
             h.value_at_quantile(0.999),

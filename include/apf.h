@@ -349,6 +349,45 @@ typedef struct apf_text {
   size_t len;
 } apf_text;
 
+// A borrowed string: `ptr` to `len` bytes of UTF-8. Strings libapf gives
+// out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
+// UID is the empty string), except `apf_request_info`'s, which point into
+// the caller's path.
+typedef struct apf_str {
+  // The bytes (NULL only with `len` 0).
+  const char *ptr;
+  // Their number, without any NUL.
+  size_t len;
+} apf_str;
+
+// The request attributes Kubernetes' API server derives from a method, a
+// URL path and the `watch` query parameter (`apf_request_info_parse`):
+// the digest's fields but the user and groups, which come from your
+// authentication.
+//
+// Every `apf_str` points into the `path` given to `apf_request_info_parse`
+// (valid while it is); `verb` is owned: free it with `apf_text_free`.
+typedef struct apf_request_info {
+  // Kubernetes' verb for a resource request (`get`, `list`, `watch`,
+  // `create`, `update`, `patch`, `delete`, `deletecollection`), the
+  // lower-case method otherwise. Owned: free it with `apf_text_free`.
+  struct apf_text verb;
+  // A resource request (true) or a non-resource URL (false).
+  bool is_resource_request;
+  // API group, empty for the core group.
+  struct apf_str api_group;
+  // Resource (`pods`), empty for a non-resource request.
+  struct apf_str resource;
+  // Subresource (`status`), empty for none.
+  struct apf_str subresource;
+  // Namespace, empty when cluster-scoped. (`namespace_`: a C++ keyword.)
+  struct apf_str namespace_;
+  // Object name.
+  struct apf_str name;
+  // The whole path.
+  struct apf_str path;
+} apf_request_info;
+
 // A queueset's configuration. Always start from
 // `apf_queueset_config_default`: it fills in Kubernetes' defaults and sets
 // `struct_size`, which lets later versions add fields (see the ABI policy
@@ -403,6 +442,15 @@ typedef struct apf_queueset_decision {
   // For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
   // `apf_queueset_dump_json` lists it while it waits; otherwise 0.
   uint64_t waiting_id;
+  // For `APF_OUTCOME_QUEUED`: the length of the queue it joined, itself
+  // included (Kubernetes' queue-length metric observes this); otherwise 0.
+  uint32_t queue_length;
+  // For `APF_OUTCOME_QUEUED`: the index of the queue it joined (as in
+  // `apf_queueset_dump_json`); otherwise 0.
+  uint32_t queue;
+  // For `APF_OUTCOME_QUEUED`: the level's virtual time R when it joined,
+  // in seat-seconds (Kubernetes' current-R gauge); otherwise 0.
+  double current_r;
 } apf_queueset_decision;
 
 // A queueset's gauges and counters at one moment.
@@ -431,16 +479,6 @@ typedef struct apf_queueset_stats {
   // Requests rejected because no seat was free and nothing may queue.
   uint64_t rejected_concurrency_limit;
 } apf_queueset_stats;
-
-// A borrowed string: `ptr` to `len` bytes of UTF-8. Strings libapf gives
-// out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
-// UID is the empty string).
-typedef struct apf_str {
-  // The bytes (NULL only with `len` 0).
-  const char *ptr;
-  // Their number, without any NUL.
-  size_t len;
-} apf_str;
 
 // What classification looks at. Strings are `(ptr, len)` pairs, not
 // necessarily NUL-terminated, valid UTF-8; `(NULL, 0)` is the empty string
@@ -734,6 +772,58 @@ apf_status apf_dispatcher_stats_text(struct apf_dispatcher *dispatcher, struct a
 // # Safety
 // `dispatcher` must be NULL or live; `out` NULL or writable.
 apf_status apf_dispatcher_config_notices(struct apf_dispatcher *dispatcher, struct apf_text *out);
+
+// Count a request that was not served and give its HTTP answer, the same
+// in every libapf middleware: status 429, `Retry-After: *out_retry_after`
+// (whole seconds, adapted per priority level to its recent rejections, as
+// Kubernetes does), `Content-Type: application/json` and `*out_body`, a
+// Kubernetes `Status` object naming the priority level and flow schema.
+// Send the decision's `X-Kubernetes-PF-FlowSchema-UID` and
+// `X-Kubernetes-PF-PriorityLevel-UID` headers with it, as with every
+// answer.
+//
+// Call it once per request not served (rejected at once, timed out or
+// cancelled while queued) with the names from its `apf_decision` and the
+// reason (`APF_REJECT_NONE` is refused with `APF_ERR_INVALID_PARAMETER`).
+// On `APF_OK`, `*out_body` owns the text: free it with `apf_text_free`.
+//
+// # Safety
+// `dispatcher` must be NULL or live; the strings readable for their
+// lengths (or NULL with length 0); the out-parameters NULL or writable.
+apf_status apf_dispatcher_reject(const struct apf_dispatcher *dispatcher, const char *priority_level, size_t priority_level_len, const char *flow_schema, size_t flow_schema_len, uint32_t reason, uint64_t *out_retry_after, struct apf_text *out_body);
+
+// The answer to `/metrics` and Kubernetes'
+// `/debug/api_priority_and_fairness/dump_priority_levels`, `dump_queues`
+// and `dump_requests` (`?includeRequestDetails=1` adds each request's
+// details), for a server to send before admission (so they stay reachable
+// when it is saturated). `path` is the URL path, `query` the raw query
+// string without `?` (either may be `(NULL, 0)`).
+//
+// On `APF_OK`: `*out_status` is the HTTP status (200), or 0 when `path`
+// is none of these (then the texts are zeroed: let the request through);
+// `*out_content_type` and `*out_body` own their texts: free both with
+// `apf_text_free`. The dumps name users and paths: serve them where only
+// operators reach.
+//
+// # Safety
+// `dispatcher` must be NULL or live; the strings readable for their
+// lengths (or NULL with length 0); the out-parameters NULL or writable.
+apf_status apf_dispatcher_observe(const struct apf_dispatcher *dispatcher, const char *path, size_t path_len, const char *query, size_t query_len, uint16_t *out_status, struct apf_text *out_content_type, struct apf_text *out_body);
+
+// Parse a Kubernetes-style request: `/api/v1/...` is the core group,
+// `/apis/GROUP/VERSION/...` a named group, then optionally
+// `namespaces/NAMESPACE`, then `RESOURCE[/NAME[/SUBRESOURCE]]`; any other
+// path is a non-resource request whose verb is the lower-case method.
+// `watch` is the `watch` query parameter's value (`true` or `1` turns get
+// and list into watch). The one implementation behind every binding's
+// path helper (`tests/data/request-info-cases.json`).
+//
+// On `APF_OK`, `*out` is written; free `out->verb` with `apf_text_free`.
+//
+// # Safety
+// The strings readable for their lengths (or NULL with length 0); `out`
+// NULL or writable.
+apf_status apf_request_info_parse(const char *method, size_t method_len, const char *path, size_t path_len, const char *watch, size_t watch_len, struct apf_request_info *out);
 
 // The dispatcher's metrics in the OpenMetrics 1.0 text format, which
 // Prometheus scrapes (serve it with the type `apf_metrics_content_type`

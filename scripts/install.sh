@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs libapf for C and C++ (and Go through pkg-config) into a prefix:
 #   lib/libapf.so.X.Y.Z, its SONAME link and libapf.so; lib/libapf.a;
-#   include/apf.h, include/apf.hpp; lib/pkgconfig/apf.pc (and apf-static.pc,
+#   include/apf.h, include/apf.hpp, include/apf_http.hpp; lib/pkgconfig/apf.pc (and apf-static.pc,
 #   which links libapf.a); lib/cmake/apf/ (find_package(apf) -> apf::apf,
 #   apf::apf_static).
 #
@@ -41,6 +41,7 @@ install -m 644 "$built/libapf.a" "$lib/libapf.a"
 strip --strip-debug "$lib/libapf.a"
 install -m 644 include/apf.h "$prefix/include/apf.h"
 install -m 644 bindings/cpp/include/apf.hpp "$prefix/include/apf.hpp"
+install -m 644 bindings/cpp/include/apf_http.hpp "$prefix/include/apf_http.hpp"
 
 # What a static link of a Rust staticlib needs besides libc.
 static_libs="-lpthread -ldl -lm -lgcc_s"

@@ -62,5 +62,8 @@ bindings/go/run-tests.sh
 step "Python binding (pytest)"
 bindings/python/run-tests.sh
 
+step "one behaviour for every middleware: tower, Go net/http, Python WSGI and ASGI"
+scripts/middleware-expectations.sh
+
 step "install: C, C++, Python, Go and Rust from outside the repository"
 scripts/install-checks.sh

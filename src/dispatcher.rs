@@ -142,6 +142,8 @@ pub struct Dispatcher {
     /// so do we: these are the levels after the configured ones in the
     /// adjuster, with the borrowing config they had.
     retired: Mutex<Vec<(Arc<Level>, LevelConfig)>>,
+    /// Rejections per level, behind `Retry-After` ([`crate::rejection`]).
+    pub(crate) drops: crate::retry_after::DroppedRequests,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -192,7 +194,7 @@ impl Dispatcher {
         let mut schema_ids = SchemaIds::default();
         let snapshot = Snapshot::new(valid, levels, &mut schema_ids);
         Ok(Dispatcher {
-            clock,
+            clock: clock.clone(),
             options,
             snapshot: ArcCell::new(Arc::new(snapshot)),
             adjuster,
@@ -201,6 +203,7 @@ impl Dispatcher {
             reconfigurations: AtomicU64::new(0),
             schema_ids: Mutex::new(schema_ids),
             retired: Mutex::new(Vec::new()),
+            drops: crate::retry_after::DroppedRequests::new(clock.clone()),
         })
     }
 

@@ -16,7 +16,8 @@ use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant};
 use crate::queueset::tally::Tallies;
 use crate::queueset::{
-    Execution, QueueSet, QueueSetStats, RawAdmission, RejectReason, Request, TagStats, Waiting,
+    Execution, Joined, QueueSet, QueueSetStats, RawAdmission, RejectReason, Request, TagStats,
+    Waiting,
 };
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::WorkEstimate;
@@ -488,6 +489,12 @@ impl RequestTicket {
     /// waits: what dumps list waiting requests by.
     pub fn waiting_id(&self) -> Option<u64> {
         self.waiting.as_ref().map(Waiting::id)
+    }
+
+    /// While it waits: its queue's length and the level's R when it joined
+    /// the queue (what Kubernetes' queue-length and R metrics observe).
+    pub fn joined(&self) -> Option<Joined> {
+        self.waiting.as_ref().map(Waiting::joined)
     }
 
     /// Block until the request is dispatched (the guard) or rejected while

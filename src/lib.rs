@@ -236,6 +236,9 @@
 //! | [`borrowing`] | lending idle seats between levels (CurrentCL) |
 //! | [`dealer`] | shuffle sharding: the hand of queues of a flow |
 //! | [`retry_after`] | Kubernetes' `Retry-After` for rejected requests |
+//! | [`rejection`] | the 429 every libapf middleware answers (Kubernetes `Status` body, `Retry-After`) |
+//! | [`observe`] | `/metrics` and Kubernetes' debug dumps over HTTP, one plain function |
+//! | [`uid`] | stable UIDs for objects configured without `metadata.uid` |
 //! | [`metrics`] | Prometheus metrics and Kubernetes' debug dumps |
 //! | [`workqueue`] | client-go's work queues and rate limiters |
 //! | [`clock`] | real and manual time, timers |
@@ -272,7 +275,10 @@ pub mod input;
 pub mod level;
 #[cfg(not(loom))]
 pub mod metrics;
+#[cfg(not(loom))]
+pub mod observe;
 pub mod queueset;
+pub mod rejection;
 pub mod retry_after;
 #[cfg(all(feature = "simulator", not(loom)))]
 pub mod simulator;
@@ -284,5 +290,6 @@ pub mod simulator;
 pub(crate) mod sync;
 #[cfg(all(feature = "tower", not(loom)))]
 pub mod tower;
+pub mod uid;
 pub mod work_estimate;
 pub mod workqueue;

@@ -10,23 +10,26 @@
 //!   client goes away the server drops the response future, which drops
 //!   the ticket, which takes the request out of its queue (cancelled);
 //! - **rejected** (now, or later from the queue: full, timed out): answers
-//!   `429 Too Many Requests` with `Retry-After`, computed per priority level
-//!   from its recent rejections as Kubernetes does ([`DroppedRequests`]).
+//!   [`crate::rejection`]'s `429 Too Many Requests`, the same in every
+//!   libapf middleware: a Kubernetes `Status` JSON body and `Retry-After`,
+//!   computed per priority level from its recent rejections as Kubernetes
+//!   does ([`DroppedRequests`], kept by the dispatcher).
 //!
 //! A queued request waits at most the dispatcher's
 //! [`wait_limit`](crate::dispatcher::DispatcherOptions::wait_limit)
 //! (Kubernetes derives a per-request limit from the request's timeout; a
 //! server with its own deadlines can drop the response future earlier).
 //!
-//! The response body type must be buildable from a `&'static str` (for the
-//! 429's text): `String`, `http_body_util::Full<Bytes>`, axum's `Body` are.
+//! The response body type must be buildable from a `String` (for the
+//! 429's JSON): `String`, `http_body_util::Full<Bytes>`, axum's `Body` are.
 //!
 //! Every response, served or rejected, carries
-//! `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`.
-//! Kubernetes sends the objects' UIDs so that the names an administrator
-//! chose stay private; when an object has no UID (the built-in
-//! configuration has none until it is stored somewhere that assigns them)
-//! the layer sends its **name** instead.
+//! `X-Kubernetes-PF-FlowSchema-UID` and `X-Kubernetes-PF-PriorityLevel-UID`
+//! with the objects' UIDs, as Kubernetes sends them; objects without
+//! `metadata.uid` (the built-in ones) have stable UIDs derived from their
+//! names ([`crate::uid`]).
+//!
+//! [`observe`] answers `/metrics` and Kubernetes' debug dumps.
 //!
 //! ```
 //! use apf::clock::Clock;
@@ -55,7 +58,9 @@
 
 use crate::classification::RequestDigest;
 use crate::dispatcher::{Decision, Dispatcher, Outcome};
-use crate::level::{Level, RequestGuard, RequestTicket};
+use crate::level::{Level, RequestGuard, RequestTicket, Schema};
+use crate::queueset::RejectReason;
+use crate::rejection::Rejection;
 use crate::retry_after::DroppedRequests;
 use crate::sync::Arc;
 use crate::work_estimate::WorkEstimate;
@@ -70,16 +75,14 @@ use std::task::{ready, Context, Poll};
 use tower_layer::Layer;
 use tower_service::Service;
 
-/// The matched flow schema's UID (or name, when it has no UID).
+/// The matched flow schema's UID.
 pub const FLOW_SCHEMA_UID: HeaderName = HeaderName::from_static("x-kubernetes-pf-flowschema-uid");
-/// The matched priority level's UID (or name, when it has no UID).
+/// The matched priority level's UID.
 pub const PRIORITY_LEVEL_UID: HeaderName =
     HeaderName::from_static("x-kubernetes-pf-prioritylevel-uid");
 
-/// The body of a 429 response (Kubernetes' text).
-pub const TOO_MANY_REQUESTS_BODY: &str = "Too many requests, please try again later.\n";
-
-const NOSNIFF: HeaderName = HeaderName::from_static("x-content-type-options");
+mod observe_service;
+pub use observe_service::{observe, ObserveService};
 
 /// A [`RequestDigest`] that owns its strings, as a classification function
 /// builds it from an HTTP request.
@@ -188,7 +191,6 @@ pub struct ApfLayer<F> {
 struct Shared<F> {
     dispatcher: Arc<Dispatcher>,
     classify: F,
-    drops: Arc<DroppedRequests>,
 }
 
 impl<F> ApfLayer<F> {
@@ -196,12 +198,10 @@ impl<F> ApfLayer<F> {
     /// `classify`. Rejected requests get a 429 with `Retry-After`, as Kubernetes
     /// answers them.
     pub fn new(dispatcher: Arc<Dispatcher>, classify: F) -> Self {
-        let drops = Arc::new(DroppedRequests::new(dispatcher.clock().clone()));
         ApfLayer {
             shared: Arc::new(Shared {
                 dispatcher,
                 classify,
-                drops,
             }),
         }
     }
@@ -211,9 +211,9 @@ impl<F> ApfLayer<F> {
         &self.shared.dispatcher
     }
 
-    /// The rejection history behind `Retry-After`.
+    /// The rejection history behind `Retry-After` (the dispatcher's).
     pub fn dropped_requests(&self) -> &DroppedRequests {
-        &self.shared.drops
+        self.shared.dispatcher.dropped_requests()
     }
 }
 
@@ -269,7 +269,7 @@ impl<S, F, ReqBody, ResBody> Service<Request<ReqBody>> for Apf<S, F>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
     F: Fn(&Request<ReqBody>) -> (OwnedDigest, WorkEstimate),
-    ResBody: From<&'static str>,
+    ResBody: From<String>,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
@@ -290,6 +290,7 @@ where
         let Decision {
             outcome,
             priority_level,
+            flow_schema,
             ..
         } = decision;
         let state = match outcome {
@@ -302,13 +303,18 @@ where
                 waiting: Waiting {
                     ticket: Some(ticket),
                     level: priority_level,
-                    drops: self.shared.drops.clone(),
+                    schema: flow_schema,
+                    dispatcher: self.shared.dispatcher.clone(),
                 },
                 service: Some(self.inner.clone()),
                 request: Some(request),
             },
-            Outcome::Rejected(_) => State::Rejected {
-                retry_after: self.shared.drops.record(&priority_level.name),
+            Outcome::Rejected(reason) => State::Rejected {
+                rejection: self.shared.dispatcher.reject(
+                    &priority_level.name,
+                    &flow_schema.name,
+                    reason,
+                ),
             },
         };
         ResponseFuture { state, headers }
@@ -349,14 +355,23 @@ impl PfHeaders {
 struct Waiting {
     ticket: Option<RequestTicket>,
     level: Arc<Level>,
-    drops: Arc<DroppedRequests>,
+    schema: Arc<Schema>,
+    dispatcher: Arc<Dispatcher>,
+}
+
+impl Waiting {
+    fn reject(&self, reason: RejectReason) -> Rejection {
+        self.dispatcher
+            .reject(&self.level.name, &self.schema.name, reason)
+    }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         if let Some(ticket) = self.ticket.take() {
             if ticket.cancel() {
-                self.drops.record(&self.level.name);
+                // No answer to make (the client is gone); only the count.
+                self.dispatcher.dropped_requests().record(&self.level.name);
             }
         }
     }
@@ -398,7 +413,7 @@ pin_project! {
             guard: Option<RequestGuard>,
         },
         Rejected {
-            retry_after: u64,
+            rejection: Rejection,
         },
         Done,
     }
@@ -425,7 +440,7 @@ where
 impl<S, B, ResBody> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
-    ResBody: From<&'static str>,
+    ResBody: From<String>,
 {
     type Output = Result<Response<ResBody>, S::Error>;
 
@@ -452,10 +467,10 @@ where
                                 guard: Some(guard),
                             });
                         }
-                        Err(_) => {
-                            let retry_after = waiting.drops.record(&waiting.level.name);
+                        Err(reason) => {
+                            let rejection = waiting.reject(reason);
                             this.state.set(State::Done);
-                            return Poll::Ready(Ok(too_many_requests(retry_after, this.headers)));
+                            return Poll::Ready(Ok(too_many_requests(rejection, this.headers)));
                         }
                     }
                 }
@@ -486,10 +501,16 @@ where
                         response
                     }));
                 }
-                StateProj::Rejected { retry_after } => {
-                    let retry_after = *retry_after;
+                StateProj::Rejected { rejection } => {
+                    let rejection = std::mem::replace(
+                        rejection,
+                        Rejection {
+                            retry_after: 0,
+                            body: String::new(),
+                        },
+                    );
                     this.state.set(State::Done);
-                    return Poll::Ready(Ok(too_many_requests(retry_after, this.headers)));
+                    return Poll::Ready(Ok(too_many_requests(rejection, this.headers)));
                 }
                 StateProj::Done => panic!("apf::tower::ResponseFuture polled after completion"),
             }
@@ -497,17 +518,16 @@ where
     }
 }
 
-/// Kubernetes' answer to a request it will not serve.
-fn too_many_requests<B: From<&'static str>>(retry_after: u64, pf: &PfHeaders) -> Response<B> {
-    let mut response = Response::new(B::from(TOO_MANY_REQUESTS_BODY));
+/// The answer to a request that will not be served ([`crate::rejection`]).
+fn too_many_requests<B: From<String>>(rejection: Rejection, pf: &PfHeaders) -> Response<B> {
+    let mut response = Response::new(B::from(rejection.body));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
-    headers.insert(RETRY_AFTER, HeaderValue::from(retry_after));
+    headers.insert(RETRY_AFTER, HeaderValue::from(rejection.retry_after));
     headers.insert(
         CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
+        HeaderValue::from_static(crate::rejection::CONTENT_TYPE),
     );
-    headers.insert(NOSNIFF, HeaderValue::from_static("nosniff"));
     pf.apply(headers);
     response
 }

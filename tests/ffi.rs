@@ -662,7 +662,11 @@ fn decision_carries_interned_names_and_uids() {
     assert_eq!(str_of(a.priority_level_uid), "uid-tiny");
     let b = start(&d, "bob");
     assert_eq!(str_of(b.flow_schema_name), "catch-all");
-    assert_eq!(str_of(b.flow_schema_uid), "", "no UID: empty, not NULL");
+    assert_eq!(
+        str_of(b.flow_schema_uid),
+        apf::uid::flow_schema_uid("catch-all"),
+        "no metadata.uid: the derived UID"
+    );
     assert_eq!(finish(&d, a.request), apf_status::APF_OK);
     assert_eq!(finish(&d, b.request), apf_status::APF_OK);
     // The same object gives the same pointers (interned).

@@ -299,6 +299,37 @@ fn dump_lists_waiting_requests_by_id_and_tag() {
     let w = &v["waiting_requests"][0];
     assert_eq!(w["id"], waiting.waiting_id);
     assert_eq!(w["tag"], 3);
+    assert_eq!(w["queue"], waiting.queue);
+    assert_eq!(waiting.queue_length, 1);
+}
+
+#[test]
+fn queued_decision_reports_queue_length_and_r() {
+    // One seat, one queue: every request after the first waits in queue 0.
+    let q = new_qs(&config(1, 1, 1, 10));
+    let first = start(&q, 1, 0);
+    assert_eq!(first.outcome, apf_outcome::APF_OUTCOME_EXECUTE as u32);
+    assert_eq!((first.queue_length, first.current_r), (0, 0.0));
+    let second = start(&q, 2, 0);
+    let third = start(&q, 3, 0);
+    assert_eq!(third.outcome, apf_outcome::APF_OUTCOME_QUEUED as u32);
+    assert_eq!((second.queue_length, third.queue_length), (1, 2));
+    assert_eq!((second.queue, third.queue), (0, 0));
+    // R moves while requests wait; a later arrival reports R as the dump
+    // shows it at the same instant.
+    // SAFETY: live queueset.
+    assert_eq!(
+        unsafe { apf_queueset_advance_clock(q.0, 1_000_000_000) },
+        apf_status::APF_OK
+    );
+    let fourth = start(&q, 4, 0);
+    assert_eq!(fourth.queue_length, 3);
+    // SAFETY: live queueset; `t` is a writable apf_text.
+    let (st, dump) = take_text(|t| unsafe { apf_queueset_dump_json(q.0, t) });
+    assert_eq!(st, apf_status::APF_OK);
+    let v: serde_json::Value = serde_json::from_str(&dump.unwrap()).unwrap();
+    assert!(fourth.current_r > second.current_r, "{fourth:?} {second:?}");
+    assert_eq!(v["current_r"].as_f64(), Some(fourth.current_r));
 }
 
 /// The queues (by index) holding waiting requests, from the JSON dump.

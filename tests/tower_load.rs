@@ -279,8 +279,9 @@ impl Tally {
 
 impl Answer {
     fn has_pf_headers(&self) -> bool {
-        // The built-in objects have no UID: the layer sends their names.
-        self.level.as_deref() == Some(LEVEL) && self.schema.as_deref() == Some(LEVEL)
+        // The built-in objects have no metadata.uid: they have derived UIDs.
+        self.level.as_deref() == Some(apf::uid::priority_level_uid(LEVEL).as_str())
+            && self.schema.as_deref() == Some(apf::uid::flow_schema_uid(LEVEL).as_str())
     }
 
     fn retry_after_is_valid(&self) -> bool {

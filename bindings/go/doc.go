@@ -5,7 +5,9 @@
 // priority level (execute at once, queue, or reject) and shares the
 // server's concurrency among levels. [Dispatcher.Handle] has the shape of
 // Kubernetes' flowcontrol Interface.Handle, and [Middleware] is the
-// net/http filter that answers 429 with Retry-After.
+// net/http filter that answers libapf's 429 (Dispatcher.Reject: an
+// adaptive Retry-After and a Kubernetes Status body, as every libapf
+// middleware answers).
 //
 // # Waiting without a thread per request
 //

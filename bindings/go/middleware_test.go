@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func userDigest(r *http.Request) RequestDigest {
@@ -59,45 +58,59 @@ func TestMiddlewareAnswers429WithRetryAfter(t *testing.T) {
 	var inHandler atomic.Int32
 	h := Middleware(d, MiddlewareOptions{
 		Digest: userDigest,
-		RetryAfter: func(_ *http.Request, res Result) time.Duration {
-			if res.RejectReason != ConcurrencyLimit {
-				t.Errorf("reason %v", res.RejectReason)
-			}
-			return 2500 * time.Millisecond
-		},
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inHandler.Add(1)
 		<-release
 	}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	get := func() *http.Response {
+	get := func() (*http.Response, []byte) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/pods", nil)
 		req.Header.Set("X-User", "bob")
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Error(err)
-			return nil
+			return nil, nil
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return resp
+		return resp, body
 	}
 	var wg sync.WaitGroup
 	for i := 0; i < levelSeats; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if resp := get(); resp != nil && resp.StatusCode != http.StatusOK {
+			if resp, _ := get(); resp != nil && resp.StatusCode != http.StatusOK {
 				t.Errorf("holder got %d", resp.StatusCode)
 			}
 		}()
 	}
 	eventually(t, "handlers running", func() bool { return inHandler.Load() == levelSeats })
-	resp := get()
+	resp, lastBody := get()
 	close(release)
 	wg.Wait()
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3" {
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
 		t.Fatalf("%d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != RejectionContentType {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	var status struct {
+		Kind, Reason string
+		Code         int
+		Details      struct {
+			Causes            []struct{ Reason string }
+			RetryAfterSeconds int
+		}
+	}
+	if err := json.Unmarshal(lastBody, &status); err != nil {
+		t.Fatalf("body %q: %v", lastBody, err)
+	}
+	if status.Kind != "Status" || status.Reason != "TooManyRequests" || status.Code != 429 ||
+		status.Details.RetryAfterSeconds != 1 || len(status.Details.Causes) != 1 ||
+		status.Details.Causes[0].Reason != ConcurrencyLimit.String() {
+		t.Fatalf("body %s", lastBody)
 	}
 	if resp.Header.Get(PriorityLevelUIDHeader) != "uid-pl-strict" {
 		t.Fatalf("rejected responses carry the headers too: %v", resp.Header)

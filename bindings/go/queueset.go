@@ -78,7 +78,14 @@ type QueueSetTicket struct {
 	// WaitingID is the request's number in QueueSetDump.WaitingRequests
 	// while it waits.
 	WaitingID uint64
-	handle    uint64
+	// For a queued request: the index of the queue it joined (as in
+	// QueueSetDump), that queue's length, itself included, and the level's
+	// virtual time R then (seat-seconds), as Kubernetes' queue-length and
+	// current-R metrics observe them.
+	Queue       uint32
+	QueueLength uint32
+	CurrentR    float64
+	handle      uint64
 }
 
 // NewQueueSet makes a queueset named name (for errors and dumps); with
@@ -215,7 +222,10 @@ func (q *QueueSet) Start(flowHash uint64, est WorkEstimate, deadline time.Durati
 	if err := e.err(st); err != nil {
 		return QueueSetTicket{}, err
 	}
-	t := QueueSetTicket{handle: uint64(dec.request), WaitingID: uint64(dec.waiting_id)}
+	t := QueueSetTicket{
+		handle: uint64(dec.request), WaitingID: uint64(dec.waiting_id),
+		Queue: uint32(dec.queue), QueueLength: uint32(dec.queue_length), CurrentR: float64(dec.current_r),
+	}
 	switch uint32(dec.outcome) {
 	case outcomeQueued:
 		t.Queued = true

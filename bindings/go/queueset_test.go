@@ -36,6 +36,11 @@ func TestQueueSetQueuesDispatchesAndDumps(t *testing.T) {
 		d.WaitingRequests[0].Tag != 9 || d.WaitingRequests[0].ID != second.WaitingID {
 		t.Fatalf("dump: %+v", d)
 	}
+	// The queued request joined an empty queue, at the level's R.
+	if second.QueueLength != 1 || second.CurrentR != d.CurrentR || first.QueueLength != 0 ||
+		int(second.Queue) != d.WaitingRequests[0].Queue {
+		t.Fatalf("queue length and R at arrival: first %+v, second %+v, dump R %v", first, second, d.CurrentR)
+	}
 	done := make(chan bool)
 	go func() {
 		run, _, err := q.Await(context.Background(), &second)

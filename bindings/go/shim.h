@@ -56,4 +56,14 @@ uint32_t go_apf_stats_text(apf_dispatcher *d, apf_text *out, go_apf_err *e);
 
 uint32_t go_apf_header_version(void);
 
+// One 429 answer for every middleware (apf_dispatcher_reject).
+uint32_t go_apf_reject(apf_dispatcher *d, const char *level, size_t level_len,
+		const char *schema, size_t schema_len, uint32_t reason,
+		uint64_t *retry_after, apf_text *body, go_apf_err *e);
+
+// The request-to-digest path helper (apf_request_info_parse).
+uint32_t go_apf_request_info_parse(const char *method, size_t method_len,
+		const char *path, size_t path_len, const char *watch, size_t watch_len,
+		apf_request_info *out, go_apf_err *e);
+
 #endif

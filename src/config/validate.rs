@@ -797,7 +797,13 @@ fn typed_level(pl: &PriorityLevelConfiguration) -> ValidPriorityLevel {
     };
     ValidPriorityLevel {
         name: pl.metadata.name.clone(),
-        uid: pl.metadata.uid.clone(),
+        uid: Some(
+            pl.metadata
+                .uid
+                .clone()
+                .filter(|uid| !uid.is_empty())
+                .unwrap_or_else(|| crate::uid::priority_level_uid(&pl.metadata.name)),
+        ),
         nominal_concurrency_shares: non_negative(shares),
         lendable_percent: non_negative(lendable),
         kind,
@@ -809,7 +815,13 @@ fn typed_schema(fs: &FlowSchema, levels: &[ValidPriorityLevel]) -> ValidFlowSche
     let level_name = &fs.spec.priority_level_configuration.name;
     ValidFlowSchema {
         name: fs.metadata.name.clone(),
-        uid: fs.metadata.uid.clone(),
+        uid: Some(
+            fs.metadata
+                .uid
+                .clone()
+                .filter(|uid| !uid.is_empty())
+                .unwrap_or_else(|| crate::uid::flow_schema_uid(&fs.metadata.name)),
+        ),
         matching_precedence: non_negative(Some(fs.spec.matching_precedence)),
         priority_level: levels.iter().position(|l| &l.name == level_name),
         priority_level_name: level_name.clone(),

@@ -19,7 +19,8 @@ use std::ffi::c_char;
 
 /// A borrowed string: `ptr` to `len` bytes of UTF-8. Strings libapf gives
 /// out are also NUL-terminated (`ptr[len] == 0`) and never NULL (an absent
-/// UID is the empty string).
+/// UID is the empty string), except `apf_request_info`'s, which point into
+/// the caller's path.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

@@ -90,7 +90,7 @@ pub enum apf_fairness {
 /// The decision on a request started at a queueset.
 #[allow(non_camel_case_types)]
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct apf_queueset_decision {
     /// An `apf_outcome`.
     pub outcome: u32,
@@ -102,6 +102,15 @@ pub struct apf_queueset_decision {
     /// For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
     /// `apf_queueset_dump_json` lists it while it waits; otherwise 0.
     pub waiting_id: u64,
+    /// For `APF_OUTCOME_QUEUED`: the length of the queue it joined, itself
+    /// included (Kubernetes' queue-length metric observes this); otherwise 0.
+    pub queue_length: u32,
+    /// For `APF_OUTCOME_QUEUED`: the index of the queue it joined (as in
+    /// `apf_queueset_dump_json`); otherwise 0.
+    pub queue: u32,
+    /// For `APF_OUTCOME_QUEUED`: the level's virtual time R when it joined,
+    /// in seat-seconds (Kubernetes' current-R gauge); otherwise 0.
+    pub current_r: f64,
 }
 
 /// A queueset's gauges and counters at one moment.
@@ -450,30 +459,37 @@ pub unsafe extern "C" fn apf_queueset_start(
         let outcome = Level::admit(&q.level, &schema, flow_hash, estimate, deadline, || {
             WaitingNote::new("", &RequestDigest::default())
         });
-        let (outcome, reason, request, waiting_id) = match outcome {
+        let (outcome, reason, request, waiting) = match outcome {
             LevelOutcome::Execute(guard) => match q.requests.insert(Entry::Executing(guard)) {
-                Ok(h) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, h, 0),
+                Ok(h) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, h, None),
                 Err(entry) => return too_many(entry),
             },
             LevelOutcome::Queued(ticket) => {
-                let id = ticket.waiting_id().unwrap_or(0);
+                let waiting = ticket.waiting_id().zip(ticket.joined());
                 match enqueue(&q.requests, &q.completion, ticket) {
                     Ok((o, r, h)) => {
-                        let id = if o == apf_outcome::APF_OUTCOME_QUEUED { id } else { 0 };
-                        (o, r, h, id)
+                        let waiting = waiting.filter(|_| o == apf_outcome::APF_OUTCOME_QUEUED);
+                        (o, r, h, waiting)
                     }
                     Err(status) => return status,
                 }
             }
             LevelOutcome::Rejected(reason) => {
-                (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0, 0)
+                (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0, None)
             }
         };
+        let (waiting_id, queue_length, queue, current_r) =
+            waiting.map_or((0, 0, 0, 0.0), |(id, j)| {
+                (id, j.queue_length, j.queue, to_seat_seconds(j.current_r))
+            });
         out.write(apf_queueset_decision {
             outcome: outcome as u32,
             reject_reason: reason as u32,
             request,
             waiting_id,
+            queue_length,
+            queue,
+            current_r,
         });
         apf_status::APF_OK
     }

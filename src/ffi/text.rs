@@ -27,6 +27,14 @@ pub struct apf_text {
 }
 
 impl apf_text {
+    /// The zeroed value: no text, harmless to free.
+    pub(crate) fn empty() -> apf_text {
+        apf_text {
+            ptr: std::ptr::null(),
+            len: 0,
+        }
+    }
+
     /// Hand `text` over to C: one allocation holding the text and a NUL.
     fn from_string(text: String) -> apf_text {
         let mut bytes = text.into_bytes();

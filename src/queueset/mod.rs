@@ -548,9 +548,26 @@ impl Execution {
 #[must_use = "a waiting request must be waited for, polled to a decision, or cancelled"]
 pub struct Waiting {
     slot: Arc<WaitSlot>,
+    joined: Joined,
+}
+
+/// The state of the level when a request joined its queue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Joined {
+    /// The length of the queue it joined, itself included.
+    pub queue_length: u32,
+    /// The index of that queue.
+    pub queue: u32,
+    /// The level's virtual time R then.
+    pub current_r: vtime::VTime,
 }
 
 impl Waiting {
+    /// The level's state when the request joined its queue.
+    pub fn joined(&self) -> Joined {
+        self.joined
+    }
+
     /// Its arrival number in the level, unique while the queueset lives
     /// ([`WaitingDump::id`] in dumps).
     pub fn id(&self) -> u64 {

@@ -7,7 +7,7 @@ use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{Core, FLOW_QUEUE, NO_QUEUE};
 use super::wait::{SlotState, WaitSlot};
-use super::{decision_result, Execution, RawAdmission, RejectReason, Request, Waiting};
+use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
 use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
@@ -384,6 +384,13 @@ impl Shared {
         st.next_seq += 1;
         let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, flow, tag));
         st.core.enqueue(q, slot.clone(), estimate, now, deadline);
+        // What Kubernetes' metrics observe on arrival (ObserveQueueLength,
+        // SetCurrentR), taken while the lock is held.
+        let joined = Joined {
+            queue_length: st.core.queues[q].waiting.len() as u32,
+            queue: q as u32,
+            current_r: st.core.r,
+        };
         // Invariant 1 of the admission word: set before anyone can see the
         // waiter (the lock is held), so no hot path overtakes it from now.
         self.word.set_slow();
@@ -394,7 +401,7 @@ impl Shared {
                 Ok(exec) => RawAdmission::Execute(exec),
                 Err(reason) => RawAdmission::Rejected(reason),
             },
-            None => RawAdmission::Queued(Waiting { slot }),
+            None => RawAdmission::Queued(Waiting { slot, joined }),
         }
     }
 

@@ -205,7 +205,7 @@ fn an_admitted_request_holds_its_seat_until_its_response_is_ready() {
 }
 
 #[test]
-fn objects_without_a_uid_are_named_in_the_headers() {
+fn objects_without_a_uid_send_derived_uids_not_names() {
     let mut f = Fixture::new();
     let (mut future, gate) = f.call("bob", "others");
     gate.store(true, Ordering::Release);
@@ -214,11 +214,11 @@ fn objects_without_a_uid_are_named_in_the_headers() {
     };
     assert_eq!(
         header(&response, "x-kubernetes-pf-flowschema-uid"),
-        "catch-all"
+        crate::uid::flow_schema_uid("catch-all")
     );
     assert_eq!(
         header(&response, "x-kubernetes-pf-prioritylevel-uid"),
-        "catch-all"
+        crate::uid::priority_level_uid("catch-all")
     );
 }
 
@@ -291,11 +291,7 @@ fn a_full_queue_answers_429_with_retry_after_and_the_pf_headers() {
     };
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(header(&response, "retry-after"), "1");
-    assert_eq!(
-        header(&response, "content-type"),
-        "text/plain; charset=utf-8"
-    );
-    assert_eq!(header(&response, "x-content-type-options"), "nosniff");
+    assert_eq!(header(&response, "content-type"), "application/json");
     assert_eq!(
         header(&response, "x-kubernetes-pf-flowschema-uid"),
         "fs-uid-tenants"
@@ -304,7 +300,10 @@ fn a_full_queue_answers_429_with_retry_after_and_the_pf_headers() {
         header(&response, "x-kubernetes-pf-prioritylevel-uid"),
         "pl-uid-tenants"
     );
-    assert_eq!(response.body(), TOO_MANY_REQUESTS_BODY);
+    assert_eq!(
+        response.body(),
+        &crate::rejection::status_body("tenants", "tenants", RejectReason::QueueFull, 1)
+    );
     assert_eq!(f.tenants().rejected(RejectReason::QueueFull), 1);
     drop((held, queued));
 }
@@ -320,6 +319,11 @@ fn a_request_that_waits_past_the_limit_answers_429() {
         panic!("timed out")
     };
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        response.body().contains(r#""reason":"time-out""#),
+        "{}",
+        response.body()
+    );
     assert_eq!(f.tenants().rejected(RejectReason::TimeOut), 1);
     assert_eq!(f.tenants().stats().queueset.requests_waiting, 0);
     drop(held);
@@ -348,4 +352,31 @@ fn retry_after_grows_with_the_level_rejections() {
     assert_eq!(reject(&mut f), "2");
     assert_eq!(f.layer.dropped_requests().retry_after("tenants"), 2);
     drop((held, queued));
+}
+
+#[test]
+fn the_observe_service_answers_metrics_dumps_and_404() {
+    let (clock, _manual) = Clock::manual();
+    let dispatcher = Arc::new(Dispatcher::builtin(DispatcherOptions::default(), clock));
+    let mut service = observe::<String>(dispatcher.clone());
+    let get = |service: &mut ObserveService, uri: &str| {
+        let request = Request::builder().uri(uri).body(()).expect("a request");
+        let mut future = service.call(request);
+        match Pin::new(&mut future).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(Ok(response)) => response,
+            _ => panic!("answers at once"),
+        }
+    };
+    let metrics = get(&mut service, "/metrics");
+    assert_eq!(metrics.status(), StatusCode::OK);
+    assert_eq!(
+        header(&metrics, "content-type"),
+        crate::metrics::CONTENT_TYPE
+    );
+    let dump = get(
+        &mut service,
+        "/debug/api_priority_and_fairness/dump_requests?includeRequestDetails=1",
+    );
+    assert_eq!(dump.body(), &dispatcher.dump_requests(true));
+    assert_eq!(get(&mut service, "/other").status(), StatusCode::NOT_FOUND);
 }

@@ -21,6 +21,7 @@ use super::table::{short_hash, ItemTable, Phase};
 use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Instant, Timer};
 use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -155,9 +156,11 @@ pub(crate) struct Inner<T, S: QueueStrategy<T>> {
     table: ItemTable<T, S::Hint>,
     strategy: S,
     waiting: DelayHeap<S::Hint>,
-    /// Parked workers, most recent last: handing work to the most recently
-    /// parked one keeps the fewest threads warm.
-    waiters: Vec<Arc<Waiter<T, S::Hint>>>,
+    /// Parked workers in the order they parked; the hand-off serves the
+    /// longest parked first, so no worker is passed over while others that
+    /// parked later are served (with many more workers than items, serving
+    /// the most recent one left early parkers waiting 100+ ms).
+    waiters: VecDeque<Arc<Waiter<T, S::Hint>>>,
     processing: usize,
     shutting_down: bool,
     drain: bool,
@@ -180,7 +183,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 table: ItemTable::with_capacity(capacity),
                 strategy,
                 waiting: DelayHeap::new(),
-                waiters: Vec::new(),
+                waiters: VecDeque::new(),
                 processing: 0,
                 shutting_down: false,
                 drain: false,
@@ -285,7 +288,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 return None;
             }
             let waiter = Arc::new(Waiter::new());
-            inner.waiters.push(waiter.clone());
+            inner.waiters.push_back(waiter.clone());
             waiter
         };
         waiter.wait()
@@ -312,7 +315,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 return Err(GetTimeoutError::TimedOut);
             }
             let waiter = Arc::new(Waiter::new());
-            inner.waiters.push(waiter.clone());
+            inner.waiters.push_back(waiter.clone());
             waiter
         };
         match waiter.wait_until(deadline) {
@@ -500,7 +503,7 @@ impl<T: Item, S: QueueStrategy<T>> Inner<T, S> {
         now: u64,
         wakes: &mut Wakes<T, S::Hint>,
     ) {
-        if let Some(waiter) = self.waiters.pop() {
+        if let Some(waiter) = self.waiters.pop_front() {
             let item = self.begin(slot, now);
             wakes.push((waiter, Some((item, hint))));
         } else {

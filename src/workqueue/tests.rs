@@ -201,6 +201,29 @@ mod workqueue {
         assert_eq!(q.len(), 0);
     }
 
+    /// The hand-off is first parked, first served: with more workers than
+    /// items, a worker parked early is not passed over by every worker that
+    /// parks after it (issue 14: rare gets waited 100+ ms).
+    #[test]
+    fn parked_workers_are_served_in_the_order_they_parked() {
+        let (config, _m) = manual();
+        let q: Arc<Workqueue<u32>> = Arc::new(Workqueue::with_config(config));
+        let mut workers = Vec::new();
+        for n in 1..=3 {
+            let q2 = q.clone();
+            workers.push(thread::spawn(move || q2.get()));
+            wait_until("worker parks", || q.parked() == n);
+        }
+        for (item, worker) in (10u32..).zip(workers) {
+            q.add(item);
+            assert_eq!(
+                worker.join_within(),
+                Some(item),
+                "the earliest parked worker"
+            );
+        }
+    }
+
     #[test]
     fn shutdown_releases_every_parked_worker() {
         let (config, _m) = manual();

@@ -5,16 +5,18 @@ import (
 
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/util/flowcontrol/debug"
+	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 	"k8s.io/klog/v2"
 )
 
 // seatSeconds formats virtual time as Kubernetes' SeatSeconds prints it.
 func seatSeconds(v float64) string { return fmt.Sprintf("%.8fss", v) }
 
-// Dump is the queueset's state in Kubernetes' debug shape. libapf lists
-// the waiting requests queue by queue; executing requests are counted per
-// queue but not listed (RequestsExecuting and QueuelessExecutingRequests
-// stay empty).
+// Dump is the queueset's state in Kubernetes' debug shape: the waiting
+// requests queue by queue, and the executing requests: under the queue
+// they waited in, as Kubernetes lists them, or, for requests that libapf
+// admitted at once without touching a queue, in
+// QueuelessExecutingRequests.
 func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 	d, err := qs.q.Dump()
 	if err != nil {
@@ -32,6 +34,8 @@ func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 		Timedout:     d.RejectedTimeOut,
 		Cancelled:    d.RejectedCancelled,
 	}
+	// The dump reads R under libapf's lock: keep the gauge current too.
+	metrics.SetCurrentR(qs.name, d.CurrentR)
 	slot := make(map[int]int, len(d.Queues))
 	for i, q := range d.Queues {
 		slot[q.Index] = i
@@ -53,20 +57,39 @@ func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 		}
 		rd := debug.RequestDump{MatchedFlowSchema: qs.tags.name(w.Tag)}
 		if v, ok := qs.queued.Load(w.ID); ok {
-			r := v.(*request)
-			rd.FlowDistinguisher = r.flowDistinguisher
-			rd.ArriveTime = r.arrival
-			rd.WorkEstimate = r.estimate
-			if includeRequestDetails {
-				if u, ok := genericrequest.UserFrom(r.ctx); ok {
-					rd.UserName = u.GetName()
-				}
-				if ri, ok := genericrequest.RequestInfoFrom(r.ctx); ok {
-					rd.RequestInfo = *ri
-				}
-			}
+			rd = v.(*request).dump(includeRequestDetails)
 		}
 		out.Queues[i].Requests = append(out.Queues[i].Requests, rd)
 	}
+	qs.running.Range(func(k, _ any) bool {
+		r := k.(*request)
+		rd := r.dump(includeRequestDetails)
+		rd.StartTime = r.start
+		if i, ok := slot[r.queue]; ok && r.waited {
+			out.Queues[i].RequestsExecuting = append(out.Queues[i].RequestsExecuting, rd)
+		} else {
+			out.QueuelessExecutingRequests = append(out.QueuelessExecutingRequests, rd)
+		}
+		return true
+	})
 	return out
+}
+
+// dump is the request as Kubernetes' debug dump shows it.
+func (r *request) dump(includeRequestDetails bool) debug.RequestDump {
+	rd := debug.RequestDump{
+		MatchedFlowSchema: r.fsName,
+		FlowDistinguisher: r.flowDistinguisher,
+		ArriveTime:        r.arrival,
+		WorkEstimate:      r.estimate,
+	}
+	if includeRequestDetails {
+		if u, ok := genericrequest.UserFrom(r.ctx); ok {
+			rd.UserName = u.GetName()
+		}
+		if ri, ok := genericrequest.RequestInfoFrom(r.ctx); ok {
+			rd.RequestInfo = *ri
+		}
+	}
+	return rd
 }

@@ -3,6 +3,7 @@ package k8sfq
 import (
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -20,6 +21,13 @@ type Factory struct {
 	// AdvanceClock moves for all of them at once.
 	sets []*apf.QueueSet
 	now  time.Duration
+	// timers: a manual factory's pending after calls, by due time.
+	timers []manualTimer
+}
+
+type manualTimer struct {
+	due time.Duration
+	fn  func()
 }
 
 var _ fq.QueueSetFactory = (*Factory)(nil)
@@ -36,15 +44,50 @@ func (f *Factory) AdvanceClock(d time.Duration) error {
 	if !f.manual {
 		return fmt.Errorf("k8sfq: AdvanceClock on a factory with the real clock")
 	}
+	due, err := f.advance(d)
+	// Outside f.mu: the calls feed gauges, which may call back into
+	// anything.
+	for _, fn := range due {
+		fn()
+	}
+	return err
+}
+
+// advance moves the clocks and takes the after calls that fell due, in
+// due order.
+func (f *Factory) advance(d time.Duration) ([]func(), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.now += d
+	var err error
 	for _, q := range f.sets {
-		if err := q.AdvanceClock(d); err != nil {
-			return err
+		if err = q.AdvanceClock(d); err != nil {
+			break
 		}
 	}
-	return nil
+	sort.SliceStable(f.timers, func(i, j int) bool { return f.timers[i].due < f.timers[j].due })
+	n := 0
+	for n < len(f.timers) && f.timers[n].due <= f.now {
+		n++
+	}
+	due := make([]func(), n)
+	for i := range due {
+		due[i] = f.timers[i].fn
+	}
+	f.timers = append(f.timers[:0], f.timers[n:]...)
+	return due, err
+}
+
+// after calls fn once d has passed on the factory's clock: the real one,
+// or a manual factory's (then from AdvanceClock).
+func (f *Factory) after(d time.Duration, fn func()) {
+	if !f.manual {
+		time.AfterFunc(d, fn)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.timers = append(f.timers, manualTimer{due: f.now + d, fn: fn})
 }
 
 // newQueueSet makes a libapf queueset (validating the configuration) and,

@@ -28,7 +28,8 @@ type queueSet struct {
 	seatDemand metrics.Gauge
 
 	// Requests and seats as Kubernetes counts them: waiting, and executing
-	// (seats: the request's max seats, from dispatch to finish).
+	// (seats: the request's max seats, from dispatch to the end of its
+	// execution, or of its additional latency when it has one).
 	waiting, executing       atomic.Int64
 	seatsWaiting, seatsInUse atomic.Int64
 
@@ -37,8 +38,10 @@ type queueSet struct {
 
 	tags tagTable
 	// queued maps the waiting id of each queued request to the request,
-	// for Dump's request details.
-	queued sync.Map
+	// for Dump's request details; running holds the executing requests
+	// (*request keys), which Dump lists.
+	queued  sync.Map
+	running sync.Map
 }
 
 var _ fq.QueueSet = (*queueSet)(nil)
@@ -109,7 +112,12 @@ type request struct {
 	estimate          fcrequest.WorkEstimate
 	seats             int
 	queueNote         fq.QueueNoteFn
-	arrival           time.Time
+	// arrival: StartRequest; start: dispatch (for Dump).
+	arrival, start time.Time
+	// waited: it joined libapf's queue number queue (set before the
+	// request is shared; Await later changes ticket.Queued).
+	waited bool
+	queue  int
 }
 
 func clampSeats(s uint64) uint32 {
@@ -117,7 +125,11 @@ func clampSeats(s uint64) uint32 {
 }
 
 // StartRequest decides at once whether the request executes, waits in a
-// queue (libapf deals the queue from hashValue) or is rejected (nil).
+// queue (libapf deals the queue from hashValue) or is rejected (nil). A
+// request that waits is observed in the queue-length histogram (the length
+// of the queue it joined) and sets the current-R gauge, as Kubernetes does
+// at each enqueue; one admitted at once on libapf's lock-free path joins
+// no queue and observes neither.
 func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstimate, hashValue uint64,
 	flowDistinguisher, fsName string, descr1, descr2 interface{}, queueNoteFn fq.QueueNoteFn) (fq.Request, bool) {
 	est := apf.WorkEstimate{
@@ -136,14 +148,18 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 	}
 	r := &request{
 		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
-		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn,
+		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
+		waited: t.Queued, queue: int(t.Queue),
 	}
 	if !t.Queued {
 		r.executing()
 		return r, false
 	}
-	r.arrival = time.Now()
 	qs.queued.Store(t.WaitingID, r)
+	// Kubernetes observes these at every enqueue; libapf reports them for
+	// the requests that really join a queue (see StartRequest's doc).
+	metrics.ObserveQueueLength(ctx, qs.name, fsName, int(t.QueueLength))
+	metrics.SetCurrentR(qs.name, t.CurrentR)
 	if queueNoteFn != nil {
 		queueNoteFn(true)
 	}
@@ -159,6 +175,8 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 // executing counts the request as executing.
 func (r *request) executing() {
 	qs := r.qs
+	r.start = time.Now()
+	qs.running.Store(r, struct{}{})
 	qs.executing.Add(1)
 	qs.seatsInUse.Add(int64(r.seats))
 	qs.reqs.RequestsExecuting.Add(1)
@@ -182,9 +200,21 @@ func (r *request) leftQueue() {
 	metrics.AddSeatsInQueues(r.ctx, qs.name, r.fsName, -r.seats)
 }
 
+// releaseSeats counts the request's seats out of the gauges.
+func (r *request) releaseSeats() {
+	qs := r.qs
+	qs.seatsInUse.Add(-int64(r.seats))
+	qs.execSeats.Add(-float64(r.seats))
+	metrics.AddSeatConcurrencyInUse(qs.name, r.fsName, -r.seats)
+	qs.noteDemand()
+}
+
 // Finish waits while the request is queued (until it is dispatched or its
 // context ends), runs execute if it was dispatched, and gives its seats
-// back when execute returns or panics.
+// back when execute returns or panics. As in Kubernetes, a request with
+// additional latency stops executing then but keeps its seats in the
+// gauges until the latency has passed on the factory's clock (libapf
+// holds its final seats as long).
 func (r *request) Finish(execute func()) (idle bool) {
 	qs := r.qs
 	if r.ticket.Queued {
@@ -202,13 +232,15 @@ func (r *request) Finish(execute func()) (idle bool) {
 		if err := qs.q.Finish(&r.ticket); err != nil {
 			klog.ErrorS(err, "libapf queueset: finishing a request", "priorityLevel", qs.name)
 		}
+		qs.running.Delete(r)
 		qs.executing.Add(-1)
-		qs.seatsInUse.Add(-int64(r.seats))
 		qs.reqs.RequestsExecuting.Add(-1)
-		qs.execSeats.Add(-float64(r.seats))
 		metrics.AddRequestsExecuting(r.ctx, qs.name, r.fsName, -1)
-		metrics.AddSeatConcurrencyInUse(qs.name, r.fsName, -r.seats)
-		qs.noteDemand()
+		if lat := r.estimate.AdditionalLatency; lat > 0 {
+			qs.f.after(lat, r.releaseSeats)
+		} else {
+			r.releaseSeats()
+		}
 		idle = qs.IsIdle()
 	}()
 	execute()

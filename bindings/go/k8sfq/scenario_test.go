@@ -269,9 +269,13 @@ func (s *sim) run(t *testing.T) []float64 {
 	s.seatTime = make([]float64, len(s.sc.flows))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	// Count every client as running before any starts: a started client
+	// changes the count under s.mu.
+	for _, spec := range s.sc.flows {
+		s.running += spec.clients
+	}
 	for f, spec := range s.sc.flows {
 		for range spec.clients {
-			s.running++
 			wg.Add(1)
 			go s.client(ctx, f, &wg)
 		}

@@ -130,6 +130,12 @@ class apf_options(ctypes.Structure):
 class apf_text(ctypes.Structure):
     pass
 
+class apf_str(ctypes.Structure):
+    pass
+
+class apf_request_info(ctypes.Structure):
+    pass
+
 class apf_queueset_config(ctypes.Structure):
     pass
 
@@ -140,9 +146,6 @@ class apf_queueset_decision(ctypes.Structure):
     pass
 
 class apf_queueset_stats(ctypes.Structure):
-    pass
-
-class apf_str(ctypes.Structure):
     pass
 
 class apf_request_digest(ctypes.Structure):
@@ -184,6 +187,22 @@ apf_text._fields_ = [
     ('len', ctypes.c_size_t),
 ]
 
+apf_str._fields_ = [
+    ('ptr', ctypes.POINTER(ctypes.c_char)),
+    ('len', ctypes.c_size_t),
+]
+
+apf_request_info._fields_ = [
+    ('verb', apf_text),
+    ('is_resource_request', ctypes.c_bool),
+    ('api_group', apf_str),
+    ('resource', apf_str),
+    ('subresource', apf_str),
+    ('namespace_', apf_str),
+    ('name', apf_str),
+    ('path', apf_str),
+]
+
 apf_queueset_config._fields_ = [
     ('struct_size', ctypes.c_size_t),
     ('concurrency_limit', ctypes.c_uint32),
@@ -206,6 +225,9 @@ apf_queueset_decision._fields_ = [
     ('reject_reason', ctypes.c_uint32),
     ('request', ctypes.c_uint64),
     ('waiting_id', ctypes.c_uint64),
+    ('queue_length', ctypes.c_uint32),
+    ('queue', ctypes.c_uint32),
+    ('current_r', ctypes.c_double),
 ]
 
 apf_queueset_stats._fields_ = [
@@ -220,11 +242,6 @@ apf_queueset_stats._fields_ = [
     ('rejected_time_out', ctypes.c_uint64),
     ('rejected_cancelled', ctypes.c_uint64),
     ('rejected_concurrency_limit', ctypes.c_uint64),
-]
-
-apf_str._fields_ = [
-    ('ptr', ctypes.POINTER(ctypes.c_char)),
-    ('len', ctypes.c_size_t),
 ]
 
 apf_request_digest._fields_ = [
@@ -303,6 +320,9 @@ FUNCTIONS = {
     'apf_dispatcher_take_completion': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_dispatcher_stats_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_config_notices': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_reject': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('priority_level', ctypes.POINTER(ctypes.c_char)), ('priority_level_len', ctypes.c_size_t), ('flow_schema', ctypes.POINTER(ctypes.c_char)), ('flow_schema_len', ctypes.c_size_t), ('reason', ctypes.c_uint32), ('out_retry_after', ctypes.POINTER(ctypes.c_uint64)), ('out_body', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_observe': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('query', ctypes.POINTER(ctypes.c_char)), ('query_len', ctypes.c_size_t), ('out_status', ctypes.POINTER(ctypes.c_uint16)), ('out_content_type', ctypes.POINTER(apf_text)), ('out_body', ctypes.POINTER(apf_text))]),
+    'apf_request_info_parse': (apf_status, [('method', ctypes.POINTER(ctypes.c_char)), ('method_len', ctypes.c_size_t), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('watch', ctypes.POINTER(ctypes.c_char)), ('watch_len', ctypes.c_size_t), ('out', ctypes.POINTER(apf_request_info))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),

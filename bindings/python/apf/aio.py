@@ -241,6 +241,9 @@ class AsyncRequestScope:
         self._args = (digest, estimate, deadline_ns)
         self._request = None
         self._started = False
+        # Where the request was classified, once admission decided (so a
+        # caller whose await is cancelled can still answer or count it).
+        self.decision = None
 
     async def _acquire(self):
         from .dispatcher import Request
@@ -250,6 +253,7 @@ class AsyncRequestScope:
         self._started = True
         d = self._dispatcher
         decision, queued = d._admit(*self._args)
+        self.decision = decision
         if queued:
             outcome, reason = await d._async_hub().wait(decision.request)
             if outcome == Outcome.REJECTED:

@@ -5,7 +5,8 @@
 ``classify(scope)`` (a function or a coroutine function) returns the
 :class:`apf.RequestDigest`, or None to let the request through without flow
 control. A queued request is awaited on the event loop (no thread per
-waiter); a rejected one is answered ``429`` with ``Retry-After``; a client
+waiter); one not served gets libapf's ``429`` (adaptive ``Retry-After``,
+Kubernetes ``Status`` JSON body), as every libapf middleware answers; a client
 that disconnects while queued cancels its task, which withdraws the
 request. Responses carry the ``X-Kubernetes-PF-FlowSchema-UID`` and
 ``X-Kubernetes-PF-PriorityLevel-UID`` headers. Non-HTTP scopes (lifespan,
@@ -14,18 +15,19 @@ websocket) pass through.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Optional
 
-from ._http import RetryAfter, too_many_requests, uid_headers
+from ._http import too_many_requests, uid_headers
 from .dispatcher import Dispatcher
 from .observe import answer as observe_answer
-from .types import Rejected, WorkEstimate
+from .types import Rejected, RejectReason, WorkEstimate
 
 
 class Middleware:
     def __init__(self, app, dispatcher: Dispatcher, classify, estimate=None,
-                 retry_after: RetryAfter = 1, timeout_ns: Optional[int] = None,
+                 timeout_ns: Optional[int] = None,
                  serve_metrics_and_dumps: bool = False):
         """``serve_metrics_and_dumps`` answers ``/metrics`` and Kubernetes'
         ``/debug/api_priority_and_fairness/dump_*`` paths from the
@@ -36,7 +38,6 @@ class Middleware:
         self.dispatcher = dispatcher
         self.classify = classify
         self.estimate = estimate
-        self.retry_after = retry_after
         self.timeout_ns = timeout_ns
         self.serve_metrics_and_dumps = serve_metrics_and_dumps
 
@@ -64,8 +65,17 @@ class Middleware:
         pending = self.dispatcher.request_async(digest, estimate, timeout_ns=self.timeout_ns)
         try:
             request = await pending
+        except asyncio.CancelledError:
+            # The client went away before the request was served: it counts
+            # toward Retry-After like every request not served, as in the
+            # other middlewares (nobody reads the answer).
+            decision = pending.decision
+            if decision is not None:
+                self.dispatcher.reject(decision.priority_level, decision.flow_schema,
+                                       RejectReason.CANCELLED)
+            raise
         except Rejected as rejected:
-            status, headers, body = too_many_requests(rejected, self.retry_after)
+            status, headers, body = too_many_requests(self.dispatcher, rejected)
             await send({
                 "type": "http.response.start",
                 "status": 429,

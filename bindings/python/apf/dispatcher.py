@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Tuple, Union
 
 from . import _bindings as b
 from ._library import ApfError, ClosedError, call, last_error, lib
@@ -40,6 +40,23 @@ def _read_str(s: b.apf_str) -> str:
     if not s.len:
         return ""
     return ctypes.string_at(s.ptr, s.len).decode("utf-8", "replace")
+
+
+class Rejection(NamedTuple):
+    """The 429 answer of a request that was not served: ``retry_after``
+    seconds for the ``Retry-After`` header, and ``body``, a Kubernetes
+    ``Status`` object (``application/json``)."""
+
+    retry_after: int
+    body: bytes
+
+
+class ObserveAnswer(NamedTuple):
+    """libapf's answer to an observability path."""
+
+    status: int
+    content_type: str
+    body: bytes
 
 
 def default_options() -> Options:
@@ -249,6 +266,42 @@ class Dispatcher(Managed):
             return ctypes.string_at(text.ptr, text.len).decode("utf-8", "replace")
         finally:
             lib().apf_text_free(ctypes.byref(text))
+
+    def reject(self, priority_level: str, flow_schema: str, reason: RejectReason) -> "Rejection":
+        """Count a request classified to ``priority_level`` / ``flow_schema``
+        that was not served (rejected, timed out or cancelled while queued)
+        and give its answer (``apf_dispatcher_reject``), the same in every
+        libapf middleware: ``Retry-After`` adapted to the level's recent
+        rejections as Kubernetes does, and a Kubernetes ``Status`` JSON
+        body. Call it once per such request; the middlewares do."""
+        level, schema = _encode(priority_level), _encode(flow_schema)
+        retry_after = ctypes.c_uint64()
+        text = b.apf_text()
+        self._call("apf_dispatcher_reject", level, len(level), schema, len(schema),
+                   int(reason), ctypes.byref(retry_after), ctypes.byref(text))
+        try:
+            body = ctypes.string_at(text.ptr, text.len)
+        finally:
+            lib().apf_text_free(ctypes.byref(text))
+        return Rejection(retry_after.value, body)
+
+    def observe(self, path: str, query: str = "") -> Optional["ObserveAnswer"]:
+        """The answer to ``/metrics`` or one of Kubernetes' debug dump paths
+        (``apf_dispatcher_observe``), or None for any other path."""
+        p, q = _encode(path), _encode(query)
+        status = ctypes.c_uint16()
+        content_type, body = b.apf_text(), b.apf_text()
+        self._call("apf_dispatcher_observe", p, len(p), q, len(q), ctypes.byref(status),
+                   ctypes.byref(content_type), ctypes.byref(body))
+        try:
+            if status.value == 0:
+                return None
+            return ObserveAnswer(status.value,
+                                 ctypes.string_at(content_type.ptr, content_type.len).decode(),
+                                 ctypes.string_at(body.ptr, body.len))
+        finally:
+            lib().apf_text_free(ctypes.byref(content_type))
+            lib().apf_text_free(ctypes.byref(body))
 
     # --- the raw request operations (one C function each) ------------------
     def start_request(self, digest: RequestDigest, estimate: WorkEstimate = _ONE_SEAT,

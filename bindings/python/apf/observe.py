@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 from typing import List, NamedTuple, Optional, Tuple
-from urllib.parse import parse_qs
 
 from ._library import ApfError, ClosedError, check, lib
 
@@ -39,36 +38,21 @@ class Answer(NamedTuple):
     body: bytes
 
 
-def _include_details(query: str) -> bool:
-    # Kubernetes: any non-empty value of the first includeRequestDetails.
-    values = parse_qs(query, keep_blank_values=True).get("includeRequestDetails", [""])
-    return values[0] != ""
-
-
 def answer(dispatcher, path: str, query: str) -> Optional[Answer]:
     """The response for ``path`` if it is one of the metrics or dump paths,
-    else None. A closed dispatcher gives 503, a library error 500."""
-    if path == METRICS_PATH:
-        content_type = metrics_content_type()
-        read = dispatcher.metrics_text
-    elif path == DUMP_PRIORITY_LEVELS_PATH:
-        content_type, read = TEXT_CONTENT_TYPE, dispatcher.dump_priority_levels
-    elif path == DUMP_QUEUES_PATH:
-        content_type, read = TEXT_CONTENT_TYPE, dispatcher.dump_queues
-    elif path == DUMP_REQUESTS_PATH:
-        details = _include_details(query)
-        content_type = TEXT_CONTENT_TYPE
-
-        def read():
-            return dispatcher.dump_requests(include_details=details)
-    else:
+    else None: libapf's own routing (``apf_dispatcher_observe``), the same
+    in every binding. A closed dispatcher gives 503, a library error 500."""
+    if path != METRICS_PATH and not path.startswith(DEBUG_PATH_PREFIX):
         return None
     try:
-        return _answer(200, "OK", content_type, read().encode())
+        found = dispatcher.observe(path, query)
     except ClosedError as exc:
         return _answer(503, "Service Unavailable", TEXT_CONTENT_TYPE, f"{exc}\n".encode())
     except ApfError as exc:
         return _answer(500, "Internal Server Error", TEXT_CONTENT_TYPE, f"{exc}\n".encode())
+    if found is None:
+        return None
+    return _answer(found.status, "OK", found.content_type, found.body)
 
 
 def _answer(status: int, reason: str, content_type: str, body: bytes) -> Answer:

@@ -1,7 +1,7 @@
 """The request attributes Kubernetes' API server derives from an HTTP
-method, a URL path and the ``watch`` query parameter: the request-to-digest
-helper of every binding (Rust ``RequestInfo::parse``, Go ``ParsePath``),
-with one set of expectations for all in
+method, a URL path and the ``watch`` query parameter: libapf's own parser
+(``apf_request_info_parse``, Rust ``RequestInfo::parse``), the one
+implementation behind every binding's path helper, checked on
 ``tests/data/request-info-cases.json`` at the repository root.
 
     digest = dataclasses.replace(apf.parse_path("GET", "/api/v1/namespaces/ns/pods"),
@@ -10,9 +10,11 @@ with one set of expectations for all in
 
 from __future__ import annotations
 
-from .types import RequestDigest
+import ctypes
 
-_RESOURCE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch"}
+from . import _bindings as b
+from ._library import check, lib
+from .types import RequestDigest
 
 
 def parse_path(method: str, path: str, watch: str = "") -> RequestDigest:
@@ -24,31 +26,27 @@ def parse_path(method: str, path: str, watch: str = "") -> RequestDigest:
     verb is the lower-case method. ``watch`` ``"true"`` or ``"1"`` turns get
     and list into watch. The user and groups are left empty: fill them in
     from authentication."""
-    plain = RequestDigest(user="", verb=method.lower(), is_resource_request=False, path=path)
-    parts = [p for p in path.split("/") if p]
-    if len(parts) >= 2 and parts[0] == "api":
-        group, rest = "", parts[2:]
-    elif len(parts) >= 3 and parts[0] == "apis":
-        group, rest = parts[1], parts[3:]
-    else:
-        return plain
-    if not rest:
-        return plain  # a group version's discovery
-    namespace = ""
-    if len(rest) >= 2 and rest[0] == "namespaces":
-        namespace = rest[1]
-        if len(rest) > 2 and rest[2] not in ("status", "finalize"):
-            rest = rest[2:]
-    resource = rest[0]
-    name = rest[1] if len(rest) > 1 else ""
-    subresource = rest[2] if len(rest) > 2 else ""
-    upper = method.upper()
-    if upper in ("GET", "HEAD"):
-        verb = "watch" if watch in ("true", "1") else ("get" if name else "list")
-    elif upper == "DELETE":
-        verb = "delete" if name else "deletecollection"
-    else:
-        verb = _RESOURCE_VERBS.get(upper, method.lower())
-    return RequestDigest(user="", verb=verb, is_resource_request=True, api_group=group,
-                         resource=resource, subresource=subresource, namespace=namespace,
-                         name=name, path=path)
+    m, p, w = method.encode(), path.encode(), watch.encode()
+    # One pointer to the path's bytes, both passed and used as the base the
+    # fields are sliced from.
+    path_ptr = ctypes.cast(ctypes.c_char_p(p), ctypes.POINTER(ctypes.c_char))
+    base = ctypes.cast(path_ptr, ctypes.c_void_p).value or 0
+    info = b.apf_request_info()
+    check(lib().apf_request_info_parse(m, len(m), path_ptr, len(p), w, len(w), ctypes.byref(info)),
+          "apf_request_info_parse")
+    try:
+        verb = ctypes.string_at(info.verb.ptr, info.verb.len).decode()
+    finally:
+        lib().apf_text_free(ctypes.byref(info.verb))
+
+    def part(s) -> str:
+        # Every field but the verb points into `p`: slice the same bytes.
+        if not s.len:
+            return ""
+        start = ctypes.cast(s.ptr, ctypes.c_void_p).value - base
+        return p[start:start + s.len].decode()
+
+    return RequestDigest(user="", verb=verb, is_resource_request=bool(info.is_resource_request),
+                         api_group=part(info.api_group), resource=part(info.resource),
+                         subresource=part(info.subresource), namespace=part(info.namespace_),
+                         name=part(info.name), path=path)

@@ -5,8 +5,9 @@
 ``classify(environ)`` returns the :class:`apf.RequestDigest` of a request,
 or None to let it through without flow control (as Kubernetes does for
 long-running requests). A queued request blocks its worker thread until it
-may execute; a rejected one is answered ``429 Too Many Requests`` with
-``Retry-After``. Every classified response carries the
+may execute; one not served (rejected, or timed out in its queue) gets
+libapf's ``429 Too Many Requests``, the same in every libapf middleware:
+the adaptive ``Retry-After`` and a Kubernetes ``Status`` JSON body. Every classified response carries the
 ``X-Kubernetes-PF-FlowSchema-UID`` and ``X-Kubernetes-PF-PriorityLevel-UID``
 headers. The request is finished when the server closes the response
 iterable, so streaming responses hold their seats while they stream.
@@ -19,7 +20,6 @@ from typing import Callable, Iterable, Optional
 from ._http import (
     FLOW_SCHEMA_UID_HEADER,
     PRIORITY_LEVEL_UID_HEADER,
-    RetryAfter,
     too_many_requests,
     uid_headers,
 )
@@ -35,13 +35,11 @@ class Middleware:
         dispatcher: Dispatcher,
         classify: Callable[[dict], Optional[RequestDigest]],
         estimate: Optional[Callable[[dict, RequestDigest], WorkEstimate]] = None,
-        retry_after: RetryAfter = 1,
         timeout_ns: Optional[int] = None,
         serve_metrics_and_dumps: bool = False,
     ):
         """``estimate(environ, digest)`` gives the work estimate (default:
-        one seat); ``retry_after`` is seconds or a function of the
-        :class:`apf.Rejected`; ``timeout_ns`` bounds the wait in a queue
+        one seat); ``timeout_ns`` bounds the wait in a queue
         (dispatcher clock; the dispatcher's wait limit applies anyway).
         ``serve_metrics_and_dumps`` answers ``/metrics`` and Kubernetes'
         ``/debug/api_priority_and_fairness/dump_*`` paths from the
@@ -52,7 +50,6 @@ class Middleware:
         self.dispatcher = dispatcher
         self.classify = classify
         self.estimate = estimate
-        self.retry_after = retry_after
         self.timeout_ns = timeout_ns
         self.serve_metrics_and_dumps = serve_metrics_and_dumps
 
@@ -71,7 +68,7 @@ class Middleware:
         try:
             request = scope.__enter__()
         except Rejected as rejected:
-            status, headers, body = too_many_requests(rejected, self.retry_after)
+            status, headers, body = too_many_requests(self.dispatcher, rejected)
             start_response(status, headers)
             return [body]
         extra = uid_headers(request.decision)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import digest, seat_is_free
+from conftest import SECOND, digest, seat_is_free
 
 import apf
 import apf.asgi
@@ -66,10 +66,11 @@ def test_rejected_request_gets_429(dispatcher):
     held = dispatcher.start_request(digest("bob"))
     seen = []
     status, headers, body = asyncio.run(
-        call(apf.asgi.Middleware(hello(seen), dispatcher, classify, retry_after=2),
+        call(apf.asgi.Middleware(hello(seen), dispatcher, classify),
              scope_for("bob")))
     assert status == 429
-    assert headers["retry-after"] == "2"
+    assert headers["retry-after"] == "1"
+    assert headers["content-type"] == "application/json"
     assert headers["x-kubernetes-pf-prioritylevel-uid"] == "uid-pl-refuse"
     assert json.loads(body)["code"] == 429
     assert seen == []
@@ -92,6 +93,12 @@ def test_queued_requests_are_served_in_turn_on_one_loop(dispatcher):
 
 
 def test_disconnect_while_queued_withdraws_the_request(dispatcher):
+    _disconnect_while_queued(dispatcher)
+
+
+def _disconnect_while_queued(dispatcher):
+    """A queued request whose client goes away; gives its level and schema."""
+
     async def main():
         held = dispatcher.start_request(digest("carol"))
         app = apf.asgi.Middleware(hello(), dispatcher, classify)
@@ -103,9 +110,20 @@ def test_disconnect_while_queued_withdraws_the_request(dispatcher):
             await task
         assert dispatcher._hub.pending == 0
         dispatcher.finish(held.request)
+        return held.priority_level, held.flow_schema
 
-    asyncio.run(main())
+    level, schema = asyncio.run(main())
     assert seat_is_free(dispatcher, "carol")
+    return level, schema
+
+
+def test_disconnects_while_queued_count_toward_retry_after(dispatcher):
+    """Three requests not served in one second (cancelled by their clients)
+    double the next second's Retry-After, as every middleware counts them."""
+    for _ in range(3):
+        level, schema = _disconnect_while_queued(dispatcher)
+    dispatcher.advance_clock(SECOND)
+    assert dispatcher.reject(level, schema, apf.RejectReason.QUEUE_FULL).retry_after == 2
 
 
 def test_app_exception_finishes(dispatcher):

@@ -12,7 +12,7 @@ from wsgiref.validate import validator
 
 import pytest
 
-from conftest import digest, seat_is_free, settle
+from conftest import SECOND, digest, seat_is_free, settle
 
 import apf
 import apf.wsgi
@@ -72,27 +72,34 @@ def test_admitted_request_gets_the_uid_headers(dispatcher):
 def test_rejected_request_gets_429_with_retry_after(dispatcher):
     held = dispatcher.start_request(digest("bob"))
     seen = []
-    app = validator(apf.wsgi.Middleware(hello(seen), dispatcher, classify, retry_after=7))
+    app = validator(apf.wsgi.Middleware(hello(seen), dispatcher, classify))
     r = Response(app, environ_for("bob"))
     assert r.status == "429 Too Many Requests"
-    assert r.headers["Retry-After"] == "7"
+    assert r.headers["Retry-After"] == "1"
+    assert r.headers["Content-Type"] == "application/json"
     assert r.headers["X-Kubernetes-PF-FlowSchema-UID"] == "uid-fs-refuse"
     assert r.headers["X-Kubernetes-PF-PriorityLevel-UID"] == "uid-pl-refuse"
     status = json.loads(r.body)
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 429, "TooManyRequests")
-    assert status["details"]["retryAfterSeconds"] == 7
+    assert status["details"]["retryAfterSeconds"] == 1
+    assert status["message"].endswith('(priority level "refuse", flow schema "refuse")')
     assert status["details"]["causes"][0]["reason"] == "concurrency-limit"
     assert seen == [], "the application never saw the rejected request"
     dispatcher.finish(held.request)
 
 
-def test_retry_after_may_depend_on_the_rejection(dispatcher):
+def test_retry_after_grows_with_the_levels_rejections(dispatcher):
+    """libapf's rule, as Kubernetes': at least 3 × Retry-After rejections in
+    the last Retry-After seconds double it."""
     held = [dispatcher.start_request(digest("carol")) for _ in range(3)]
-    app = apf.wsgi.Middleware(
-        hello(), dispatcher, classify,
-        retry_after=lambda rej: 3 if rej.reason == apf.RejectReason.QUEUE_FULL else 1)
+    app = apf.wsgi.Middleware(hello(), dispatcher, classify)
+    for _ in range(3):
+        r = Response(app, environ_for("carol"))
+        assert (r.status[:3], r.headers["Retry-After"]) == ("429", "1")
+    dispatcher.advance_clock(SECOND)
     r = Response(app, environ_for("carol"))
-    assert (r.status[:3], r.headers["Retry-After"]) == ("429", "3")
+    assert (r.status[:3], r.headers["Retry-After"]) == ("429", "2")
+    assert json.loads(r.body)["details"]["causes"][0]["reason"] == "queue-full"
     for h in held:
         settle(dispatcher, h)
 

@@ -1,0 +1,107 @@
+package apf
+
+// #include "shim.h"
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// Rejection is libapf's answer to a request that was not served, the same
+// in every libapf middleware (Rust tower, Go, Python, C++): status 429,
+// the Retry-After header, and a Kubernetes Status object as the JSON body.
+type Rejection struct {
+	// RetryAfter is the Retry-After header's value in whole seconds,
+	// adapted per priority level to its recent rejections as Kubernetes
+	// does.
+	RetryAfter uint64
+	// Body is a Kubernetes Status object (Content-Type application/json)
+	// naming the priority level and flow schema.
+	Body string
+}
+
+// RejectionContentType is the Content-Type of Rejection.Body.
+const RejectionContentType = "application/json"
+
+// Reject counts a request classified as c that was not served (rejected
+// at once, timed out or cancelled while queued) and gives its answer. Call
+// it once per such request: the count drives Retry-After. Middleware does.
+func (d *Dispatcher) Reject(c Classification, reason RejectReason) (Rejection, error) {
+	maybeGC()
+	p, ok := d.c.enter()
+	if !ok {
+		return Rejection{}, ErrClosed
+	}
+	defer d.c.exit()
+	defer runtime.KeepAlive(d)
+	level, levelN := cstr(c.PriorityLevel)
+	schema, schemaN := cstr(c.FlowSchema)
+	var retry C.uint64_t
+	body, err := takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
+		return C.go_apf_reject(p, level, levelN, schema, schemaN, C.uint32_t(reason), &retry, out, e)
+	})
+	runtime.KeepAlive(c)
+	if err != nil {
+		return Rejection{}, err
+	}
+	return Rejection{RetryAfter: uint64(retry), Body: body}, nil
+}
+
+// ParsePath reads the request attributes Kubernetes' API server derives
+// from a method and a URL path: /api/v1/... is the core group,
+// /apis/GROUP/VERSION/... a named group, then optionally
+// namespaces/NAMESPACE, then RESOURCE[/NAME[/SUBRESOURCE]]. Any other path
+// is a non-resource request whose verb is the lower-case method. watch is
+// the value of the `watch` query parameter ("true" or "1" turns get/list
+// into watch). User and groups are left empty: fill them in from your
+// authentication. It is libapf's own parser (apf_request_info_parse), the
+// same in every binding. A method or path that is not UTF-8 is taken as a
+// non-resource request.
+func ParsePath(method, path, watch string) RequestDigest {
+	m, mN := cstr(method)
+	p, pN := cstr(path)
+	w, wN := cstr(watch)
+	var info C.apf_request_info
+	var e cerr
+	st := C.go_apf_request_info_parse(m, mN, p, pN, w, wN, &info, &e.e)
+	runtime.KeepAlive(method)
+	runtime.KeepAlive(watch)
+	if e.err(st) != nil {
+		return RequestDigest{Path: path, Verb: lowerASCII(method)}
+	}
+	verb := C.GoStringN(info.verb.ptr, C.int(info.verb.len))
+	C.apf_text_free(&info.verb)
+	// Every other field points into path: take the same bytes as a Go
+	// substring, without copying.
+	base := uintptr(unsafe.Pointer(unsafe.StringData(path)))
+	part := func(s C.apf_str) string {
+		if s.len == 0 {
+			return ""
+		}
+		off := uintptr(unsafe.Pointer(s.ptr)) - base
+		return path[off : off+uintptr(s.len)]
+	}
+	d := RequestDigest{
+		Verb:              verb,
+		IsResourceRequest: bool(info.is_resource_request),
+		APIGroup:          part(info.api_group),
+		Resource:          part(info.resource),
+		Subresource:       part(info.subresource),
+		Namespace:         part(info.namespace_),
+		Name:              part(info.name),
+		Path:              path,
+	}
+	runtime.KeepAlive(path)
+	return d
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
