@@ -240,6 +240,28 @@ typedef uint32_t apf_wq_get_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// How a queuing level shares its seats (`apf_queueset_config.fairness`;
+// in configuration files, the `apf.libapf.io/fairness` annotation of a
+// PriorityLevelConfiguration).
+enum apf_fairness
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Kubernetes' queueset: queues, not flows, compete fairly.
+  APF_FAIRNESS_KUBERNETES = 0,
+  // Flow-fair: each flow gets its max-min fair share of the seats,
+  // whatever its number of concurrent requests (docs/flow-fairness.md).
+  APF_FAIRNESS_FLOW = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum apf_fairness apf_fairness;
+#else
+typedef uint32_t apf_fairness;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // A dispatcher: classifies requests by flow schema and decides on them at
 // their priority level (execute, queue, or reject), with fair queuing and
 // borrowing between levels.
@@ -417,6 +439,10 @@ typedef struct apf_queueset_config {
   // The longest a request may wait in a queue, in nanoseconds; 0 for no
   // limit of the queueset's own (a request's deadline still applies).
   uint64_t wait_limit_ns;
+  // An `apf_fairness`: how the level shares its seats among flows
+  // (default `APF_FAIRNESS_KUBERNETES`). Added after the first version:
+  // a caller's older, smaller struct keeps the default.
+  uint32_t fairness;
 } apf_queueset_config;
 
 // Seats a request occupies: `initial_seats` while it executes, then

@@ -32,6 +32,7 @@
 mod builtin;
 mod defaults;
 mod error;
+mod fairness;
 mod load;
 mod model;
 mod print;
@@ -39,6 +40,7 @@ mod types;
 mod validate;
 
 pub use error::{ConfigError, ConfigErrors, ErrorType, ObjectRef};
+pub use fairness::FAIRNESS_ANNOTATION;
 pub use model::{
     DistinguisherMethod, LevelKind, LimitPolicy, Notice, QueuingParams, ValidConfig,
     ValidFlowSchema, ValidPriorityLevel,

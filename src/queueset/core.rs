@@ -11,6 +11,7 @@
 
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
+use super::flows::FlowTable;
 use super::tally::Tallies;
 use super::utilization::Utilization;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
@@ -25,8 +26,15 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::task::Waker;
 
+mod checks;
+
 /// Marks a request that belongs to no queue (the level does not queue).
 pub(crate) const NO_QUEUE: u32 = u32::MAX;
+
+/// Marks a request admitted lock-free under the flow fairness policy: its
+/// queue is chosen when its record is replayed, and found in the flow
+/// table when it finishes.
+pub(crate) const FLOW_QUEUE: u32 = u32::MAX - 1;
 
 /// A request waiting in a queue.
 #[derive(Debug)]
@@ -54,7 +62,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         !self.waiting.is_empty() || self.executing > 0
     }
     fn is_empty(&self) -> bool {
@@ -63,13 +71,16 @@ impl Queue {
 }
 
 /// Seats held past a request's end, for its additional latency.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Lingering {
-    until: Instant,
-    seq: u64,
-    queue: u32,
-    tag: u32,
-    seats: u32,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Lingering {
+    pub(crate) until: Instant,
+    pub(crate) seq: u64,
+    pub(crate) queue: u32,
+    pub(crate) tag: u32,
+    pub(crate) seats: u32,
+    /// Seats held for this flow's next request (the flow policy's
+    /// anticipation, see `flows`), rather than for an additional latency.
+    pub(crate) for_flow: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -92,15 +103,17 @@ pub(crate) struct Core {
     /// Async waiters to wake after the lock is released.
     wakers: Vec<Waker>,
     waiting_seats: u64,
-    active_queues: u32,
+    pub(crate) active_queues: u32,
     pub(crate) requests_executing: u32,
     pub(crate) requests_waiting: u32,
-    lingering: BinaryHeap<Reverse<Lingering>>,
+    pub(crate) lingering: BinaryHeap<Reverse<Lingering>>,
     /// Sum of the seats in `lingering`: the seats in the admission word
     /// held by requests that no longer execute. Changed only under the
     /// level lock, so the lock holder knows exactly whether any request
     /// executes (word seats == lingering seats).
-    lingering_seats: u64,
+    pub(crate) lingering_seats: u64,
+    /// Entries of `lingering` held for a flow (anticipation).
+    pub(crate) holds: u32,
     linger_seq: u64,
     /// Deadlines of waiting requests; entries of requests no longer waiting
     /// are dropped lazily, and the heap is rebuilt when they pile up.
@@ -113,6 +126,8 @@ pub(crate) struct Core {
     /// Time-weighted utilization up to `last_sync` (metrics only; see
     /// `utilization.rs`).
     pub(super) utilization: Utilization,
+    /// Busy flows' queues under the flow fairness policy (`flows`).
+    pub(crate) flows: FlowTable,
 }
 
 impl Core {
@@ -137,6 +152,7 @@ impl Core {
             requests_waiting: 0,
             lingering: BinaryHeap::new(),
             lingering_seats: 0,
+            holds: 0,
             linger_seq: 0,
             deadlines: BinaryHeap::new(),
             clamped_estimates: 0,
@@ -144,6 +160,7 @@ impl Core {
             rejected_total: [0; 4],
             tallies: Tallies::default(),
             utilization: Utilization::default(),
+            flows: FlowTable::default(),
         }
     }
 
@@ -333,6 +350,9 @@ impl Core {
         );
         let seq = slot.seq;
         let tag = slot.tag;
+        if let Some(flow) = slot.flow {
+            self.flows.join(flow, q);
+        }
         if !self.queues[q].is_active() {
             self.active_queues += 1;
         }
@@ -418,6 +438,7 @@ impl Core {
         self.dispatched_total += 1;
         let waker = w.slot.decide(SlotState::Dispatched {
             queue: q as u32,
+            flow: w.slot.flow,
             tag: w.slot.tag,
             estimate,
             start: now,
@@ -498,30 +519,46 @@ impl Core {
     pub(crate) fn finish(
         &mut self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         start: Instant,
         now: Instant,
     ) -> u32 {
+        let queue = self.flow_leaves(queue, flow);
         self.tallies.get(tag).end(start, now);
         self.end_executing(queue, estimate.initial_seats, start, now);
         let seats = estimate.max_seats();
         if estimate.additional_latency.is_zero() {
+            if let Some(flow) = flow.filter(|_| self.anticipates(queue, seats)) {
+                let hold = self.cfg.anticipation().unwrap_or_default();
+                let until = now.saturating_add(hold);
+                self.linger(until, queue, tag, seats, Some(flow));
+                return 0;
+            }
             self.tallies.get(tag).release(seats);
             self.release(queue, seats);
             return seats;
         }
         let until = now.saturating_add(estimate.additional_latency);
+        self.linger(until, queue, tag, seats, None);
+        0
+    }
+
+    /// Hold `seats` of `queue` until `until` (for an additional latency,
+    /// or for `for_flow`'s next request).
+    fn linger(&mut self, until: Instant, queue: u32, tag: u32, seats: u32, for_flow: Option<u64>) {
         self.linger_seq += 1;
         self.lingering_seats += u64::from(seats);
+        self.holds += u32::from(for_flow.is_some());
         self.lingering.push(Reverse(Lingering {
             until,
             seq: self.linger_seq,
             queue,
             tag,
             seats,
+            for_flow,
         }));
-        0
     }
 
     /// Remove a waiting request (cancelled or timed out at `at`). Returns
@@ -557,6 +594,9 @@ impl Core {
                 .position(|w| Arc::ptr_eq(&w.slot, slot))
         })?;
         let w = self.take_waiting(q, pos);
+        if let Some(flow) = w.slot.flow {
+            self.flows.leave(flow);
+        }
         self.rejected_total[reason as usize] += 1;
         let tally = &mut self.tallies.get(slot.tag).stats;
         tally.rejected[reason as usize] += 1;
@@ -586,10 +626,7 @@ impl Core {
             .is_some_and(|Reverse(l)| l.until <= at)
         {
             let Reverse(l) = self.lingering.pop().expect("peeked");
-            self.lingering_seats -= u64::from(l.seats);
-            self.tallies.get(l.tag).release(l.seats);
-            self.release(l.queue, l.seats);
-            freed += l.seats;
+            freed += self.end_lingering(&l);
         }
         let mut expired = Vec::new();
         while let Some(&Reverse((deadline, seq, q))) = self.deadlines.peek() {
@@ -637,7 +674,7 @@ impl Core {
 
     // ----- bookkeeping -----------------------------------------------------
 
-    fn ensure_queue(&mut self, q: usize) -> usize {
+    pub(crate) fn ensure_queue(&mut self, q: usize) -> usize {
         if q >= self.queues.len() {
             self.queues.resize_with(q + 1, Queue::default);
         }
@@ -682,6 +719,16 @@ impl Core {
         }
         queue.next_dispatch_r -= seats_times(initial_seats, g) - seats_times(initial_seats, actual);
         self.bound_and_reindex(q);
+    }
+
+    /// Seats held by `l` (already out of the heap) are free again.
+    /// Returns them, to give back to the admission word.
+    pub(crate) fn end_lingering(&mut self, l: &Lingering) -> u32 {
+        self.lingering_seats -= u64::from(l.seats);
+        self.holds -= u32::from(l.for_flow.is_some());
+        self.tallies.get(l.tag).release(l.seats);
+        self.release(l.queue, l.seats);
+        l.seats
     }
 
     fn release(&mut self, queue: u32, seats: u32) {
@@ -756,55 +803,5 @@ impl Core {
             })
             .collect();
         self.deadlines = BinaryHeap::from(live);
-    }
-
-    /// Debug-build invariant checks.
-    pub(crate) fn check_invariants(&self) {
-        if !cfg!(debug_assertions) {
-            return;
-        }
-        let waiting: usize = self.queues.iter().map(|q| q.waiting.len()).sum();
-        debug_assert_eq!(waiting, self.requests_waiting as usize, "waiting count");
-        let active = self.queues.iter().filter(|q| q.is_active()).count();
-        debug_assert_eq!(active, self.active_queues as usize, "active queues");
-        let ready = self.queues.iter().filter(|q| !q.waiting.is_empty()).count();
-        debug_assert_eq!(ready, self.ready.len(), "ready index");
-        // Every queue with waiting requests is indexed under its virtual
-        // finish time: next-dispatch R plus its head's work, no stale key.
-        for (i, q) in self.queues.iter().enumerate() {
-            let key = q.waiting.front().map(|head| q.next_dispatch_r + head.work);
-            debug_assert_eq!(q.ready_key, key, "queue {i}: ready-index key");
-            if let Some(key) = key {
-                debug_assert!(self.ready.contains(&(key, i)), "queue {i} indexed");
-            }
-        }
-        let lingering: u64 = self
-            .lingering
-            .iter()
-            .map(|Reverse(l)| u64::from(l.seats))
-            .sum();
-        debug_assert_eq!(lingering, self.lingering_seats, "lingering seats");
-        let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
-        debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
-        let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
-        debug_assert_eq!(wseats, self.waiting_seats, "waiting seats");
-        let sum =
-            |f: fn(&super::tally::TagStats) -> u64| -> u64 { self.tallies.iter().map(f).sum() };
-        debug_assert_eq!(
-            sum(|t| t.waiting as u64),
-            self.requests_waiting as u64,
-            "tallied waiting"
-        );
-        debug_assert_eq!(
-            sum(|t| t.waiting_seats),
-            self.waiting_seats,
-            "tallied waiting seats"
-        );
-        debug_assert_eq!(
-            sum(|t| t.executing as u64),
-            self.requests_executing as u64,
-            "tallied executing"
-        );
-        debug_assert_eq!(sum(|t| t.seats_in_use), self.seats_in_use, "tallied seats");
     }
 }

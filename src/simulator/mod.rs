@@ -40,12 +40,14 @@
 //! with no arguments.
 
 mod engine;
+mod fairness;
 mod histogram;
 mod report;
 mod svg;
 mod workload;
 
 pub use engine::{run, RunStats, SimulationError};
+pub use fairness::{compare_fairness, with_fairness, FairnessComparison, FairnessRow};
 pub use histogram::Histogram;
 pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
 // Number and duration formatting the apf-cli crate shares with the report

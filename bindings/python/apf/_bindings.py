@@ -104,6 +104,14 @@ apf_wq_get_result_NAMES = {
     3: 'APF_WQ_TIMED_OUT',
 }
 
+# enum apf_fairness
+APF_FAIRNESS_KUBERNETES = 0
+APF_FAIRNESS_FLOW = 1
+apf_fairness_NAMES = {
+    0: 'APF_FAIRNESS_KUBERNETES',
+    1: 'APF_FAIRNESS_FLOW',
+}
+
 class apf_dispatcher(ctypes.Structure):
     pass
 
@@ -167,6 +175,7 @@ apf_reject_reason = ctypes.c_uint32
 apf_wq_kind = ctypes.c_uint32
 apf_wq_lane = ctypes.c_uint32
 apf_wq_get_result = ctypes.c_uint32
+apf_fairness = ctypes.c_uint32
 
 apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
 
@@ -220,6 +229,7 @@ apf_queueset_config._fields_ = [
     ('queue_length_limit', ctypes.c_uint32),
     ('service_time_guess_ns', ctypes.c_uint64),
     ('wait_limit_ns', ctypes.c_uint64),
+    ('fairness', ctypes.c_uint32),
 ]
 
 apf_work_estimate._fields_ = [
