@@ -1,7 +1,8 @@
 //! Runs the uncontended hot path in a loop, for profilers
-//! (`valgrind --tool=callgrind target/release/examples/hotpath_profile`).
+//! (`valgrind --tool=callgrind target/release/examples/hotpath_profile
+//! [ITERATIONS [kubernetes|flow]]`).
 use apf::clock::Clock;
-use apf::queueset::{Admission, QueueSet, QueueSetConfig, Request};
+use apf::queueset::{Admission, Fairness, QueueSet, QueueSetConfig, Request};
 use apf::work_estimate::WorkEstimate;
 use std::time::Duration;
 
@@ -10,8 +11,18 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    let fairness = std::env::args()
+        .nth(2)
+        .map(|s| {
+            Fairness::from_name(&s).unwrap_or_else(|| {
+                eprintln!("hotpath_profile: fairness {s:?}: expected kubernetes or flow");
+                std::process::exit(2)
+            })
+        })
+        .unwrap_or_default();
     let cfg = QueueSetConfig {
         concurrency_limit: 1000,
+        fairness,
         ..QueueSetConfig::default()
     };
     let qs = QueueSet::new(cfg, Clock::real()).expect("valid config");

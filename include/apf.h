@@ -240,6 +240,28 @@ typedef uint32_t apf_wq_get_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// How a queuing level shares its seats (`apf_queueset_config.fairness`;
+// in configuration files, the `apf.libapf.io/fairness` annotation of a
+// PriorityLevelConfiguration).
+enum apf_fairness
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Kubernetes' queueset: queues, not flows, compete fairly.
+  APF_FAIRNESS_KUBERNETES = 0,
+  // Flow-fair: each flow gets its max-min fair share of the seats,
+  // whatever its number of concurrent requests (docs/flow-fairness.md).
+  APF_FAIRNESS_FLOW = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum apf_fairness apf_fairness;
+#else
+typedef uint32_t apf_fairness;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // A dispatcher: classifies requests by flow schema and decides on them at
 // their priority level (execute, queue, or reject), with fair queuing and
 // borrowing between levels.
@@ -366,6 +388,33 @@ typedef struct apf_request_info {
   struct apf_str path;
 } apf_request_info;
 
+// One constant label: its name (letters, digits and `_`, not starting
+// with a digit or `__`, and none of the labels the metrics use) and its
+// value (any UTF-8).
+typedef struct apf_metrics_label {
+  // The label's name.
+  struct apf_str name;
+  // Its value on every series.
+  struct apf_str value;
+} apf_metrics_label;
+
+// How `apf_dispatcher_metrics_text_with` names and labels the series.
+// Always start from `apf_metrics_options_default` (no prefix, no labels):
+// it sets `struct_size`, which lets later versions add fields.
+typedef struct apf_metrics_options {
+  // `sizeof(apf_metrics_options)` as the caller's header knows it; set
+  // by `apf_metrics_options_default`.
+  size_t struct_size;
+  // Prepended, with `_`, to every metric name (`shop` gives
+  // `shop_apiserver_flowcontrol_...`); empty for none. Letters, digits
+  // and `_`, not starting with a digit.
+  struct apf_str prefix;
+  // Labels added to every series (NULL with 0 for none).
+  const struct apf_metrics_label *const_labels;
+  // How many `const_labels` there are (at most 64).
+  size_t const_labels_len;
+} apf_metrics_options;
+
 // A queueset's configuration. Always start from
 // `apf_queueset_config_default`: it fills in Kubernetes' defaults and sets
 // `struct_size`, which lets later versions add fields (see the ABI policy
@@ -390,6 +439,10 @@ typedef struct apf_queueset_config {
   // The longest a request may wait in a queue, in nanoseconds; 0 for no
   // limit of the queueset's own (a request's deadline still applies).
   uint64_t wait_limit_ns;
+  // An `apf_fairness`: how the level shares its seats among flows
+  // (default `APF_FAIRNESS_KUBERNETES`). Added after the first version:
+  // a caller's older, smaller struct keeps the default.
+  uint32_t fairness;
 } apf_queueset_config;
 
 // Seats a request occupies: `initial_seats` while it executes, then
@@ -798,6 +851,26 @@ apf_status apf_dispatcher_observe(const struct apf_dispatcher *dispatcher, const
 // The strings readable for their lengths (or NULL with length 0); `out`
 // NULL or writable.
 apf_status apf_request_info_parse(const char *method, size_t method_len, const char *path, size_t path_len, const char *watch, size_t watch_len, struct apf_request_info *out);
+
+// Fill `*out` with the default metrics options: no prefix, no labels.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_metrics_options_default(struct apf_metrics_options *out);
+
+// `apf_dispatcher_metrics_text` with a name prefix and constant labels
+// (`options` NULL: none, the same text). The options are checked first:
+// `APF_ERR_INVALID_PARAMETER` (the last error names the field at fault),
+// `APF_ERR_INVALID_UTF8`, or `APF_ERR_NULL_POINTER` (a NULL string or
+// label array with a non-zero length).
+//
+// On `APF_OK`, `*out` owns the text: free it with `apf_text_free`.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `options` NULL or readable, with
+// every string and the label array readable for their lengths; `out` NULL
+// or writable.
+apf_status apf_dispatcher_metrics_text_with(const struct apf_dispatcher *dispatcher, const struct apf_metrics_options *options, struct apf_text *out);
 
 // The dispatcher's metrics in the OpenMetrics 1.0 text format, which
 // Prometheus scrapes (serve it with the type `apf_metrics_content_type`

@@ -47,6 +47,12 @@ scripts/tsan.sh
 step "fuzz targets (short differential runs)"
 scripts/fuzz-smoke.sh "${FUZZ_SECONDS:-15}"
 
+step "operator assets: Prometheus alert rules (promtool check + test)"
+scripts/check-deploy.sh
+
+step "apf simulate's report page renders in headless Chromium"
+scripts/check-report-page.sh
+
 step "C ABI: header is what cbindgen generates"
 scripts/check-header.sh
 

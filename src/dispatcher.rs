@@ -600,6 +600,7 @@ fn queueset_config(
         queue_length_limit,
         service_time_guess: options.service_time_guess,
         wait_limit: options.wait_limit,
+        fairness: pl.fairness,
     }
 }
 

@@ -388,3 +388,61 @@ fn a_released_seat_dispatches_the_waiter_and_is_given_back_once() {
     let null = unsafe { apf_queueset_release_seats(null_mut(), 1, 0) };
     assert_eq!(null, apf_status::APF_ERR_NULL_POINTER);
 }
+
+/// The queues (by index) holding waiting requests, from the JSON dump.
+fn queues_with_waiters(q: &Qs) -> Vec<usize> {
+    // SAFETY: live queueset; `t` is a writable apf_text.
+    let (st, dump) = take_text(|t| unsafe { apf_queueset_dump_json(q.0, t) });
+    assert_eq!(st, apf_status::APF_OK);
+    let v: serde_json::Value = serde_json::from_str(&dump.unwrap()).unwrap();
+    let queues = v["queues"].as_array().unwrap();
+    (0..queues.len())
+        .filter(|&i| queues[i]["waiting"].as_u64().unwrap_or(0) > 0)
+        .collect()
+}
+
+#[test]
+fn the_fairness_field_chooses_the_policy_and_is_checked() {
+    // Under `flow`, a busy flow keeps to one queue; under Kubernetes'
+    // policy its waiting requests spread over its hand.
+    for (fairness, spread) in [
+        (apf_fairness::APF_FAIRNESS_KUBERNETES, true),
+        (apf_fairness::APF_FAIRNESS_FLOW, false),
+    ] {
+        let mut cfg = config(1, 16, 4, 10);
+        cfg.fairness = fairness as u32;
+        let q = new_qs(&cfg);
+        let _running = start(&q, 77, 0);
+        for _ in 0..4 {
+            start(&q, 77, 0);
+        }
+        let used = queues_with_waiters(&q);
+        assert_eq!(used.len() > 1, spread, "{fairness:?}: queues {used:?}");
+    }
+
+    // A value that names no policy is a configuration error naming it.
+    let mut cfg = config(1, 16, 4, 10);
+    cfg.fairness = 7;
+    let (mut p, name) = (null_mut(), "level-f");
+    // SAFETY: valid arguments.
+    let st = unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p) };
+    assert_eq!(st, apf_status::APF_ERR_CONFIG);
+    let msg = last_error();
+    assert!(
+        msg.contains("level-f") && msg.contains("apf_queueset_config.fairness is 7"),
+        "{msg}"
+    );
+    assert!(p.is_null());
+
+    // A caller built against the first header (no `fairness` field) keeps
+    // the default policy: its struct ends where the field begins.
+    let mut old = config(1, 16, 4, 10);
+    old.fairness = 7; // past the caller's struct: never read
+    old.struct_size = std::mem::offset_of!(apf_queueset_config, fairness);
+    let q = new_qs(&old);
+    let _running = start(&q, 77, 0);
+    for _ in 0..4 {
+        start(&q, 77, 0);
+    }
+    assert!(queues_with_waiters(&q).len() > 1, "the default policy");
+}

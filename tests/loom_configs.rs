@@ -48,6 +48,7 @@ fn config(limit: u32, queues: u32) -> QueueSetConfig {
         hand_size: 1,
         queue_length_limit: 4,
         wait_limit: Duration::from_secs(1),
+        fairness: apf::queueset::Fairness::Kubernetes,
         ..QueueSetConfig::default()
     }
 }
@@ -156,6 +157,7 @@ fn lingering_against_finish_and_dispatch() {
         // B must not time out while A's seat lingers.
         let (qs, manual) = level_with(QueueSetConfig {
             wait_limit: Duration::from_secs(10),
+            fairness: apf::queueset::Fairness::Kubernetes,
             ..config(2, 1)
         });
         let ex = std::sync::Arc::new(Executing::default());

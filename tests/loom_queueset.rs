@@ -116,3 +116,32 @@ fn finish_against_reconfigure() {
         assert_idle(&qs);
     });
 }
+
+/// [`admit_against_finish`] under the flow fairness policy, both requests
+/// of one flow: the hot path records the flow's hash and the replay chooses
+/// its queue, racing with the slow path's queuing in the flow's queue; no
+/// lost wake-up, no seat or flow-table entry left behind. (Two flows would
+/// let the finishing one hold its seat for up to G, which needs the clock
+/// to move; the differential and shuttle tests cover holds.)
+#[test]
+fn admit_against_finish_under_flow() {
+    loom::model(|| {
+        let (clock, _manual) = Clock::manual();
+        let cfg = QueueSetConfig {
+            name: "loom-flow".into(),
+            concurrency_limit: 1,
+            queues: 2,
+            hand_size: 2,
+            queue_length_limit: 4,
+            fairness: apf::queueset::Fairness::Flow,
+            ..QueueSetConfig::default()
+        };
+        let qs = Arc::new(QueueSet::new(cfg, clock).expect("valid config"));
+        let other = qs.clone();
+        let t = thread::spawn(move || run_one(&other, 7));
+        assert!(run_one(&qs, 7));
+        assert!(t.join().unwrap());
+        assert_idle(&qs);
+        assert_eq!(qs.stats().held_seats, 0);
+    });
+}

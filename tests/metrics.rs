@@ -728,8 +728,17 @@ fn the_builtin_config_makes_a_bounded_number_of_series() {
         .map(|l| l.schemas.len())
         .sum();
     // A duration histogram is 13 buckets + Inf + count + sum; a queue-length
-    // one 8 + 3.
-    let most = idle + limited * 2 * 16 + pairs * 16 + queuing * 11;
+    // one 8 + 3; a work-seats one 4 + 3; a dispatch-without-room counter
+    // one per queuing pair; per limited level, a seat-utilization
+    // histogram (13 + 3) and two request-utilization ones (10 + 3 each).
+    let limited_levels = flow.levels.iter().filter(|l| !l.exempt).count();
+    let most = idle
+        + limited * 2 * 16
+        + pairs * 16
+        + queuing * 11
+        + limited * 7
+        + queuing
+        + limited_levels * (16 + 2 * 13);
     println!(
         "built-in config: {} levels, {pairs} (level, schema) pairs, {idle} series idle, at most {most}",
         flow.levels.len()
@@ -745,6 +754,7 @@ fn the_builtin_config_makes_a_bounded_number_of_series() {
         "execute",
         "type",
         "le",
+        "phase",
     ];
     for family in exp.families.values() {
         for s in &family.samples {

@@ -6,7 +6,7 @@
 
 use apf::clock::{Clock, ManualClock};
 use apf::queueset::vtime::seats_times;
-use apf::queueset::{Admission, Guard, QueueSet, QueueSetConfig, ReleaseError, Request};
+use apf::queueset::{Admission, Fairness, Guard, QueueSet, QueueSetConfig, ReleaseError, Request};
 use apf::work_estimate::WorkEstimate;
 use std::time::Duration;
 
@@ -23,6 +23,7 @@ fn level(limit: u32, queues: u32) -> (QueueSet, ManualClock) {
         queue_length_limit: 8,
         service_time_guess: G,
         wait_limit: Duration::from_secs(60),
+        fairness: Fairness::Kubernetes,
     };
     (QueueSet::new(cfg, clock).expect("valid config"), manual)
 }

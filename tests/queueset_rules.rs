@@ -34,6 +34,7 @@ fn cfg(limit: u32, queues: u32, hand: u32, queue_length_limit: u32) -> QueueSetC
         queue_length_limit,
         service_time_guess: G,
         wait_limit: Duration::from_secs(60),
+        fairness: apf::queueset::Fairness::Kubernetes,
     }
 }
 

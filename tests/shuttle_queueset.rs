@@ -37,6 +37,7 @@ fn config(limit: u32, queues: u32, hand: u32) -> QueueSetConfig {
         hand_size: hand,
         queue_length_limit: 2,
         wait_limit: Duration::from_millis(3),
+        fairness: apf::queueset::Fairness::Kubernetes,
         ..QueueSetConfig::default()
     }
 }
@@ -428,6 +429,49 @@ fn non_queuing_level_keeps_invariants() {
     shuttle::check_random(
         move || {
             run(exempt(2), vec![exempt(3), exempt(1)], 5, 3, any_request);
+        },
+        iterations(),
+    );
+}
+
+/// `config` under the flow fairness policy.
+fn flow(cfg: QueueSetConfig) -> QueueSetConfig {
+    QueueSetConfig {
+        fairness: apf::queueset::Fairness::Flow,
+        ..cfg
+    }
+}
+
+/// [`slow_path_matches_reference`] under the flow fairness policy (flow
+/// table, anticipation), with a reconfiguration back to Kubernetes' policy
+/// and one to flow again.
+#[test]
+fn slow_path_matches_reference_under_flow() {
+    shuttle::check_random(
+        || {
+            let initial = flow(config(2, 3, 2));
+            let reconfigs = vec![config(3, 2, 2), flow(config(1, 4, 3))];
+            let (qs, obs, _manual) = run(initial.clone(), reconfigs, 4, 3, slow_request);
+            let log = history::take();
+            replay_and_compare(&qs, &obs, initial, &log);
+        },
+        iterations(),
+    );
+}
+
+/// [`mixed_paths_keep_invariants`] under the flow fairness policy: the hot
+/// path records flow hashes and the replay chooses their queues.
+#[test]
+fn mixed_paths_keep_invariants_under_flow() {
+    shuttle::check_random(
+        || {
+            run(
+                flow(config(2, 2, 2)),
+                vec![config(3, 1, 1), flow(config(1, 3, 2))],
+                5,
+                3,
+                any_request,
+            );
         },
         iterations(),
     );

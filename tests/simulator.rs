@@ -53,6 +53,35 @@ fn check_consistency(report: &Report, stats: &RunStats) {
         assert_eq!(report.series.level_queue_length[l].len(), n);
         assert_eq!(report.series.level_limit[l].len(), n);
     }
+    // The per-interval counts of the charts add up to the totals.
+    let s = &report.series;
+    for (i, f) in report.flows.iter().enumerate() {
+        assert_eq!(s.flow_arrived[i].len(), n);
+        assert_eq!(
+            s.flow_arrived[i].iter().sum::<u64>(),
+            f.arrived,
+            "{}",
+            f.name
+        );
+        assert_eq!(
+            s.flow_completed[i].iter().sum::<u64>(),
+            f.completed,
+            "{}",
+            f.name
+        );
+    }
+    for reason in RejectReason::ALL {
+        let total: u64 = report
+            .flows
+            .iter()
+            .map(|f| f.rejected[reason as usize])
+            .sum();
+        assert_eq!(
+            s.rejected[reason as usize].iter().sum::<u64>(),
+            total,
+            "{reason:?}"
+        );
+    }
     for (f, per_interval) in report.flows.iter().zip(&report.series.flow_seat_seconds) {
         let sum: f64 = per_interval.iter().sum();
         assert!(
@@ -87,7 +116,7 @@ fn every_example_workload_loads_and_runs() {
         for f in &report.flows {
             assert!(text.contains(&f.label()), "{}", path.display());
         }
-        assert_eq!(simulator::charts(&report).len(), 4);
+        assert_eq!(simulator::charts(&report).len(), 6);
     }
     assert!(seen >= 3, "examples/workloads holds the examples");
     assert_eq!(
@@ -409,4 +438,84 @@ fn a_backlog_at_the_end_is_cancelled_not_dispatched() {
         level.dispatched
     );
     check_consistency(&report, &stats);
+}
+
+/// The operator's charts: rejections over time by reason, throughput
+/// against demand per flow, markers at phase changes and borrowing
+/// adjustments, and each queuing level's capacity line.
+#[test]
+fn the_charts_show_rejections_demand_phases_borrowing_and_queue_capacity() {
+    let w = simulator::noisy_neighbour()
+        .with_duration(secs(14))
+        .unwrap();
+    let (report, stats) = run(&w, 3);
+    check_consistency(&report, &stats);
+    let charts: std::collections::BTreeMap<&str, String> =
+        simulator::charts(&report).into_iter().collect();
+    let names: Vec<&str> = charts.keys().copied().collect();
+    assert_eq!(
+        names,
+        [
+            "level-seats.svg",
+            "queue-length.svg",
+            "rejections.svg",
+            "seat-share.svg",
+            "throughput.svg",
+            "wait-time.svg"
+        ]
+    );
+    // The runaway's phase at 10 s, labelled on every chart over time.
+    let s = &report.series;
+    assert_eq!(
+        s.phase_changes,
+        [(10.0, "runaway-controller ×100".to_string())]
+    );
+    for chart in [
+        "rejections.svg",
+        "throughput.svg",
+        "queue-length.svg",
+        "level-seats.svg",
+        "seat-share.svg",
+    ] {
+        assert!(
+            charts[chart].contains("phase: runaway-controller ×100"),
+            "{chart}"
+        );
+    }
+    assert!(
+        !charts["wait-time.svg"].contains("phase: "),
+        "not a chart over time"
+    );
+    // Borrowing moves limits once the runaway's level fills.
+    let moved = s.borrowing_adjustments();
+    assert!(!moved.is_empty(), "limits moved");
+    assert!(charts["level-seats.svg"].contains("borrowing moved a limit"));
+    // The runaway is rejected after its phase starts, never before.
+    let rejected_at = |k: usize| -> u64 { s.rejected.iter().map(|r| r[k]).sum() };
+    let phase = s.times.iter().position(|&t| t > 10.0).unwrap();
+    assert!((0..phase - 1).all(|k| rejected_at(k) == 0));
+    assert!(rejected_at(s.times.len() - 1) > 0);
+    for reason in ["queue-full", "time-out", "concurrency-limit", "cancelled"] {
+        assert!(
+            charts["rejections.svg"].contains(reason),
+            "{reason} in the legend"
+        );
+    }
+    // Demand (dashed) and throughput (solid) per flow.
+    let throughput = &charts["throughput.svg"];
+    assert!(
+        throughput.contains("runaway-controller completed")
+            && throughput.contains("runaway-controller arrived")
+    );
+    // The queue capacity line of each queuing level that saw traffic.
+    let low = report
+        .levels
+        .iter()
+        .find(|l| l.name == "workload-low")
+        .unwrap();
+    let capacity = low.queue_capacity.expect("workload-low queues");
+    assert_eq!(capacity, 128 * 50);
+    assert!(charts["queue-length.svg"].contains("workload-low capacity"));
+    let exempt = report.levels.iter().find(|l| l.name == "exempt").unwrap();
+    assert_eq!(exempt.queue_capacity, None);
 }

@@ -79,6 +79,7 @@ fn level_config(limit: u32, queues: u32) -> QueueSetConfig {
         hand_size: queues.min(4),
         queue_length_limit: 8,
         wait_limit: Duration::from_millis(20),
+        fairness: apf::queueset::Fairness::Kubernetes,
         ..QueueSetConfig::default()
     }
 }

@@ -2,7 +2,9 @@
  * Tests of the metrics and debug dump functions of libapf's C ABI from C:
  * apf_dispatcher_metrics_text, apf_metrics_content_type and the three
  * apf_dispatcher_dump_* tables; the owned apf_text each returns (freed
- * once, a second free a no-op), growth with no retry, NULL handling, and scrapes from one thread while others run requests.
+ * once, a second free a no-op), growth with no retry, NULL handling, and scrapes from one thread while others run requests;
+ * apf_dispatcher_metrics_text_with's prefix and constant labels, and its
+ * refusals naming the field at fault.
  *
  * Build and run: bindings/c/run-tests.sh (also under ASan and UBSan).
  */
@@ -344,6 +346,111 @@ static void test_scrapes_race_requests(void) {
   apf_dispatcher_free(s.d);
 }
 
+/* The last error contains `needle`. */
+static int error_mentions(const char *needle) {
+  return strstr(last_error(), needle) != NULL;
+}
+
+static char *read_with(const apf_dispatcher *d, const apf_metrics_options *o) {
+  apf_text t = {0};
+  if (apf_dispatcher_metrics_text_with(d, o, &t) != APF_OK) {
+    return NULL;
+  }
+  char *copy = malloc(t.len + 1);
+  if (copy != NULL) {
+    memcpy(copy, t.ptr, t.len + 1);
+  }
+  apf_text_free(&t);
+  return copy;
+}
+
+static void test_metrics_options(void) {
+  apf_dispatcher *d = new_tiny();
+  apf_decision dec = start(d);
+  CHECK(dec.outcome == APF_OUTCOME_EXECUTE);
+
+  /* Default options (and NULL) give the plain text. */
+  apf_metrics_options o;
+  CHECK_STATUS(apf_metrics_options_default(&o), APF_OK);
+  CHECK(o.struct_size == sizeof o && o.prefix.len == 0 &&
+        o.const_labels_len == 0);
+  char *plain = read_text(d, apf_dispatcher_metrics_text);
+  char *same = read_with(d, &o);
+  char *null_options = read_with(d, NULL);
+  CHECK(plain && same && null_options && strcmp(plain, same) == 0 &&
+        strcmp(plain, null_options) == 0);
+  free(plain);
+  free(same);
+  free(null_options);
+
+  /* A prefix and two constant labels on every series. */
+  const apf_metrics_label labels[] = {
+      {{"dispatcher", 10}, {"public", 6}},
+      {{"region", 6}, {"e\"u", 3}}, /* escaped in the text */
+  };
+  o.prefix = (apf_str){"shop", 4};
+  o.const_labels = labels;
+  o.const_labels_len = 2;
+  char *text = read_with(d, &o);
+  CHECK(text != NULL);
+  if (text != NULL) {
+    CHECK(sample(text, "shop_apiserver_flowcontrol_current_executing_requests"
+                       "{dispatcher=\"public\",region=\"e\\\"u\","
+                       "priority_level=\"tiny\",flow_schema=\"alice-schema\"}") ==
+          1);
+    for (const char *line = text; line && *line;) {
+      CHECK(starts_with(line, "shop_") || starts_with(line, "# HELP shop_") ||
+            starts_with(line, "# TYPE shop_") || starts_with(line, "# EOF"));
+      line = strchr(line, '\n');
+      if (line) line++;
+    }
+    free(text);
+  }
+
+  /* Refusals name the field at fault. */
+  apf_text t = {0};
+  o.prefix = (apf_str){"9lives", 6};
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK(error_mentions("prefix"));
+  o.prefix = (apf_str){NULL, 3};
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+               APF_ERR_NULL_POINTER);
+  CHECK(error_mentions("apf_metrics_options.prefix"));
+  o.prefix = (apf_str){"shop", 4};
+  const apf_metrics_label clash[] = {{{"priority_level", 14}, {"x", 1}}};
+  o.const_labels = clash;
+  o.const_labels_len = 1;
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK(error_mentions("priority_level"));
+  const apf_metrics_label bad_utf8[] = {{{"zone", 4}, {"\xff", 1}}};
+  o.const_labels = bad_utf8;
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+               APF_ERR_INVALID_UTF8);
+  CHECK(error_mentions("const_labels[0].value"));
+  o.const_labels = NULL;
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+               APF_ERR_NULL_POINTER);
+  o.const_labels_len = 65;
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK(error_mentions("const_labels_len"));
+  o.const_labels_len = 0;
+  o.struct_size = 8;
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK(error_mentions("struct_size"));
+  CHECK(t.ptr == NULL);
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(NULL, NULL, &t),
+               APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, NULL, NULL),
+               APF_ERR_NULL_POINTER);
+
+  CHECK_STATUS(apf_finish(d, dec.request, 0), APF_OK);
+  apf_dispatcher_free(d);
+}
+
 int main(void) {
   test_metrics_follow_requests();
   test_content_type();
@@ -351,6 +458,7 @@ int main(void) {
   test_owned_texts_and_nulls();
   test_growth_needs_no_retry();
   test_scrapes_race_requests();
+  test_metrics_options();
   if (atomic_load(&failures)) {
     fprintf(stderr, "test_observe: %d of %d checks failed\n",
             atomic_load(&failures), atomic_load(&checks));

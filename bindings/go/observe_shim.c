@@ -24,3 +24,8 @@ uint32_t go_apf_observe(apf_dispatcher *d, int which, apf_text *out, go_apf_err 
 	}
 	return go_apf_capture_error(st, e);
 }
+
+uint32_t go_apf_metrics_with(apf_dispatcher *d, const apf_metrics_options *o, apf_text *out,
+		go_apf_err *e) {
+	return go_apf_capture_error(apf_dispatcher_metrics_text_with(d, o, out), e);
+}

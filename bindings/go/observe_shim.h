@@ -16,4 +16,9 @@ enum {
 
 uint32_t go_apf_observe(apf_dispatcher *d, int which, apf_text *out, go_apf_err *e);
 
+// apf_dispatcher_metrics_text_with; `o` and everything it points to are C
+// memory (Go memory may not hold the Go pointers the labels would be).
+uint32_t go_apf_metrics_with(apf_dispatcher *d, const apf_metrics_options *o, apf_text *out,
+		go_apf_err *e);
+
 #endif

@@ -30,7 +30,23 @@ type QueueSetConfig struct {
 	// WaitLimit is the longest a request waits in a queue; 0 for no limit
 	// of the queueset's own (the context's deadline still applies).
 	WaitLimit time.Duration
+	// Fairness is how the level shares its seats among flows (zero value:
+	// FairnessKubernetes).
+	Fairness Fairness
 }
+
+// Fairness is a queuing level's fairness policy (apf_fairness; in
+// configuration files, the apf.libapf.io/fairness annotation).
+type Fairness uint32
+
+const (
+	// FairnessKubernetes is Kubernetes' queueset: queues, not flows,
+	// compete fairly.
+	FairnessKubernetes Fairness = C.APF_FAIRNESS_KUBERNETES
+	// FairnessFlow gives each flow its max-min fair share of the seats,
+	// whatever its number of concurrent requests.
+	FairnessFlow Fairness = C.APF_FAIRNESS_FLOW
+)
 
 // QueueSet is one priority level's queues and seats driven directly: the
 // caller classifies requests itself and gives each one's flow hash and
@@ -130,6 +146,7 @@ func (cfg QueueSetConfig) toC() (C.apf_queueset_config, error) {
 	if cfg.WaitLimit > 0 {
 		c.wait_limit_ns = C.uint64_t(cfg.WaitLimit)
 	}
+	c.fairness = C.uint32_t(cfg.Fairness)
 	return c, nil
 }
 

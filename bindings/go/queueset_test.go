@@ -154,3 +154,39 @@ func TestQueueSetCloseRacingCalls(t *testing.T) {
 		t.Fatal("not freed after the last call")
 	}
 }
+
+// Under FairnessFlow a busy flow keeps to one queue; under the default its
+// waiting requests spread over its hand.
+func TestQueueSetFairnessPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		fairness Fairness
+		spread   bool
+	}{{FairnessKubernetes, true}, {FairnessFlow, false}} {
+		q, err := NewQueueSet("fair", QueueSetConfig{ConcurrencyLimit: 1, Queues: 16, HandSize: 4, QueueLengthLimit: 10, Fairness: tc.fairness}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 5; i++ {
+			if _, err := q.Start(77, WorkEstimate{InitialSeats: 1}, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := q.Dump()
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := 0
+		for _, queue := range d.Queues {
+			if queue.Waiting > 0 {
+				used++
+			}
+		}
+		if (used > 1) != tc.spread {
+			t.Errorf("fairness %d: waiting requests in %d queues", tc.fairness, used)
+		}
+		_ = q.Close()
+	}
+	if _, err := NewQueueSet("bad", QueueSetConfig{ConcurrencyLimit: 1, Queues: 16, HandSize: 4, QueueLengthLimit: 10, Fairness: 9}, true); err == nil {
+		t.Fatal("fairness 9 accepted")
+	}
+}

@@ -86,6 +86,11 @@ struct SimulateArgs {
     /// Simulated time, e.g. 30s or 5m [default: the workload's]
     #[arg(long, value_name = "DURATION", value_parser = simulator::parse_duration)]
     duration: Option<Duration>,
+    /// Run the workload twice, every priority level under Kubernetes'
+    /// fairness policy and then under `flow` (the apf.libapf.io/fairness
+    /// annotation), and show per flow what changes
+    #[arg(long, conflicts_with = "out")]
+    compare_fairness: bool,
 }
 
 #[derive(Args)]
@@ -385,6 +390,14 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
     text.push('\n');
     print!("{text}");
     let mut bar = Progress::new();
+    if args.compare_fairness {
+        let comparison =
+            simulator::compare_fairness(&config, &workload, seed, &mut |f| bar.update(f))
+                .map_err(|e| e.to_string())?;
+        bar.finish();
+        print!("{}", comparison.render());
+        return Ok(ExitCode::SUCCESS);
+    }
     let (report, stats) = simulator::run(&config, &workload, seed, &mut |f| bar.update(f))
         .map_err(|e| e.to_string())?;
     bar.finish();
@@ -427,7 +440,7 @@ fn rate(r: f64) -> String {
 
 fn charts(report: &Report, text: &str, out: Option<&Path>) -> Result<(), String> {
     match out {
-        None => println!("charts: add --out DIR to write SVG charts of seat share, queue length, seats and waits, and an index.html showing them with this report"),
+        None => println!("charts: add --out DIR to write SVG charts of seat share, throughput against demand, rejections by reason, queue length, seats and waits, and an index.html showing them with this report"),
         Some(dir) => {
             let paths = simulator::write_report_page(report, text, dir)
                 .map_err(|e| format!("writing charts to {}: {e}", dir.display()))?;

@@ -326,14 +326,20 @@ fn simulate_a_workload_file_writes_a_report_and_charts() {
     }
     for chart in [
         "seat-share.svg",
+        "throughput.svg",
+        "rejections.svg",
         "queue-length.svg",
         "level-seats.svg",
         "wait-time.svg",
     ] {
         let svg = std::fs::read_to_string(dir.join(chart)).expect(chart);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        // Every chart names the flow or its level; the rejections chart
+        // names the reasons.
         assert!(
-            svg.contains("shop-frontend") || svg.contains("workload-low"),
+            svg.contains("shop-frontend")
+                || svg.contains("workload-low")
+                || (chart == "rejections.svg" && svg.contains("queue-full")),
             "{chart}"
         );
     }

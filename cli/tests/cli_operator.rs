@@ -297,6 +297,8 @@ fn out_writes_an_index_page_with_the_report_and_every_chart() {
         images,
         [
             "seat-share.svg",
+            "throughput.svg",
+            "rejections.svg",
             "queue-length.svg",
             "level-seats.svg",
             "wait-time.svg"

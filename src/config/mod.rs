@@ -33,6 +33,7 @@ mod builtin;
 mod cost;
 mod defaults;
 mod error;
+mod fairness;
 mod load;
 mod model;
 mod print;
@@ -41,6 +42,7 @@ mod validate;
 
 pub use cost::{cost_mode, CostMode, COST_ANNOTATION};
 pub use error::{ConfigError, ConfigErrors, ErrorType, ObjectRef};
+pub use fairness::FAIRNESS_ANNOTATION;
 pub use model::{
     DistinguisherMethod, LevelKind, LimitPolicy, Notice, QueuingParams, ValidConfig,
     ValidFlowSchema, ValidPriorityLevel,

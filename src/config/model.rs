@@ -63,6 +63,9 @@ pub struct ValidPriorityLevel {
     pub lendable_percent: u32,
     /// Exempt or limited, and how a limited level handles excess requests.
     pub kind: LevelKind,
+    /// How a queuing level shares its seats (the `apf.libapf.io/fairness`
+    /// annotation; Kubernetes' policy by default).
+    pub fairness: crate::queueset::Fairness,
 }
 
 impl ValidPriorityLevel {

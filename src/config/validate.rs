@@ -171,6 +171,7 @@ fn check_priority_levels(levels: &[PriorityLevelConfiguration], errors: &mut Vec
         );
         check_meta(&pl.metadata, &mut seen, &mut sink);
         check_level_spec(&pl.metadata.name, &pl.spec, &mut sink);
+        super::fairness::check_fairness(&pl.metadata, &mut sink);
         if let Some(fixed) = builtin::mandatory_priority_level(&pl.metadata.name) {
             if !mandatory_level_spec_matches(pl, &fixed) {
                 let detail = if pl.metadata.name == NAME_EXEMPT {
@@ -807,6 +808,7 @@ fn typed_level(pl: &PriorityLevelConfiguration) -> ValidPriorityLevel {
         nominal_concurrency_shares: non_negative(shares),
         lendable_percent: non_negative(lendable),
         kind,
+        fairness: super::fairness::level_fairness(&pl.metadata).unwrap_or_default(),
     }
 }
 

@@ -67,6 +67,24 @@ pub struct apf_queueset_config {
     /// The longest a request may wait in a queue, in nanoseconds; 0 for no
     /// limit of the queueset's own (a request's deadline still applies).
     pub wait_limit_ns: u64,
+    /// An `apf_fairness`: how the level shares its seats among flows
+    /// (default `APF_FAIRNESS_KUBERNETES`). Added after the first version:
+    /// a caller's older, smaller struct keeps the default.
+    pub fairness: u32,
+}
+
+/// How a queuing level shares its seats (`apf_queueset_config.fairness`;
+/// in configuration files, the `apf.libapf.io/fairness` annotation of a
+/// PriorityLevelConfiguration).
+#[allow(non_camel_case_types)]
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum apf_fairness {
+    /// Kubernetes' queueset: queues, not flows, compete fairly.
+    APF_FAIRNESS_KUBERNETES = 0,
+    /// Flow-fair: each flow gets its max-min fair share of the seats,
+    /// whatever its number of concurrent requests (docs/flow-fairness.md).
+    APF_FAIRNESS_FLOW = 1,
 }
 
 /// The decision on a request started at a queueset.
@@ -246,13 +264,15 @@ impl apf_queueset_config {
             queue_length_limit: d.queue_length_limit,
             service_time_guess_ns: crate::clock::duration_nanos(d.service_time_guess),
             wait_limit_ns: crate::clock::duration_nanos(d.wait_limit),
+            fairness: apf_fairness::APF_FAIRNESS_KUBERNETES as u32,
         }
     }
 }
 
 impl Growable for apf_queueset_config {
     const NAME: &'static str = "apf_queueset_config";
-    const MIN_SIZE: usize = std::mem::size_of::<apf_queueset_config>();
+    /// The first version ended with `wait_limit_ns`.
+    const MIN_SIZE: usize = std::mem::offset_of!(apf_queueset_config, fairness);
     fn defaults() -> apf_queueset_config {
         apf_queueset_config::defaults()
     }
@@ -274,8 +294,18 @@ unsafe fn read_config(
     unsafe { read_growable(config) }
 }
 
-fn to_config(name: &str, c: &apf_queueset_config) -> QueueSetConfig {
-    QueueSetConfig {
+fn to_config(name: &str, c: &apf_queueset_config) -> Result<QueueSetConfig, String> {
+    let fairness = match c.fairness {
+        0 => crate::queueset::Fairness::Kubernetes,
+        1 => crate::queueset::Fairness::Flow,
+        other => {
+            return Err(format!(
+                "priority level {name:?}: apf_queueset_config.fairness is {other}, not an \
+                 apf_fairness (0 APF_FAIRNESS_KUBERNETES, 1 APF_FAIRNESS_FLOW)"
+            ))
+        }
+    };
+    Ok(QueueSetConfig {
         name: name.to_owned(),
         concurrency_limit: c.concurrency_limit,
         queues: c.queues,
@@ -287,7 +317,8 @@ fn to_config(name: &str, c: &apf_queueset_config) -> QueueSetConfig {
         } else {
             Duration::from_nanos(c.wait_limit_ns)
         },
-    }
+        fairness,
+    })
 }
 
 /// Fill `*out` with Kubernetes' defaults for a queuing level: 1 seat, 64
@@ -335,7 +366,11 @@ pub unsafe extern "C" fn apf_queueset_new(
         } else {
             (Clock::real(), None)
         };
-        let qs = match QueueSet::new(to_config(name, &config), clock.clone()) {
+        let config = match to_config(name, &config) {
+            Ok(c) => c,
+            Err(e) => return fail(apf_status::APF_ERR_CONFIG, e),
+        };
+        let qs = match QueueSet::new(config, clock.clone()) {
             Ok(qs) => qs,
             Err(e) => return fail(apf_status::APF_ERR_CONFIG, e),
         };
@@ -383,7 +418,11 @@ pub unsafe extern "C" fn apf_queueset_reconfigure(
             Ok(c) => c,
             Err(status) => return status,
         };
-        match q.queueset().reconfigure(to_config(&q.level.name, &config)) {
+        let config = match to_config(&q.level.name, &config) {
+            Ok(c) => c,
+            Err(e) => return fail(apf_status::APF_ERR_CONFIG, e),
+        };
+        match q.queueset().reconfigure(config) {
             Ok(()) => apf_status::APF_OK,
             Err(e) => fail(apf_status::APF_ERR_CONFIG, e),
         }

@@ -1,9 +1,13 @@
 //! The exposition: owned figures in, OpenMetrics text out, through the
 //! `prometheus-client` crate's encoder.
 
-use super::{possible_reasons, ExpositionOptions, FlowcontrolMetrics, LevelMetrics, SchemaMetrics};
+use super::{
+    possible_reasons, ExpositionOptions, FlowcontrolMetrics, LevelMetrics, SchemaMetrics,
+    Utilization,
+};
 use super::{DURATION_BUCKETS_SECONDS, QUEUE_LENGTH_BUCKETS};
 use crate::queueset::tally::Histogram;
+use crate::queueset::utilization::RatioHistogram;
 use crate::queueset::RejectReason;
 use crate::workqueue::{
     Histogram as QueueHistogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS as QUEUE_BUCKETS,
@@ -71,6 +75,27 @@ fn duration_value(h: &Histogram<13>) -> HistogramValue {
 
 fn length_value(h: &Histogram<8>) -> HistogramValue {
     apf_histogram(h, &QUEUE_LENGTH_BUCKETS, 1.0)
+}
+
+fn seats_value(h: &Histogram<4>) -> HistogramValue {
+    apf_histogram(h, &super::WORK_SEATS_BUCKETS, 1.0)
+}
+
+/// A time-weighted ratio histogram: counts in nanoseconds, as Kubernetes'
+/// timing histograms weigh each observation by its duration.
+fn ratio_value<const N: usize>(h: &RatioHistogram<N>) -> HistogramValue {
+    let mut buckets: Vec<(f64, u64)> = h
+        .bounds()
+        .iter()
+        .copied()
+        .zip(h.per_bucket().iter().copied())
+        .collect();
+    buckets.push((f64::INFINITY, h.overflow()));
+    HistogramValue {
+        sum: h.sum(),
+        count: h.count(),
+        buckets,
+    }
 }
 
 fn apf_histogram<const N: usize>(h: &Histogram<N>, bounds: &[f64; N], unit: f64) -> HistogramValue {
@@ -293,6 +318,47 @@ fn encode_flowcontrol(flow: &FlowcontrolMetrics, enc: &mut DescriptorEncoder) ->
         pairs(flow, queuing)
             .map(|(_, s, l)| (l, length_value(&s.stats.queue_length)))
             .collect(),
+    )?;
+    histograms(
+        enc,
+        &name("work_estimated_seats"),
+        "Seats (max of initial and final) of the requests that reached a limited level.",
+        pairs(flow, limited)
+            .map(|(_, s, l)| (l, seats_value(&s.stats.work_estimated_seats)))
+            .collect(),
+    )?;
+    // As in Kubernetes, a pair's series appears at its first count.
+    counters(
+        enc,
+        &name("request_dispatch_no_accommodation"),
+        "Dispatch attempts whose chosen request did not fit in the free seats.",
+        pairs(flow, queuing)
+            .filter(|(_, s, _)| s.stats.no_accommodation > 0)
+            .map(|(_, s, l)| (l, s.stats.no_accommodation))
+            .collect(),
+    )?;
+    let utilization = |phase: &'static str, pick: fn(&Utilization) -> HistogramValue| {
+        flow.levels
+            .iter()
+            .filter_map(move |l| {
+                let labels = vec![("phase", phase), ("priority_level", l.name.as_str())];
+                Some((labels, pick(l.utilization.as_ref()?)))
+            })
+            .collect::<Vec<_>>()
+    };
+    histograms(
+        enc,
+        &name("priority_level_seat_utilization"),
+        "Seats in use over the level's current limit, observed at the end of every nanosecond.",
+        utilization("executing", |u| ratio_value(&u.seats)),
+    )?;
+    let mut requests = utilization("waiting", |u| ratio_value(&u.waiting));
+    requests.extend(utilization("executing", |u| ratio_value(&u.executing)));
+    histograms(
+        enc,
+        &name("priority_level_request_utilization"),
+        "Requests waiting (over queue length limit x queues) or executing (over the current limit), observed at the end of every nanosecond.",
+        requests,
     )?;
     gauges(
         enc,

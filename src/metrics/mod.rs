@@ -15,7 +15,8 @@
 //!
 //! # Cardinality
 //! Labels are only the priority level, the flow schema and the rejection
-//! reason (plus `execute`, `type` and `le`, which take a fixed few values),
+//! reason (plus `execute`, `type`, `phase` and `le`, which take a fixed few
+//! values),
 //! and only the (level, schema) pairs the configuration routes requests
 //! through appear (Kubernetes issue 108272), plus, until the level goes
 //! away, pairs a reconfiguration left with counts. A series that cannot be
@@ -24,8 +25,20 @@
 //! series (16 each) appear once they have an observation, as in Kubernetes.
 //! Kubernetes' built-in configuration (8 levels, 11 flow schemas, so 11
 //! pairs) makes [`BUILTIN_CONFIG_SERIES`] (153) series on an idle server and
-//! at most 705 once every pair has seen every kind of request;
-//! `tests/metrics.rs` counts them.
+//! at most 1,070 once every pair has seen every kind of request and time
+//! has passed at every level; `tests/metrics.rs` counts them.
+//!
+//! # Time-weighted utilization
+//! `priority_level_seat_utilization` and `priority_level_request_utilization`
+//! are Kubernetes' timing-ratio histograms: the ratio (seats in use over the
+//! level's current limit; requests executing over it; requests waiting over
+//! queue length limit × queues) observed at the end of every nanosecond,
+//! so a bucket counts nanoseconds and `_sum` is the ratio's integral over
+//! nanoseconds. `rate(..._sum[5m]) / rate(..._count[5m])` is the mean
+//! utilization. A level's core adds the time since its last change at each
+//! change, under its lock (never on the hot path); a scrape adds the time
+//! since then. A limit of 0 counts as 1 (Kubernetes uses a tenth of the
+//! server's limit there).
 //!
 //! # Names and labels
 //! By default the names are Kubernetes' (`apiserver_flowcontrol_...`,
@@ -40,9 +53,12 @@
 //! counters are written as `<name>_total`, as Kubernetes names them.
 //!
 //! # Left out
-//! Kubernetes' timing-ratio histograms (`priority_level_seat_utilization`,
-//! `priority_level_request_utilization`, `read_vs_write_current_requests`,
-//! `demand_seats`), the virtual-time gauges other than `current_r`
+//! The timing-ratio histograms `read_vs_write_current_requests` (a level
+//! does not know which of its requests mutate) and `demand_seats` (the
+//! `demand_seats_*` gauges give the same statistics per borrowing period),
+//! the deprecated `request_concurrency_limit` and
+//! `request_concurrency_in_use` (use `nominal_limit_seats` and
+//! `current_executing_seats`), the virtual-time gauges other than `current_r`
 //! (`dispatch_r`, `latest_s`, `next_s_bounds`, `next_discounted_s_bounds`)
 //! and the metrics of request kinds libapf does not know (`watch_count_samples`,
 //! `epoch_advance_total`). `request_execution_seconds` has `type="regular"`
@@ -55,7 +71,7 @@ use crate::borrowing::SeatDemandStats;
 use crate::dispatcher::Dispatcher;
 use crate::level::Level;
 use crate::queueset::vtime::to_seat_seconds;
-use crate::queueset::{tally, RejectReason, TagStats};
+use crate::queueset::{tally, utilization, RejectReason, TagStats, Utilization};
 use crate::sync::{lock, Arc, Mutex};
 use crate::workqueue::DelayingQueue;
 use crate::workqueue::{
@@ -68,7 +84,7 @@ use std::sync::Weak;
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Series the exposition of an idle dispatcher on Kubernetes' built-in
-/// configuration has (counted by `tests/metrics.rs`; at most 705 when every
+/// configuration has (counted by `tests/metrics.rs`; at most 1,070 when every
 /// histogram has observations).
 pub const BUILTIN_CONFIG_SERIES: usize = 153;
 
@@ -95,6 +111,8 @@ pub struct LevelMetrics {
     pub target_seats: f64,
     /// The level's virtual time, in seat-seconds (levels that queue).
     pub current_r: Option<f64>,
+    /// Time-weighted seat and request utilization (limited levels).
+    pub utilization: Option<Utilization>,
     /// Per flow schema routed here (or that left counts here).
     pub schemas: Vec<SchemaMetrics>,
 }
@@ -144,6 +162,7 @@ impl Dispatcher {
                     demand: borrowing.map(|b| b.stats).unwrap_or_default(),
                     target_seats: borrowing.map_or(0.0, |b| b.target),
                     current_r: queuing.map(|qs| to_seat_seconds(qs.current_r())),
+                    utilization: level.queueset().map(|qs| qs.utilization()),
                     schemas: self.schema_metrics(level, &routed),
                 }
             })
@@ -158,6 +177,18 @@ impl Dispatcher {
     /// the [module documentation](crate::metrics)).
     pub fn metrics_text(&self) -> String {
         encode::text(Some(&self.metrics()), &[], &ExpositionOptions::default())
+    }
+
+    /// The exposition with a name prefix and constant labels (see
+    /// [`ExpositionOptions`]); an invalid option is an error naming it.
+    pub fn metrics_text_with(&self, options: &ExpositionOptions) -> Result<String, String> {
+        options.validate()?;
+        Ok(self.metrics_text_validated(options))
+    }
+
+    /// [`Self::metrics_text_with`] for options already validated.
+    pub(crate) fn metrics_text_validated(&self, options: &ExpositionOptions) -> String {
+        encode::text(Some(&self.metrics()), &[], options)
     }
 
     /// The pairs of `level`: the schemas routed to it, and any other schema
@@ -273,8 +304,9 @@ pub struct ExpositionOptions {
 
 /// The labels the exposition uses itself; a constant label may not take
 /// one of these names.
-const OWN_LABELS: [&str; 7] = [
+const OWN_LABELS: [&str; 8] = [
     "priority_level",
+    "phase",
     "flow_schema",
     "reason",
     "execute",
@@ -437,3 +469,12 @@ pub const DURATION_BUCKETS_SECONDS: [f64; 13] = tally::DURATION_BUCKETS_SECONDS;
 
 /// The bucket bounds of the queue-length histogram.
 pub const QUEUE_LENGTH_BUCKETS: [f64; 8] = tally::QUEUE_LENGTH_BUCKETS;
+
+/// The bucket bounds of `work_estimated_seats`.
+pub const WORK_SEATS_BUCKETS: [f64; 4] = tally::WORK_SEATS_BUCKETS;
+
+/// The bucket bounds of `priority_level_seat_utilization`.
+pub const SEAT_UTILIZATION_BUCKETS: [f64; 13] = utilization::SEAT_UTILIZATION_BUCKETS;
+
+/// The bucket bounds of `priority_level_request_utilization`.
+pub const REQUEST_UTILIZATION_BUCKETS: [f64; 10] = utilization::REQUEST_UTILIZATION_BUCKETS;

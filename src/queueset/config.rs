@@ -29,6 +29,46 @@ pub struct QueueSetConfig {
     /// The longest a request may wait in a queue before it is rejected with
     /// reason time-out.
     pub wait_limit: Duration,
+    /// How the level shares its seats among flows (see [`Fairness`]).
+    pub fairness: Fairness,
+}
+
+/// How a queuing level shares its seats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Fairness {
+    /// Kubernetes' queueset, bit for bit: queues compete fairly, so a flow
+    /// with many concurrent requests spreads over its whole hand and gets
+    /// up to hand-size shares.
+    #[default]
+    Kubernetes,
+    /// Flow-fair: a flow with requests waiting or executing keeps to one
+    /// queue of its hand, so each flow (not each queue) gets a max-min
+    /// fair share of the seats (docs/flow-fairness.md).
+    Flow,
+}
+
+impl Fairness {
+    /// Every policy, in declaration order.
+    pub const ALL: [Fairness; 2] = [Fairness::Kubernetes, Fairness::Flow];
+
+    /// The policy's name in configuration (`kubernetes`, `flow`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fairness::Kubernetes => "kubernetes",
+            Fairness::Flow => "flow",
+        }
+    }
+
+    /// The policy named `name` (as [`Fairness::as_str`] spells it).
+    pub fn from_name(name: &str) -> Option<Fairness> {
+        Fairness::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+}
+
+impl fmt::Display for Fairness {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Default for QueueSetConfig {
@@ -43,6 +83,7 @@ impl Default for QueueSetConfig {
             queue_length_limit: 50,
             service_time_guess: Duration::from_millis(3),
             wait_limit: Duration::from_secs(15),
+            fairness: Fairness::Kubernetes,
         }
     }
 }
@@ -106,7 +147,18 @@ impl fmt::Display for QueueSetConfigError {
 
 impl std::error::Error for QueueSetConfigError {}
 
+/// The longest the flow policy holds a finished request's seats for its
+/// flow's next request (see [`QueueSetConfig::anticipation`]).
+pub const MAX_ANTICIPATION: Duration = Duration::from_millis(10);
+
 impl QueueSetConfig {
+    /// How long the flow policy may hold a finished request's seats for its
+    /// flow's next request: G, capped at [`MAX_ANTICIPATION`] (a large G
+    /// must not idle seats for long). None under Kubernetes' policy.
+    pub fn anticipation(&self) -> Option<Duration> {
+        (self.fairness == Fairness::Flow).then(|| self.service_time_guess.min(MAX_ANTICIPATION))
+    }
+
     /// Check the configuration, returning the dealer it implies (None when
     /// not queuing).
     pub fn validate(&self) -> Result<Option<dealer::Dealer>, QueueSetConfigError> {

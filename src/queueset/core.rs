@@ -11,7 +11,9 @@
 
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
+use super::flows::FlowTable;
 use super::tally::Tallies;
+use super::utilization::Utilization;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
 use super::RejectReason;
@@ -24,12 +26,19 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::task::Waker;
 
+mod checks;
+mod finish;
 mod release;
 
 pub(crate) use self::release::charged_seats;
 
 /// Marks a request that belongs to no queue (the level does not queue).
 pub(crate) const NO_QUEUE: u32 = u32::MAX;
+
+/// Marks a request admitted lock-free under the flow fairness policy: its
+/// queue is chosen when its record is replayed, and found in the flow
+/// table when it finishes.
+pub(crate) const FLOW_QUEUE: u32 = u32::MAX - 1;
 
 /// A request waiting in a queue.
 #[derive(Debug)]
@@ -57,7 +66,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         !self.waiting.is_empty() || self.executing > 0
     }
     fn is_empty(&self) -> bool {
@@ -66,13 +75,16 @@ impl Queue {
 }
 
 /// Seats held past a request's end, for its additional latency.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Lingering {
-    until: Instant,
-    seq: u64,
-    queue: u32,
-    tag: u32,
-    seats: u32,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Lingering {
+    pub(crate) until: Instant,
+    pub(crate) seq: u64,
+    pub(crate) queue: u32,
+    pub(crate) tag: u32,
+    pub(crate) seats: u32,
+    /// Seats held for this flow's next request (the flow policy's
+    /// anticipation, see `flows`), rather than for an additional latency.
+    pub(crate) for_flow: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -88,22 +100,24 @@ pub(crate) struct Core {
     queued_seats_in_use: u64,
     /// All seats held (mirror of the admission word once the ring is
     /// replayed), for the seat-demand statistics.
-    seats_in_use: u64,
+    pub(super) seats_in_use: u64,
     /// Fed with seats in use + seats waiting after every change, at the
     /// change's time, for borrowing.
     demand_observer: Option<SeatDemandHandle>,
     /// Async waiters to wake after the lock is released.
     wakers: Vec<Waker>,
     waiting_seats: u64,
-    active_queues: u32,
+    pub(crate) active_queues: u32,
     pub(crate) requests_executing: u32,
     pub(crate) requests_waiting: u32,
-    lingering: BinaryHeap<Reverse<Lingering>>,
+    pub(crate) lingering: BinaryHeap<Reverse<Lingering>>,
     /// Sum of the seats in `lingering`: the seats in the admission word
     /// held by requests that no longer execute. Changed only under the
     /// level lock, so the lock holder knows exactly whether any request
     /// executes (word seats == lingering seats).
-    lingering_seats: u64,
+    pub(crate) lingering_seats: u64,
+    /// Entries of `lingering` held for a flow (anticipation).
+    pub(crate) holds: u32,
     linger_seq: u64,
     /// Deadlines of waiting requests; entries of requests no longer waiting
     /// are dropped lazily, and the heap is rebuilt when they pile up.
@@ -113,6 +127,11 @@ pub(crate) struct Core {
     pub(crate) rejected_total: [u64; 4],
     /// What each tag's requests did (metrics only: no decision reads it).
     pub(crate) tallies: Tallies,
+    /// Time-weighted utilization up to `last_sync` (metrics only; see
+    /// `utilization.rs`).
+    pub(super) utilization: Utilization,
+    /// Busy flows' queues under the flow fairness policy (`flows`).
+    pub(crate) flows: FlowTable,
 }
 
 impl Core {
@@ -137,12 +156,15 @@ impl Core {
             requests_waiting: 0,
             lingering: BinaryHeap::new(),
             lingering_seats: 0,
+            holds: 0,
             linger_seq: 0,
             deadlines: BinaryHeap::new(),
             clamped_estimates: 0,
             dispatched_total: 0,
             rejected_total: [0; 4],
             tallies: Tallies::default(),
+            utilization: Utilization::default(),
+            flows: FlowTable::default(),
         }
     }
 
@@ -186,6 +208,7 @@ impl Core {
         }
         let dt = duration_nanos(now.saturating_since(self.last_sync));
         self.last_sync = now;
+        self.utilization.observe(self.occupancy(), dt);
         let demand = self.queued_seats_in_use + self.waiting_seats;
         self.r += r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt);
     }
@@ -226,9 +249,12 @@ impl Core {
         self.sync(at);
         // Nothing waited in any queue: if the level queues, the request's
         // queue held just itself.
-        self.tallies
-            .get(tag)
-            .begin_at_once(estimate.max_seats(), queue != NO_QUEUE);
+        let tally = self.tallies.get(tag);
+        tally.begin_at_once(estimate.max_seats(), queue != NO_QUEUE);
+        tally
+            .stats
+            .work_estimated_seats
+            .observe(estimate.max_seats().into());
         if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             self.note_arrival_at(q);
@@ -274,9 +300,10 @@ impl Core {
 
     /// A request rejected on arrival (queue full, or no room at a level
     /// that does not queue): it waited for nothing.
-    pub(crate) fn reject_at_once(&mut self, tag: u32, reason: RejectReason) {
+    pub(crate) fn reject_at_once(&mut self, tag: u32, reason: RejectReason, seats: u32) {
         self.rejected_total[reason as usize] += 1;
         let tally = &mut self.tallies.get(tag).stats;
+        tally.work_estimated_seats.observe(seats.into());
         tally.rejected[reason as usize] += 1;
         tally.wait_rejected.observe(0);
     }
@@ -327,6 +354,9 @@ impl Core {
         );
         let seq = slot.seq;
         let tag = slot.tag;
+        if let Some(flow) = slot.flow {
+            self.flows.join(flow, q);
+        }
         if !self.queues[q].is_active() {
             self.active_queues += 1;
         }
@@ -346,6 +376,9 @@ impl Core {
         tally.waiting += 1;
         tally.waiting_seats += estimate.max_seats() as u64;
         tally.queue_length.observe(length);
+        tally
+            .work_estimated_seats
+            .observe(estimate.max_seats().into());
         self.waiting_seats += estimate.max_seats() as u64;
         self.requests_waiting += 1;
         self.deadlines.push(Reverse((deadline, seq, q)));
@@ -388,6 +421,10 @@ impl Core {
             estimate.max_seats(),
             self.lingering_seats,
         ) {
+            // Kubernetes counts each dispatch attempt whose chosen head
+            // does not fit in the free seats.
+            let tag = head.slot.tag;
+            self.tallies.get(tag).stats.no_accommodation += 1;
             return false;
         }
         if capped {
@@ -405,6 +442,7 @@ impl Core {
         self.dispatched_total += 1;
         let waker = w.slot.decide(SlotState::Dispatched {
             queue: q as u32,
+            flow: w.slot.flow,
             tag: w.slot.tag,
             estimate,
             start: now,
@@ -480,40 +518,6 @@ impl Core {
         tally.waiting_seats -= w.estimate.max_seats() as u64;
     }
 
-    /// A request admitted from a queue (or without one) finishes at `now`,
-    /// still holding `held` of its seats (fewer than its estimate's if it
-    /// released some early, see `release_early`). Returns the seats to give
-    /// back now (0 when they linger).
-    pub(crate) fn finish(
-        &mut self,
-        queue: u32,
-        tag: u32,
-        estimate: WorkEstimate,
-        held: u32,
-        start: Instant,
-        now: Instant,
-    ) -> u32 {
-        self.tallies.get(tag).end(start, now);
-        self.end_executing(queue, charged_seats(estimate, held), start, now);
-        let seats = held;
-        if estimate.additional_latency.is_zero() || seats == 0 {
-            self.tallies.get(tag).release(seats);
-            self.release(queue, seats);
-            return seats;
-        }
-        let until = now.saturating_add(estimate.additional_latency);
-        self.linger_seq += 1;
-        self.lingering_seats += u64::from(seats);
-        self.lingering.push(Reverse(Lingering {
-            until,
-            seq: self.linger_seq,
-            queue,
-            tag,
-            seats,
-        }));
-        0
-    }
-
     /// Remove a waiting request (cancelled or timed out at `at`). Returns
     /// whether it was still waiting.
     pub(crate) fn remove_waiting(
@@ -547,6 +551,9 @@ impl Core {
                 .position(|w| Arc::ptr_eq(&w.slot, slot))
         })?;
         let w = self.take_waiting(q, pos);
+        if let Some(flow) = w.slot.flow {
+            self.flows.leave(flow);
+        }
         self.rejected_total[reason as usize] += 1;
         let tally = &mut self.tallies.get(slot.tag).stats;
         tally.rejected[reason as usize] += 1;
@@ -576,10 +583,7 @@ impl Core {
             .is_some_and(|Reverse(l)| l.until <= at)
         {
             let Reverse(l) = self.lingering.pop().expect("peeked");
-            self.lingering_seats -= u64::from(l.seats);
-            self.tallies.get(l.tag).release(l.seats);
-            self.release(l.queue, l.seats);
-            freed += l.seats;
+            freed += self.end_lingering(&l);
         }
         let mut expired = Vec::new();
         while let Some(&Reverse((deadline, seq, q))) = self.deadlines.peek() {
@@ -627,7 +631,7 @@ impl Core {
 
     // ----- bookkeeping -----------------------------------------------------
 
-    fn ensure_queue(&mut self, q: usize) -> usize {
+    pub(crate) fn ensure_queue(&mut self, q: usize) -> usize {
         if q >= self.queues.len() {
             self.queues.resize_with(q + 1, Queue::default);
         }
@@ -746,55 +750,5 @@ impl Core {
             })
             .collect();
         self.deadlines = BinaryHeap::from(live);
-    }
-
-    /// Debug-build invariant checks.
-    pub(crate) fn check_invariants(&self) {
-        if !cfg!(debug_assertions) {
-            return;
-        }
-        let waiting: usize = self.queues.iter().map(|q| q.waiting.len()).sum();
-        debug_assert_eq!(waiting, self.requests_waiting as usize, "waiting count");
-        let active = self.queues.iter().filter(|q| q.is_active()).count();
-        debug_assert_eq!(active, self.active_queues as usize, "active queues");
-        let ready = self.queues.iter().filter(|q| !q.waiting.is_empty()).count();
-        debug_assert_eq!(ready, self.ready.len(), "ready index");
-        // Every queue with waiting requests is indexed under its virtual
-        // finish time: next-dispatch R plus its head's work, no stale key.
-        for (i, q) in self.queues.iter().enumerate() {
-            let key = q.waiting.front().map(|head| q.next_dispatch_r + head.work);
-            debug_assert_eq!(q.ready_key, key, "queue {i}: ready-index key");
-            if let Some(key) = key {
-                debug_assert!(self.ready.contains(&(key, i)), "queue {i} indexed");
-            }
-        }
-        let lingering: u64 = self
-            .lingering
-            .iter()
-            .map(|Reverse(l)| u64::from(l.seats))
-            .sum();
-        debug_assert_eq!(lingering, self.lingering_seats, "lingering seats");
-        let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
-        debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
-        let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
-        debug_assert_eq!(wseats, self.waiting_seats, "waiting seats");
-        let sum =
-            |f: fn(&super::tally::TagStats) -> u64| -> u64 { self.tallies.iter().map(f).sum() };
-        debug_assert_eq!(
-            sum(|t| t.waiting as u64),
-            self.requests_waiting as u64,
-            "tallied waiting"
-        );
-        debug_assert_eq!(
-            sum(|t| t.waiting_seats),
-            self.waiting_seats,
-            "tallied waiting seats"
-        );
-        debug_assert_eq!(
-            sum(|t| t.executing as u64),
-            self.requests_executing as u64,
-            "tallied executing"
-        );
-        debug_assert_eq!(sum(|t| t.seats_in_use), self.seats_in_use, "tallied seats");
     }
 }

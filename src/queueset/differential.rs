@@ -5,7 +5,9 @@
 //! the `queueset` fuzz target.
 
 use super::reference::{Event, Outcome, ReferenceQueueSet};
-use super::{Admission, Guard, QueueSet, QueueSetConfig, RejectReason, Request, RequestId, Ticket};
+use super::{
+    Admission, Fairness, Guard, QueueSet, QueueSetConfig, RejectReason, Request, RequestId, Ticket,
+};
 use crate::clock::{Clock, Instant};
 use crate::work_estimate::WorkEstimate;
 use std::collections::BTreeMap;
@@ -37,6 +39,8 @@ pub enum Op {
         queues: u8,
         hand: u8,
         queue_length_limit: u8,
+        /// Under the flow fairness policy (else Kubernetes').
+        flow: bool,
     },
 }
 
@@ -66,17 +70,21 @@ impl Op {
                 pick: take()?,
                 seats: take()? % 4,
             },
-            _ => Op::Reconfigure {
-                limit: take()? % 8,
-                queues: take()? % 10,
-                hand: take()? % 4 + 1,
-                queue_length_limit: take()? % 4 + 1,
-            },
+            _ => {
+                let (limit, queues, hand, qll) = (take()?, take()?, take()?, take()?);
+                Op::Reconfigure {
+                    limit: limit % 8,
+                    queues: queues % 10,
+                    hand: hand % 4 + 1,
+                    queue_length_limit: qll % 4 + 1,
+                    flow: qll & 0x80 != 0,
+                }
+            }
         })
     }
 }
 
-fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> QueueSetConfig {
+fn config(limit: u32, queues: u32, hand: u32, qll: u32, flow: bool) -> QueueSetConfig {
     QueueSetConfig {
         name: "differential".into(),
         concurrency_limit: limit,
@@ -85,6 +93,11 @@ fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> QueueSetConfig {
         queue_length_limit: qll,
         service_time_guess: Duration::from_millis(3),
         wait_limit: Duration::from_millis(40),
+        fairness: if flow {
+            Fairness::Flow
+        } else {
+            Fairness::Kubernetes
+        },
     }
 }
 
@@ -100,7 +113,9 @@ const FLOW_HASHES: [u64; 8] = [
 ];
 
 /// Run `ops` through both implementations; Err describes the first
-/// difference.
+/// difference. The initial configuration is (limit, queues, hand, queue
+/// length limit), each taken modulo its range; the hand's high bit selects
+/// the flow fairness policy.
 pub fn check(initial: (u8, u8, u8, u8), ops: &[Op]) -> Result<(), String> {
     let (l, q, h, qll) = initial;
     let cfg = config(
@@ -108,6 +123,7 @@ pub fn check(initial: (u8, u8, u8, u8), ops: &[Op]) -> Result<(), String> {
         q as u32 % 10,
         h as u32 % 4 + 1,
         qll as u32 % 4 + 1,
+        h & 0x80 != 0,
     );
     let (clock, manual) = Clock::manual();
     let (Ok(qs), Ok(mut model)) = (
@@ -263,12 +279,14 @@ impl<'q> Run<'q> {
                 queues,
                 hand,
                 queue_length_limit,
+                flow,
             } => {
                 let cfg = config(
                     limit as u32,
                     queues as u32,
                     hand as u32,
                     queue_length_limit as u32,
+                    flow,
                 );
                 let got = self.qs.reconfigure(cfg.clone()).is_ok();
                 let expected = model.reconfigure(now, cfg).is_ok();

@@ -59,6 +59,7 @@ pub mod differential;
 pub mod dump;
 #[cfg(all(test, not(loom)))]
 mod failure_tests;
+mod flows;
 mod guard;
 #[cfg(shuttle)]
 #[doc(hidden)]
@@ -70,17 +71,21 @@ mod paths;
 #[doc(hidden)]
 pub mod reference;
 pub mod tally;
+pub mod utilization;
 pub mod vtime;
 mod wait;
 
-pub use config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
+pub use config::{
+    Fairness, QueueSetConfig, QueueSetConfigError, MAX_ANTICIPATION, MAX_CONCURRENCY_LIMIT,
+};
 pub use dump::{QueueDump, QueueSetDump, WaitingDump};
 pub use guard::{Guard, Ticket};
 pub use tally::TagStats;
+pub use utilization::Utilization;
 
 use self::admission::AdmissionWord;
-use self::core::{Core, NO_QUEUE};
-use self::paths::{Locked, Shared, RING_CAPACITY};
+use self::core::{Core, FLOW_QUEUE, NO_QUEUE};
+use self::paths::{Locked, Routing, Shared, RING_CAPACITY};
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
 use crate::clock::{Clock, Instant};
@@ -182,6 +187,9 @@ pub struct QueueSetStats {
     pub rejected: [u64; 4],
     /// Estimates whose seats were clamped (0 seats, or over the limit).
     pub clamped_estimates: u64,
+    /// Seats held idle for a flow's next request (the flow policy's
+    /// anticipation, at most G each); included in `seats_in_use`.
+    pub held_seats: u32,
 }
 
 // ----- the queueset ----------------------------------------------------------
@@ -213,6 +221,7 @@ impl QueueSet {
         let dealer = cfg.validate()?;
         let now = clock.now();
         let limit = cfg.concurrency_limit;
+        let cfg_fairness = cfg.fairness;
         let core = Core::new(cfg, dealer.clone(), now);
         let locked = Locked {
             core,
@@ -222,7 +231,10 @@ impl QueueSet {
         let shared = Arc::new(Shared {
             word: AdmissionWord::new(limit),
             enqueues: CachePadded::new(AtomicU64::new(0)),
-            dealer: ArcCell::new(Arc::new(dealer)),
+            routing: ArcCell::new(Arc::new(Routing {
+                dealer,
+                fairness: cfg_fairness,
+            })),
             ring: EventRing::new(RING_CAPACITY),
             locked: Mutex::new(locked),
             failed: AtomicBool::new(false),
@@ -295,8 +307,9 @@ impl QueueSet {
     #[inline]
     pub(crate) fn admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
         match self.shared.try_fast_start(request, tag) {
-            Some((queue, start)) => RawAdmission::Execute(Execution {
+            Some((queue, flow, start)) => RawAdmission::Execute(Execution {
                 queue,
+                flow,
                 tag,
                 estimate: request.estimate,
                 start,
@@ -319,6 +332,7 @@ impl QueueSet {
     fn finish_execution_now(&self, exec: Execution, now: Instant) {
         self.shared.finish(
             exec.queue,
+            exec.flow,
             exec.tag,
             exec.estimate,
             exec.held_seats(),
@@ -343,7 +357,7 @@ impl QueueSet {
     /// waiters (which can run user code): call it holding no lock of yours.
     pub(crate) fn complete_release(&self, p: PendingRelease) {
         self.shared
-            .release_early(p.queue, p.tag, p.estimate, p.held, p.seats, p.start);
+            .release_early(p.queue, p.flow, p.tag, p.estimate, p.held, p.seats, p.start);
     }
 
     /// Give back every seat the request still holds (see
@@ -380,6 +394,7 @@ impl QueueSet {
             Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
             Some(SlotState::Dispatched {
                 queue,
+                flow,
                 tag,
                 estimate,
                 start,
@@ -387,6 +402,7 @@ impl QueueSet {
                 self.finish_execution_now(
                     Execution {
                         queue,
+                        flow,
                         tag,
                         estimate,
                         start,
@@ -454,6 +470,7 @@ impl QueueSet {
             dispatched_from_queues: core.dispatched_total,
             rejected: core.rejected_total,
             clamped_estimates: core.clamped_estimates,
+            held_seats: core.held_seats(),
         }
     }
 
@@ -479,6 +496,13 @@ impl QueueSet {
     /// seat-nanoseconds; [`vtime::to_seat_seconds`] converts).
     pub fn current_r(&self) -> vtime::VTime {
         self.shared.lock_and_drain().core.r
+    }
+
+    /// The level's time-weighted utilization up to now, with the event
+    /// ring replayed first.
+    pub fn utilization(&self) -> Utilization {
+        let now = self.shared.clock.now();
+        self.shared.lock_and_drain().core.utilization_at(now)
     }
 
     /// Every tag's tallies (counts, gauges and histograms), by tag, with
@@ -531,7 +555,12 @@ pub enum RawAdmission {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "an execution holds seats until it is finished"]
 pub struct Execution {
+    /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
+    /// (the queue is then chosen at replay and found in the flow table).
     queue: u32,
+    /// The flow's hash when the flow fairness policy admitted it: the
+    /// request counts in the level's flow table until it finishes.
+    flow: Option<u64>,
     tag: u32,
     estimate: WorkEstimate,
     start: Instant,
@@ -548,9 +577,12 @@ impl Execution {
     pub fn estimate(&self) -> WorkEstimate {
         self.estimate
     }
-    /// The queue it belongs to, if the level queues.
+    /// The queue it belongs to, if the level queues and the queue was
+    /// chosen at admission (under the flow fairness policy a request
+    /// admitted lock-free has its queue chosen later, under the level lock,
+    /// and this is None).
     pub fn queue(&self) -> Option<u32> {
-        (self.queue != NO_QUEUE).then_some(self.queue)
+        (self.queue != NO_QUEUE && self.queue != FLOW_QUEUE).then_some(self.queue)
     }
     /// The seats it still holds: its estimate's, less those released.
     pub fn held_seats(&self) -> u32 {
@@ -579,6 +611,7 @@ impl Execution {
         self.released += seats;
         Ok(PendingRelease {
             queue: self.queue,
+            flow: self.flow,
             tag: self.tag,
             estimate: self.estimate,
             held,
@@ -594,6 +627,7 @@ impl Execution {
 #[must_use = "the seats are given back only by QueueSet::complete_release"]
 pub(crate) struct PendingRelease {
     queue: u32,
+    flow: Option<u64>,
     tag: u32,
     estimate: WorkEstimate,
     held: u32,
@@ -670,11 +704,13 @@ fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
     match decision {
         SlotState::Dispatched {
             queue,
+            flow,
             tag,
             estimate,
             start,
         } => Ok(Execution {
             queue,
+            flow,
             tag,
             estimate,
             start,

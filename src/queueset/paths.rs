@@ -4,11 +4,11 @@
 //! [`AdmissionWord`](super::admission::AdmissionWord).
 
 use super::admission::AdmissionWord;
-use super::config::{QueueSetConfig, QueueSetConfigError};
-use super::core::{charged_seats, Core, NO_QUEUE};
+use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
+use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
-use crate::clock::{Clock, Instant, Timer};
+use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
 use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
@@ -32,11 +32,33 @@ pub(super) enum Record {
         latency_subsec_nanos: u32,
         at: Instant,
     },
+    /// A start under the flow fairness policy: its queue is chosen at
+    /// replay, from the flow table (the additional latency is in whole
+    /// nanoseconds, saturated at 584 years, so the hash fits in the same 40
+    /// bytes; only the replay's virtual-time charge reads it).
+    StartFlow {
+        flow_hash: u64,
+        tag: u32,
+        initial_seats: u32,
+        final_seats: u32,
+        latency_nanos: u64,
+        at: Instant,
+    },
     Finish {
         queue: u32,
         tag: u32,
         /// The initial seats still charged (fewer than the estimate's if
         /// the request released seats early).
+        initial_seats: u32,
+        seats: u32,
+        start: Instant,
+        at: Instant,
+    },
+    /// A finish under the flow fairness policy: the flow table knows its
+    /// queue.
+    FinishFlow {
+        flow_hash: u64,
+        tag: u32,
         initial_seats: u32,
         seats: u32,
         start: Instant,
@@ -54,16 +76,22 @@ const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
     pub(super) enqueues: CachePadded<AtomicU64>,
-    /// The current dealer (`None` when the level does not queue), read by
-    /// the hot path without the lock; replaced under the lock on
-    /// reconfiguration.
-    pub(super) dealer: ArcCell<Option<Dealer>>,
+    /// The current dealer and fairness policy, read by the hot path
+    /// without the lock; replaced under the lock on reconfiguration.
+    pub(super) routing: ArcCell<Routing>,
     pub(super) ring: EventRing<Record>,
     pub(super) locked: Mutex<Locked>,
     /// Set when a panic left the locked state half-updated (see the module
     /// documentation): the level then rejects every new request.
     pub(super) failed: AtomicBool,
     pub(super) clock: Clock,
+}
+
+/// What the hot path needs to know to place a request.
+pub(super) struct Routing {
+    /// `None` when the level does not queue.
+    pub(super) dealer: Option<Dealer>,
+    pub(super) fairness: Fairness,
 }
 
 pub(super) struct Locked {
@@ -74,9 +102,15 @@ pub(super) struct Locked {
 
 impl Shared {
     /// The hot path: take seats with one CAS if nothing waits and they fit.
-    /// Returns the request's queue and start time.
+    /// Returns the request's queue ([`FLOW_QUEUE`] under the flow policy:
+    /// chosen at replay), its flow under the flow policy, and its start
+    /// time.
     #[inline]
-    pub(super) fn try_fast_start(&self, request: &Request, tag: u32) -> Option<(u32, Instant)> {
+    pub(super) fn try_fast_start(
+        &self,
+        request: &Request,
+        tag: u32,
+    ) -> Option<(u32, Option<u64>, Instant)> {
         let estimate = request.estimate;
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
@@ -86,6 +120,20 @@ impl Shared {
         }
         let queue = self.deal_queue(request.flow_hash);
         let at = self.clock.now();
+        if queue == FLOW_QUEUE {
+            // Whole nanoseconds, saturated (584 years): computed only under
+            // the flow policy, so Kubernetes' hot path pays nothing for it.
+            let latency_nanos = duration_nanos(estimate.additional_latency);
+            self.record(Record::StartFlow {
+                flow_hash: request.flow_hash,
+                tag,
+                initial_seats: estimate.initial_seats,
+                final_seats: estimate.final_seats,
+                latency_nanos,
+                at,
+            });
+            return Some((queue, Some(request.flow_hash), at));
+        }
         self.record(Record::Start {
             queue,
             tag,
@@ -95,15 +143,18 @@ impl Shared {
             latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
             at,
         });
-        Some((queue, at))
+        Some((queue, None, at))
     }
 
     /// The queue Kubernetes picks when no queue has waiting work: the card
-    /// at the rotating offset of the flow's hand.
+    /// at the rotating offset of the flow's hand. Under the flow policy,
+    /// [`FLOW_QUEUE`]: with nothing waiting the choice only matters for
+    /// accounting, so the replay makes it under the lock (flow table).
     #[inline]
     pub(super) fn deal_queue(&self, flow_hash: u64) -> u32 {
-        self.dealer.with(|dealer| match &**dealer {
+        self.routing.with(|routing| match &routing.dealer {
             None => NO_QUEUE,
+            Some(_) if routing.fairness == Fairness::Flow => FLOW_QUEUE,
             Some(dealer) => {
                 let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
                 dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
@@ -238,6 +289,21 @@ impl Shared {
                 };
                 core.replay_start(queue, tag, estimate, at)
             }
+            Record::StartFlow {
+                flow_hash,
+                tag,
+                initial_seats,
+                final_seats,
+                latency_nanos,
+                at,
+            } => {
+                let estimate = WorkEstimate {
+                    initial_seats,
+                    final_seats,
+                    additional_latency: Duration::from_nanos(latency_nanos),
+                };
+                core.replay_start_flow(flow_hash, tag, estimate, at)
+            }
             Record::Finish {
                 queue,
                 tag,
@@ -246,6 +312,14 @@ impl Shared {
                 start,
                 at,
             } => core.replay_finish(queue, tag, initial_seats, seats, start, at),
+            Record::FinishFlow {
+                flow_hash,
+                tag,
+                initial_seats,
+                seats,
+                start,
+                at,
+            } => core.replay_finish_flow(flow_hash, tag, initial_seats, seats, start, at),
         }
     }
 
@@ -264,23 +338,47 @@ impl Shared {
             // A level that does not queue: the same one-CAS admission as
             // the hot path, with Kubernetes' rule for too-wide requests.
             if !self.word.try_take(seats, seats, st.core.lingering_seats()) {
-                st.core.reject_at_once(tag, RejectReason::ConcurrencyLimit);
+                st.core
+                    .reject_at_once(tag, RejectReason::ConcurrencyLimit, seats);
                 return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
             }
             st.core.replay_start(NO_QUEUE, tag, estimate, now);
             st.core.observe_demand();
             return RawAdmission::Execute(Execution {
                 queue: NO_QUEUE,
+                flow: None,
                 tag,
                 estimate,
                 start: now,
                 released: 0,
             });
         };
-        let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
-        let q = st.core.choose_queue(&dealer, request.flow_hash, n);
+        let mut held = 0;
+        let (q, flow) = match st.core.cfg.fairness {
+            Fairness::Kubernetes => {
+                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+                (st.core.choose_queue(&dealer, request.flow_hash, n), None)
+            }
+            Fairness::Flow => {
+                // Seats held for this flow go back first (anticipation):
+                // its request then competes for them like any other.
+                held = st.core.claim_hold(request.flow_hash);
+                if held > 0 {
+                    self.word.give_back(held);
+                }
+                (
+                    st.core.flow_queue(&dealer, request.flow_hash),
+                    Some(request.flow_hash),
+                )
+            }
+        };
         if st.core.must_reject(q, self.word.load()) {
-            st.core.reject_at_once(tag, RejectReason::QueueFull);
+            st.core.reject_at_once(tag, RejectReason::QueueFull, seats);
+            if held > 0 {
+                // The seats given back still serve the waiting requests.
+                st.core.dispatch_as_much_as_possible(now, &self.word);
+                self.settle_and_unlock(st);
+            }
             return RawAdmission::Rejected(RejectReason::QueueFull);
         }
         let wait_deadline = now.saturating_add(st.core.cfg.wait_limit);
@@ -288,7 +386,7 @@ impl Shared {
             .deadline
             .map_or(wait_deadline, |d| d.min(wait_deadline));
         st.next_seq += 1;
-        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, tag));
+        let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, flow, tag));
         st.core.enqueue(q, slot.clone(), estimate, now, deadline);
         // What Kubernetes' metrics observe on arrival (ObserveQueueLength,
         // SetCurrentR), taken while the lock is held.
@@ -326,6 +424,10 @@ impl Shared {
     /// After a slow-path operation: clear `SLOW` if nothing waits any more,
     /// and arm the timer for the next deadline or lingering release.
     pub(super) fn settle(&self, st: &mut Locked) {
+        let unheld = st.core.release_holds_if_idle();
+        if unheld > 0 {
+            self.word.give_back(unheld);
+        }
         st.core.observe_demand();
         if st.core.requests_waiting == 0 {
             self.word.clear_slow();
@@ -342,9 +444,11 @@ impl Shared {
 
     /// Finish a request that still holds `held` of its seats (its
     /// estimate's, less any it released early): only those are given back.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn finish(
         &self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         held: u32,
@@ -354,13 +458,24 @@ impl Shared {
         let fast = estimate.additional_latency.is_zero() && !self.word.load().slow;
         if fast {
             let seats = held;
-            let record = Record::Finish {
-                queue,
-                tag,
-                initial_seats: charged_seats(estimate, held),
-                seats,
-                start,
-                at: end,
+            let initial_seats = charged_seats(estimate, held);
+            let record = match flow {
+                None => Record::Finish {
+                    queue,
+                    tag,
+                    initial_seats,
+                    seats,
+                    start,
+                    at: end,
+                },
+                Some(flow_hash) => Record::FinishFlow {
+                    flow_hash,
+                    tag,
+                    initial_seats,
+                    seats,
+                    start,
+                    at: end,
+                },
             };
             if self.ring.push(record).is_ok() {
                 // The record is in the ring before the seats are free, so a
@@ -372,12 +487,14 @@ impl Shared {
                 return;
             }
         }
-        self.slow_finish(queue, tag, estimate, held, start, end);
+        self.slow_finish(queue, flow, tag, estimate, held, start, end);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn slow_finish(
         &self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         held: u32,
@@ -393,7 +510,7 @@ impl Shared {
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Finish, end);
         st.core.sync(end);
-        let freed = st.core.finish(queue, tag, estimate, held, start, end);
+        let freed = st.core.finish(queue, flow, tag, estimate, held, start, end);
         self.word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &self.word);
         self.settle_and_unlock(st);
@@ -408,6 +525,7 @@ impl Shared {
     pub(super) fn release_early(
         &self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         held: u32,
@@ -422,7 +540,7 @@ impl Shared {
         let now = self.clock.now().max(start);
         st.core.sync(now);
         st.core
-            .release_early(queue, tag, estimate, held, seats, start, now);
+            .release_early(queue, flow, tag, estimate, held, seats, start, now);
         self.word.give_back(seats);
         st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);
@@ -467,6 +585,12 @@ impl Shared {
             let (freed, _expired) = st.core.expire(due);
             self.word.give_back(freed);
             st.core.dispatch_as_much_as_possible(due, &self.word);
+            // Holds end at the instant nothing waits any more, as in the
+            // reference model, however many timers this call covers.
+            let unheld = st.core.release_holds_if_idle();
+            if unheld > 0 {
+                self.word.give_back(unheld);
+            }
         }
         self.settle_and_unlock(st);
     }
@@ -484,8 +608,9 @@ impl Shared {
         super::history::note(super::history::Site::Reconfigure, now);
         st.core.sync(now);
         let limit = cfg.concurrency_limit;
+        let fairness = cfg.fairness;
         st.core.reconfigure(cfg, dealer.clone());
-        self.dealer.store(Arc::new(dealer));
+        self.routing.store(Arc::new(Routing { dealer, fairness }));
         self.word.set_limit(limit);
         st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);

@@ -8,7 +8,7 @@
 //! benchmarks. Time is passed in explicitly; the caller drives timers with
 //! [`ReferenceQueueSet::advance_to`].
 
-use super::config::{QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
+use super::config::{Fairness, QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::{RejectReason, RequestId};
 use crate::clock::{duration_nanos, Instant};
@@ -39,6 +39,8 @@ pub enum Event {
 #[derive(Debug, Clone)]
 struct Waiting {
     id: RequestId,
+    /// Its flow, when the flow policy queued it.
+    flow: Option<u64>,
     estimate: WorkEstimate,
     work: VTime,
     arrival_r: VTime,
@@ -65,6 +67,7 @@ impl Queue {
 #[derive(Debug, Clone)]
 struct Executing {
     queue: Option<usize>,
+    flow: Option<u64>,
     estimate: WorkEstimate,
     start: Instant,
     /// Seats it still holds (fewer than its estimate's after a release).
@@ -76,6 +79,8 @@ struct Lingering {
     until: Instant,
     queue: Option<usize>,
     seats: u32,
+    /// Held for this flow's next request (flow policy's anticipation).
+    for_flow: Option<u64>,
 }
 
 /// The reference queueset.
@@ -96,6 +101,10 @@ pub struct ReferenceQueueSet {
     lingering: Vec<Lingering>,
     events: Vec<Event>,
     clamped_estimates: u64,
+    /// Flow policy: each busy flow's queue and its requests waiting or
+    /// executing. A flow is busy from its first request's arrival until
+    /// its last one finishes or is refused.
+    flows: HashMap<u64, (usize, u32)>,
 }
 
 impl ReferenceQueueSet {
@@ -118,6 +127,7 @@ impl ReferenceQueueSet {
             lingering: Vec::new(),
             events: Vec::new(),
             clamped_estimates: 0,
+            flows: HashMap::new(),
         })
     }
 
@@ -128,6 +138,14 @@ impl ReferenceQueueSet {
 
     pub fn seats_in_use(&self) -> u32 {
         self.seats_in_use
+    }
+    /// Seats held idle for flows' next requests (flow policy).
+    pub fn held_seats(&self) -> u32 {
+        self.lingering
+            .iter()
+            .filter(|l| l.for_flow.is_some())
+            .map(|l| l.seats)
+            .sum()
     }
     pub fn requests_waiting(&self) -> u32 {
         self.requests_waiting
@@ -170,19 +188,94 @@ impl ReferenceQueueSet {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
     ) -> Outcome {
+        let outcome = self.start_op(now, id, flow_hash, estimate, deadline);
+        self.end_of_operation();
+        outcome
+    }
+
+    /// An executing request finishes at `now`.
+    pub fn finish(&mut self, now: Instant, id: RequestId) {
+        self.finish_op(now, id);
+        self.end_of_operation();
+    }
+
+    /// The caller gives up on a waiting request. Returns whether it was
+    /// still waiting.
+    pub fn cancel(&mut self, now: Instant, id: RequestId) -> bool {
+        let found = self.cancel_op(now, id);
+        self.end_of_operation();
+        found
+    }
+
+    /// Run every timer due up to `t` (wait limits, deadlines, seats held for
+    /// additional latency), each at its own instant, in order.
+    pub fn advance_to(&mut self, t: Instant) {
+        self.advance_to_op(t);
+        self.end_of_operation();
+    }
+
+    /// Apply a new configuration at `now`.
+    pub fn reconfigure(
+        &mut self,
+        now: Instant,
+        cfg: QueueSetConfig,
+    ) -> Result<(), QueueSetConfigError> {
+        let result = self.reconfigure_op(now, cfg);
+        self.end_of_operation();
+        result
+    }
+
+    /// Seats held for flows' next requests serve only while requests wait:
+    /// once nothing waits, they are free again (a new request then takes
+    /// free seats directly).
+    fn end_of_operation(&mut self) {
+        if self.requests_waiting > 0 {
+            return;
+        }
+        let held: Vec<Lingering> = self
+            .lingering
+            .iter()
+            .filter(|l| l.for_flow.is_some())
+            .cloned()
+            .collect();
+        self.lingering.retain(|l| l.for_flow.is_none());
+        for l in held {
+            self.give_back(l.queue, l.seats);
+        }
+    }
+
+    fn start_op(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        flow_hash: u64,
+        estimate: WorkEstimate,
+        deadline: Option<Instant>,
+    ) -> Outcome {
         self.sync(now);
         let estimate = self.clamp(estimate);
         let Some(dealer) = &self.dealer else {
             if !self.can_accommodate(estimate.max_seats()) {
                 return Outcome::Rejected(RejectReason::ConcurrencyLimit);
             }
-            self.begin_executing(id, None, estimate, now);
+            self.begin_executing(id, None, None, estimate, now);
             return Outcome::Execute;
         };
-        let q = self.shuffle_shard(dealer.clone(), flow_hash);
+        let dealer = dealer.clone();
+        let mut claimed = false;
+        let (q, flow) = match self.cfg.fairness {
+            Fairness::Kubernetes => (self.shuffle_shard(dealer, flow_hash), None),
+            Fairness::Flow => {
+                claimed = self.claim_hold(flow_hash);
+                (self.flow_queue(dealer, flow_hash), Some(flow_hash))
+            }
+        };
         if self.seats_in_use >= self.cfg.concurrency_limit
             && self.queues[q].waiting.len() >= self.cfg.queue_length_limit as usize
         {
+            if claimed {
+                self.dispatch_as_much_as_possible(now);
+            }
             return Outcome::Rejected(RejectReason::QueueFull);
         }
         if self.queues[q].is_idle() {
@@ -196,8 +289,12 @@ impl ReferenceQueueSet {
             estimate.additional_latency,
             self.cfg.service_time_guess,
         );
+        if let Some(f) = flow {
+            self.flows.entry(f).or_insert((q, 0)).1 += 1;
+        }
         self.queues[q].waiting.push_back(Waiting {
             id,
+            flow,
             estimate,
             work,
             arrival_r: self.r,
@@ -220,11 +317,14 @@ impl ReferenceQueueSet {
     }
 
     /// An executing request finishes at `now`.
-    pub fn finish(&mut self, now: Instant, id: RequestId) {
+    fn finish_op(&mut self, now: Instant, id: RequestId) {
         self.sync(now);
         let Some(ex) = self.executing.remove(&id) else {
             return;
         };
+        if let Some(f) = ex.flow {
+            self.flow_leaves(f);
+        }
         self.requests_executing -= 1;
         if let Some(q) = ex.queue {
             let actual = now.saturating_since(ex.start);
@@ -237,9 +337,23 @@ impl ReferenceQueueSet {
                 seats_times(charged, self.cfg.service_time_guess) - seats_times(charged, actual);
             self.bound_next_dispatch(q);
         }
+        // Only the seats still held are given back or held: those released
+        // early went back at their release (never held for the flow), and a
+        // request that gave every seat back early has none to hold.
         let seats = ex.held;
-        // A request that gave every seat back early has none to linger.
         if ex.estimate.additional_latency.is_zero() || seats == 0 {
+            if let (Some(flow), Some(q), true) = (ex.flow, ex.queue, seats > 0) {
+                if self.anticipate(q, seats) {
+                    self.lingering.push(Lingering {
+                        until: now.saturating_add(self.cfg.anticipation().unwrap_or_default()),
+                        queue: Some(q),
+                        seats,
+                        for_flow: Some(flow),
+                    });
+                    self.dispatch_as_much_as_possible(now);
+                    return;
+                }
+            }
             self.give_back(ex.queue, seats);
         } else {
             let until = now.saturating_add(ex.estimate.additional_latency);
@@ -247,6 +361,7 @@ impl ReferenceQueueSet {
                 until,
                 queue: ex.queue,
                 seats,
+                for_flow: None,
             });
         }
         self.dispatch_as_much_as_possible(now);
@@ -255,8 +370,16 @@ impl ReferenceQueueSet {
     /// An executing request gives back `seats` of the seats it holds at
     /// `now` and keeps executing (`seats` 0: all of them). Returns false,
     /// changing nothing, if it is not executing, holds no seat, or holds
-    /// fewer than `seats`.
+    /// fewer than `seats`. Under the flow policy the request stays in its
+    /// flow's queue, and the seats go back to the level: they are never
+    /// held for the flow (anticipation holds only what a finish frees).
     pub fn release(&mut self, now: Instant, id: RequestId, seats: u32) -> bool {
+        let released = self.release_op(now, id, seats);
+        self.end_of_operation();
+        released
+    }
+
+    fn release_op(&mut self, now: Instant, id: RequestId, seats: u32) -> bool {
         let Some(ex) = self.executing.get(&id) else {
             return false;
         };
@@ -287,7 +410,7 @@ impl ReferenceQueueSet {
 
     /// The caller gives up on a waiting request. Returns whether it was
     /// still waiting.
-    pub fn cancel(&mut self, now: Instant, id: RequestId) -> bool {
+    fn cancel_op(&mut self, now: Instant, id: RequestId) -> bool {
         self.sync(now);
         let found = self.remove_waiting(|w| w.id == id, RejectReason::Cancelled);
         if found {
@@ -298,7 +421,7 @@ impl ReferenceQueueSet {
 
     /// Run every timer due up to `t` (wait limits, deadlines, seats held for
     /// additional latency), each at its own instant, in order.
-    pub fn advance_to(&mut self, t: Instant) {
+    fn advance_to_op(&mut self, t: Instant) {
         while let Some(at) = self.next_timer().filter(|&at| at <= t) {
             self.sync(at);
             let due: Vec<Lingering> = self
@@ -313,6 +436,7 @@ impl ReferenceQueueSet {
             }
             self.remove_waiting(|w| w.deadline <= at, RejectReason::TimeOut);
             self.dispatch_as_much_as_possible(at);
+            self.end_of_operation();
         }
     }
 
@@ -327,7 +451,7 @@ impl ReferenceQueueSet {
     }
 
     /// Apply a new configuration at `now`.
-    pub fn reconfigure(
+    fn reconfigure_op(
         &mut self,
         now: Instant,
         cfg: QueueSetConfig,
@@ -398,6 +522,74 @@ impl ReferenceQueueSet {
         best
     }
 
+    /// The flow policy's queue for `flow`: its own while busy, else the
+    /// queue of its hand with the fewest seats waiting or held (the first
+    /// such card).
+    fn flow_queue(&self, dealer: Dealer, flow: u64) -> usize {
+        if let Some(&(q, _)) = self.flows.get(&flow) {
+            return q;
+        }
+        let mut best = None;
+        for &card in dealer.deal_into_hand(flow).iter() {
+            let q = card as usize;
+            let queue = &self.queues[q];
+            let seats = queue.seats_in_use as u64
+                + queue
+                    .waiting
+                    .iter()
+                    .map(|w| w.estimate.max_seats() as u64)
+                    .sum::<u64>();
+            if best.is_none_or(|(_, b)| seats < b) {
+                best = Some((q, seats));
+            }
+        }
+        best.map_or(0, |(q, _)| q)
+    }
+
+    /// The flow policy's anticipation: a request of queue `q` just ended
+    /// (no longer executing) and would free `seats`; hold them for its
+    /// flow's next request when requests wait, none of them in `q`, and
+    /// `q` without these seats is below an equal share of the limit among
+    /// the active queues (counting `q`).
+    fn anticipate(&self, q: usize, seats: u32) -> bool {
+        if self.cfg.fairness != Fairness::Flow || self.requests_waiting == 0 {
+            return false;
+        }
+        let queue = &self.queues[q];
+        if !queue.waiting.is_empty() {
+            return false;
+        }
+        let others = (0..self.queues.len())
+            .filter(|&i| i != q && !self.queues[i].is_idle())
+            .count() as u64;
+        let kept = (queue.seats_in_use - seats) as u64;
+        kept * (others + 1) < self.cfg.concurrency_limit as u64
+    }
+
+    /// Release the seats held for `flow` that would be released first.
+    /// Returns whether there were any.
+    fn claim_hold(&mut self, flow: u64) -> bool {
+        let mut first: Option<usize> = None;
+        for (i, l) in self.lingering.iter().enumerate() {
+            if l.for_flow == Some(flow) && first.is_none_or(|f| l.until < self.lingering[f].until) {
+                first = Some(i);
+            }
+        }
+        let Some(i) = first else { return false };
+        let l = self.lingering.remove(i);
+        self.give_back(l.queue, l.seats);
+        true
+    }
+
+    fn flow_leaves(&mut self, flow: u64) {
+        if let Some(entry) = self.flows.get_mut(&flow) {
+            entry.1 -= 1;
+            if entry.1 == 0 {
+                self.flows.remove(&flow);
+            }
+        }
+    }
+
     fn bound_next_dispatch(&mut self, q: usize) {
         let queue = &mut self.queues[q];
         if let Some(head) = queue.waiting.front() {
@@ -455,7 +647,7 @@ impl ReferenceQueueSet {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
-        self.begin_executing(w.id, Some(q), w.estimate, now);
+        self.begin_executing(w.id, Some(q), w.flow, w.estimate, now);
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
         true
@@ -465,6 +657,7 @@ impl ReferenceQueueSet {
         &mut self,
         id: RequestId,
         queue: Option<usize>,
+        flow: Option<u64>,
         estimate: WorkEstimate,
         now: Instant,
     ) {
@@ -479,6 +672,7 @@ impl ReferenceQueueSet {
             id,
             Executing {
                 queue,
+                flow,
                 estimate,
                 start: now,
                 held: seats,
@@ -498,12 +692,14 @@ impl ReferenceQueueSet {
     /// any was removed.
     fn remove_waiting(&mut self, pred: impl Fn(&Waiting) -> bool, reason: RejectReason) -> bool {
         let mut removed = Vec::new();
+        let mut left = Vec::new();
         for q in 0..self.queues.len() {
             let before = self.queues[q].waiting.len();
             let mut kept = VecDeque::with_capacity(before);
             for w in self.queues[q].waiting.drain(..) {
                 if pred(&w) {
                     removed.push(w.id);
+                    left.extend(w.flow);
                 } else {
                     kept.push_back(w);
                 }
@@ -512,6 +708,9 @@ impl ReferenceQueueSet {
             if self.queues[q].waiting.len() != before {
                 self.bound_next_dispatch(q);
             }
+        }
+        for flow in left {
+            self.flow_leaves(flow);
         }
         removed.sort_unstable();
         self.requests_waiting -= removed.len() as u32;

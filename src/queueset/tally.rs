@@ -40,6 +40,12 @@ const DURATION_BOUNDS_NANOS: [u64; 13] = [
 
 const QUEUE_LENGTH_BOUNDS: [u64; 8] = [0, 10, 25, 50, 100, 250, 500, 1000];
 
+/// Kubernetes' bucket bounds for the seats a request is estimated to
+/// occupy (`apiserver_flowcontrol_work_estimated_seats`).
+pub const WORK_SEATS_BUCKETS: [f64; 4] = [1.0, 2.0, 4.0, 10.0];
+
+const WORK_SEATS_BOUNDS: [u64; 4] = [1, 2, 4, 10];
+
 /// A histogram with fixed integer bucket bounds (inclusive upper bounds, as
 /// Prometheus' `le`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +70,17 @@ impl Histogram<13> {
     /// An empty histogram of durations in nanoseconds.
     pub fn durations() -> Self {
         Histogram::with_bounds(&DURATION_BOUNDS_NANOS)
+    }
+}
+
+/// Seats (max of initial and final) per request, with Kubernetes' buckets
+/// ([`WORK_SEATS_BUCKETS`]).
+pub type SeatsHistogram = Histogram<4>;
+
+impl Histogram<4> {
+    /// An empty histogram of seats per request.
+    pub fn seats() -> Self {
+        Histogram::with_bounds(&WORK_SEATS_BOUNDS)
     }
 }
 
@@ -162,6 +179,12 @@ pub struct TagStats {
     /// (levels that queue only; a request admitted on the hot path found its
     /// queue empty, so it observes 1).
     pub queue_length: LengthHistogram,
+    /// The seats (max of initial and final) of every request that reached
+    /// the limited level: executed, queued or rejected on arrival.
+    pub work_estimated_seats: SeatsHistogram,
+    /// Dispatch attempts that found this tag's request at the head of the
+    /// chosen queue and too few free seats for it.
+    pub no_accommodation: u64,
 }
 
 impl Default for TagStats {
@@ -177,6 +200,8 @@ impl Default for TagStats {
             wait_rejected: Histogram::durations(),
             execution: Histogram::durations(),
             queue_length: Histogram::lengths(),
+            work_estimated_seats: Histogram::seats(),
+            no_accommodation: 0,
         }
     }
 }

@@ -14,6 +14,8 @@ pub(crate) enum SlotState {
     /// Dispatched: the request holds its seats from `start`.
     Dispatched {
         queue: u32,
+        /// The flow's hash when the flow fairness policy admitted it.
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         start: Instant,
@@ -28,6 +30,9 @@ pub(crate) struct WaitSlot {
     /// Arrival order within the level.
     pub(crate) seq: u64,
     pub(crate) queue: u32,
+    /// The flow's hash when the flow fairness policy queued it (it is then
+    /// counted in the level's flow table until it leaves).
+    pub(crate) flow: Option<u64>,
     /// The caller's tag for the request (see `tally`).
     pub(crate) tag: u32,
     state: Mutex<Rendezvous>,
@@ -44,10 +49,11 @@ struct Rendezvous {
 }
 
 impl WaitSlot {
-    pub(crate) fn new(seq: u64, queue: u32, tag: u32) -> WaitSlot {
+    pub(crate) fn new(seq: u64, queue: u32, flow: Option<u64>, tag: u32) -> WaitSlot {
         WaitSlot {
             seq,
             queue,
+            flow,
             tag,
             state: Mutex::new(Rendezvous {
                 state: SlotState::Waiting(None),

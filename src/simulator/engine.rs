@@ -461,6 +461,18 @@ impl<'a> Sim<'a> {
             level_queue_length: vec![Vec::with_capacity(samples); levels.len()],
             level_seats_in_use: vec![Vec::with_capacity(samples); levels.len()],
             level_limit: vec![Vec::with_capacity(samples); levels.len()],
+            flow_arrived: vec![vec![0; samples]; workload.flows.len()],
+            flow_completed: vec![vec![0; samples]; workload.flows.len()],
+            rejected: std::array::from_fn(|_| vec![0; samples]),
+            phase_changes: workload
+                .flows
+                .iter()
+                .flat_map(|f| {
+                    f.phases
+                        .iter()
+                        .map(|p| (p.at.as_secs_f64(), format!("{} ×{}", f.name, p.scale)))
+                })
+                .collect(),
         };
         Sim {
             dispatcher,
@@ -722,7 +734,9 @@ impl<'a> Sim<'a> {
         self.requests += 1;
         let replica = &mut self.replicas[r as usize];
         replica.tally.arrived += 1;
-        let flow = &self.workload.flows[replica.flow as usize];
+        let f = replica.flow as usize;
+        Series::count(self.series.interval, &mut self.series.flow_arrived[f], now);
+        let flow = &self.workload.flows[f];
         let service = sample_service(&flow.service, &mut replica.rng);
         let deadline = flow
             .timeout
@@ -750,7 +764,7 @@ impl<'a> Sim<'a> {
                 }
             }
             Outcome::Rejected(reason) => {
-                self.count_rejection(r, reason);
+                self.count_rejection(r, reason, now);
                 self.retry(r, client, now);
             }
         }
@@ -792,11 +806,14 @@ impl<'a> Sim<'a> {
         s.state = State::Free;
         let (r, client) = (s.replica, s.client);
         self.free.push(slot);
-        self.count_rejection(r, reason);
+        self.count_rejection(r, reason, now);
         self.retry(r, client, now);
     }
 
-    fn count_rejection(&mut self, r: u32, reason: RejectReason) {
+    fn count_rejection(&mut self, r: u32, reason: RejectReason, now: u64) {
+        if let Some(counts) = self.series.rejected.get_mut(reason as usize) {
+            Series::count(self.series.interval, counts, now);
+        }
         // Only Kubernetes' four reasons are tallied; a failed level (a bug
         // in the core, never expected here) is not one of them.
         if let Some(count) = self.replicas[r as usize]
@@ -848,6 +865,11 @@ impl<'a> Sim<'a> {
         if released_at != u64::MAX {
             e.final_seats = 0;
         }
+        Series::count(
+            self.series.interval,
+            &mut self.series.flow_completed[flow],
+            now,
+        );
         let latency = duration_nanos(e.additional_latency);
         let seat_ns = e.initial_seats as f64 * held_until.saturating_sub(start) as f64
             + e.final_seats as f64 * latency as f64;
@@ -1049,6 +1071,11 @@ impl<'a> Sim<'a> {
                         .max()
                         .unwrap_or(0),
                     dispatcher_dispatched: level.dispatched(),
+                    queue_capacity: level
+                        .queueset()
+                        .map(|qs| qs.config())
+                        .filter(|c| c.queues > 0)
+                        .map(|c| c.queues.saturating_mul(c.queue_length_limit)),
                 }
             })
             .collect();

@@ -40,12 +40,14 @@
 //! with no arguments.
 
 mod engine;
+mod fairness;
 mod histogram;
 mod report;
 mod svg;
 mod workload;
 
 pub use engine::{run, RunStats, SimulationError};
+pub use fairness::{compare_fairness, with_fairness, FairnessComparison, FairnessRow};
 pub use histogram::Histogram;
 pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
 // Number and duration formatting the apf-cli crate shares with the report
@@ -71,15 +73,107 @@ pub fn noisy_neighbour() -> Workload {
 }
 
 /// The charts of a report, as (file name, SVG document): seat share over
-/// time per flow, queue length over time per level, seats in use and the
-/// limit over time per level, and the distribution of queue waits per flow.
+/// time per flow, throughput against demand per flow, rejections over time
+/// by reason, queue length over time per level with each level's queue
+/// capacity, seats in use and the limit over time per level, and the
+/// distribution of queue waits per flow. Charts over time mark the flows'
+/// phase changes and the samples where borrowing moved a limit.
 pub fn charts(report: &Report) -> Vec<(&'static str, String)> {
+    let marked = |mut chart: svg::Chart| {
+        chart.markers = markers(report);
+        svg::render(&chart)
+    };
     vec![
-        ("seat-share.svg", svg::render(&seat_share_chart(report))),
-        ("queue-length.svg", svg::render(&queue_length_chart(report))),
-        ("level-seats.svg", svg::render(&level_seats_chart(report))),
+        ("seat-share.svg", marked(seat_share_chart(report))),
+        ("throughput.svg", marked(throughput_chart(report))),
+        ("rejections.svg", marked(rejections_chart(report))),
+        ("queue-length.svg", marked(queue_length_chart(report))),
+        ("level-seats.svg", marked(level_seats_chart(report))),
         ("wait-time.svg", svg::render(&wait_time_chart(report))),
     ]
+}
+
+/// Phase changes (labelled) and borrowing adjustments (grey).
+fn markers(report: &Report) -> Vec<svg::Marker> {
+    let s = &report.series;
+    let mut markers: Vec<svg::Marker> = s
+        .borrowing_adjustments()
+        .into_iter()
+        .map(|x| svg::Marker {
+            x,
+            label: "borrowing moved a limit".into(),
+            strong: false,
+        })
+        .collect();
+    markers.extend(s.phase_changes.iter().map(|(x, label)| svg::Marker {
+        x: *x,
+        label: format!("phase: {label}"),
+        strong: true,
+    }));
+    markers
+}
+
+/// Per-interval counts as a rate per second at the interval's end.
+fn per_second(s: &Series, counts: &[u64]) -> Vec<(f64, f64)> {
+    let secs = s.interval.as_secs_f64().max(1e-9);
+    let mut start = 0.0;
+    s.times
+        .iter()
+        .zip(counts)
+        .map(|(&t, &n)| {
+            // The last interval may be cut short by the end of the run.
+            let width = (t - start).max(1e-9).min(secs);
+            start = t;
+            (t, n as f64 / width)
+        })
+        .collect()
+}
+
+fn throughput_chart(report: &Report) -> svg::Chart {
+    let s = &report.series;
+    let mut series = Vec::new();
+    for (i, f) in report.flows.iter().enumerate() {
+        series.push(svg::Line {
+            name: format!("{} completed", f.label()),
+            points: per_second(s, &s.flow_completed[i]),
+            dashed: false,
+            color: Some(i),
+        });
+        series.push(svg::Line {
+            name: format!("{} arrived", f.label()),
+            points: per_second(s, &s.flow_arrived[i]),
+            dashed: true,
+            color: Some(i),
+        });
+    }
+    svg::Chart {
+        title: title("Throughput against demand per flow", report),
+        x_label: "simulated time (s)".into(),
+        y_label: "requests per second (dashed: arrived, solid: completed)".into(),
+        series,
+        ..svg::Chart::default()
+    }
+}
+
+fn rejections_chart(report: &Report) -> svg::Chart {
+    let s = &report.series;
+    let series = crate::queueset::RejectReason::ALL
+        .iter()
+        .map(|&reason| {
+            let mut line =
+                svg::Line::new(reason.as_str(), per_second(s, &s.rejected[reason as usize]));
+            line.color = Some(reason as usize + 2);
+            line
+        })
+        .collect();
+    svg::Chart {
+        title: title("Rejections over time by reason", report),
+        x_label: "simulated time (s)".into(),
+        y_label: "rejections per second (HTTP 429)".into(),
+        stacked: true,
+        series,
+        ..svg::Chart::default()
+    }
 }
 
 /// Writes [`charts`] into `dir` (created if missing); returns their paths.
@@ -181,21 +275,33 @@ fn seat_share_chart(report: &Report) -> svg::Chart {
 
 fn queue_length_chart(report: &Report) -> svg::Chart {
     let s = &report.series;
-    let series = queued_levels(report)
-        .map(|(l, level)| {
-            let points = s
-                .times
-                .iter()
-                .zip(&s.level_queue_length[l])
-                .map(|(&t, &n)| (t, n as f64))
-                .collect();
-            svg::Line::new(level.name.clone(), points)
-        })
-        .collect();
+    let mut series = Vec::new();
+    for (i, (l, level)) in queued_levels(report).enumerate() {
+        let points = s
+            .times
+            .iter()
+            .zip(&s.level_queue_length[l])
+            .map(|(&t, &n)| (t, n as f64))
+            .collect();
+        series.push(svg::Line {
+            name: level.name.clone(),
+            points,
+            dashed: false,
+            color: Some(i),
+        });
+        if let (Some(capacity), Some(&last)) = (level.queue_capacity, s.times.last()) {
+            series.push(svg::Line {
+                name: format!("{} capacity", level.name),
+                points: vec![(0.0, capacity as f64), (last, capacity as f64)],
+                dashed: true,
+                color: Some(i),
+            });
+        }
+    }
     svg::Chart {
         title: title("Requests waiting per priority level", report),
         x_label: "simulated time (s)".into(),
-        y_label: "requests in queues".into(),
+        y_label: "requests in queues (dashed: queues × length limit)".into(),
         series,
         ..svg::Chart::default()
     }

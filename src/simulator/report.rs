@@ -118,6 +118,9 @@ pub struct LevelReport {
     pub rejected: [u64; 4],
     /// Longest total queue length seen at a sample.
     pub max_queue_length: u32,
+    /// Requests its queues hold at most (queues × queue length limit);
+    /// `None` for levels that do not queue.
+    pub queue_capacity: Option<u32>,
     /// The level's own dispatch counter (to cross-check the simulator's).
     pub dispatcher_dispatched: u64,
 }
@@ -138,6 +141,41 @@ pub struct Series {
     /// Per level, its concurrency limit at the end of each interval (0 for
     /// exempt levels).
     pub level_limit: Vec<Vec<u32>>,
+    /// Per flow entry, requests that arrived in each interval (its demand
+    /// as sent; closed-loop clients send less while they wait).
+    pub flow_arrived: Vec<Vec<u64>>,
+    /// Per flow entry, requests that completed in each interval.
+    pub flow_completed: Vec<Vec<u64>>,
+    /// Rejections in each interval, indexed by `RejectReason as usize`.
+    pub rejected: [Vec<u64>; 4],
+    /// When a flow entered one of its phases (seconds), and a label
+    /// ("tenants ×4").
+    pub phase_changes: Vec<(f64, String)>,
+}
+
+impl Series {
+    /// Adds one to `counts` in the interval that `at_ns` falls in (the last
+    /// one for the very end of the run).
+    pub(crate) fn count(interval: Duration, counts: &mut [u64], at_ns: u64) {
+        let interval = crate::clock::duration_nanos(interval).max(1);
+        let k = ((at_ns / interval) as usize).min(counts.len().saturating_sub(1));
+        if let Some(c) = counts.get_mut(k) {
+            *c += 1;
+        }
+    }
+
+    /// Times (seconds) at which some level's limit differs from the
+    /// previous sample's: borrowing moved seats.
+    pub fn borrowing_adjustments(&self) -> Vec<f64> {
+        (1..self.times.len())
+            .filter(|&k| {
+                self.level_limit
+                    .iter()
+                    .any(|l| l.len() > k && l[k] != l[k - 1])
+            })
+            .map(|k| self.times[k])
+            .collect()
+    }
 }
 
 /// Whether the workload's expectations held.

@@ -28,6 +28,18 @@ pub struct Chart {
     /// Fixed top of the y axis, else the data's maximum.
     pub y_max: Option<f64>,
     pub series: Vec<Line>,
+    /// Vertical lines at moments worth seeing (a phase change, a
+    /// borrowing adjustment), on linear x axes.
+    pub markers: Vec<Marker>,
+}
+
+/// A labelled vertical line.
+#[derive(Debug, Clone, Default)]
+pub struct Marker {
+    pub x: f64,
+    pub label: String,
+    /// Drawn in the accent colour (phase changes) rather than grey.
+    pub strong: bool,
 }
 
 /// One series.
@@ -194,6 +206,7 @@ pub fn render(chart: &Chart) -> String {
         escape(&chart.title)
     );
     axes(&mut s, &x, &y, chart);
+    markers(&mut s, &x, &y, chart);
     for (i, line) in series.iter().enumerate() {
         let (name, pts) = (&line.name, &line.points);
         let color = color(line, i);
@@ -284,6 +297,43 @@ fn axes(s: &mut String, x: &Axis, y: &Axis, chart: &Chart) {
         (y0 + y1) / 2.0,
         escape(&chart.y_label)
     );
+}
+
+/// Markers as dashed vertical lines; labels only where they do not crowd
+/// the previous one (every line keeps its label as a tooltip).
+fn markers(s: &mut String, x: &Axis, y: &Axis, chart: &Chart) {
+    if chart.log_x {
+        return;
+    }
+    let mut last_label = f64::NEG_INFINITY;
+    for m in &chart.markers {
+        if !m.x.is_finite() || m.x < x.lo || m.x > x.hi {
+            continue;
+        }
+        let px = x.map(m.x);
+        let (stroke, width) = if m.strong {
+            ("#7b3294", 1.4)
+        } else {
+            ("#999999", 0.8)
+        };
+        let _ = writeln!(
+            s,
+            r#"<line x1="{px:.1}" y1="{:.1}" x2="{px:.1}" y2="{:.1}" stroke="{stroke}" stroke-width="{width}" stroke-dasharray="3 3"><title>{}</title></line>"#,
+            y.from,
+            y.to,
+            escape(&m.label)
+        );
+        if m.strong && px - last_label > 90.0 {
+            last_label = px;
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{:.1}" font-size="10" fill="{stroke}">{}</text>"#,
+                px + 3.0,
+                y.to + 10.0,
+                escape(&m.label)
+            );
+        }
+    }
 }
 
 fn color(line: &Line, i: usize) -> &'static str {

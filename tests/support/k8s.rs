@@ -27,6 +27,7 @@ pub fn k8s_cfg(queues: u32, queue_length_limit: u32, hand: u32, limit: u32) -> Q
         queue_length_limit,
         service_time_guess: Duration::from_millis(3),
         wait_limit: CENTURY,
+        fairness: apf::queueset::Fairness::Kubernetes,
     }
 }
 

@@ -115,6 +115,7 @@ pub fn config(limit: u32, queues: u32, hand: u32, queue_length_limit: u32) -> Qu
         queue_length_limit,
         service_time_guess: Duration::from_millis(3),
         wait_limit: Duration::from_secs(60),
+        fairness: apf::queueset::Fairness::Kubernetes,
     }
 }
 
@@ -216,8 +217,14 @@ impl System for Real<'_> {
     }
 
     fn counts(&mut self) -> (u32, u32, u32) {
+        // Seats held for a flow's next request (flow policy) belong to no
+        // request the driver holds.
         let st = self.qs.stats();
-        (st.seats_in_use, st.requests_executing, st.requests_waiting)
+        (
+            st.seats_in_use - st.held_seats,
+            st.requests_executing,
+            st.requests_waiting,
+        )
     }
 
     fn clamped_estimates(&mut self) -> u64 {
@@ -266,7 +273,7 @@ impl System for Model {
 
     fn counts(&mut self) -> (u32, u32, u32) {
         (
-            self.rqs.seats_in_use(),
+            self.rqs.seats_in_use() - self.rqs.held_seats(),
             self.rqs.requests_executing(),
             self.rqs.requests_waiting(),
         )
@@ -384,6 +391,10 @@ struct Driver<'s, S: System> {
     clients: &'s [Client],
     limit: u32,
     wait_limit: u64,
+    /// Under the flow policy, how long a finished request's seats may be
+    /// held for its flow's next request (G): a timer the driver must wake
+    /// the system for.
+    anticipation: Option<u64>,
     horizon: u64,
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
@@ -410,6 +421,7 @@ impl<'s, S: System> Driver<'s, S> {
             clients,
             limit: cfg.concurrency_limit,
             wait_limit: cfg.wait_limit.as_nanos() as u64,
+            anticipation: cfg.anticipation().map(|d| d.as_nanos() as u64),
             horizon,
             events: BinaryHeap::new(),
             seq: 0,
@@ -539,6 +551,9 @@ impl<'s, S: System> Driver<'s, S> {
         let s = self.executing.remove(&id).expect("executing");
         self.sys.finish(Instant::from_nanos(t), id);
         assert_eq!(s.exec_end, t);
+        if let Some(g) = self.anticipation {
+            self.schedule(t + g, Ev::Wake);
+        }
         if s.release > t {
             self.schedule(s.release, Ev::Wake);
             self.lingering.push(s);

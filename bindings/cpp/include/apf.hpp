@@ -363,6 +363,17 @@ private:
   explicit Options(Uninitialised) {}
 };
 
+/// How Dispatcher::metrics_text(const MetricsOptions &) names and labels
+/// the series, for a service that is not an API server or runs several
+/// dispatchers: `prefix` (with `_`) before every metric name, empty for
+/// none; `const_labels` on every series (at most 64; names as Prometheus
+/// allows them and none the metrics use themselves). The library checks
+/// them and its error names the one at fault.
+struct MetricsOptions {
+  std::string prefix;
+  std::vector<std::pair<std::string, std::string>> const_labels;
+};
+
 /// What classification looks at. The views must stay valid for the call.
 struct RequestDigest {
   std::string_view user;
@@ -882,6 +893,26 @@ public:
     return detail::read_text([this](apf_text *out) { return apf_dispatcher_metrics_text(raw(), out); });
   }
   std::string metrics_text() const { return try_metrics_text().unwrap(); }
+
+  /// The metrics with a name prefix and constant labels.
+  Result<std::string> try_metrics_text(const MetricsOptions &options) const {
+    std::vector<apf_metrics_label> labels;
+    labels.reserve(options.const_labels.size());
+    for (const auto &[name, value] : options.const_labels) {
+      labels.push_back({{name.data(), name.size()}, {value.data(), value.size()}});
+    }
+    apf_metrics_options c{};
+    (void)apf_metrics_options_default(&c); // sets struct_size
+    c.prefix = {options.prefix.data(), options.prefix.size()};
+    c.const_labels = labels.empty() ? nullptr : labels.data();
+    c.const_labels_len = labels.size();
+    return detail::read_text([this, &c](apf_text *out) {
+      return apf_dispatcher_metrics_text_with(raw(), &c, out);
+    });
+  }
+  std::string metrics_text(const MetricsOptions &options) const {
+    return try_metrics_text(options).unwrap();
+  }
 
   /// The table of Kubernetes' /debug/api_priority_and_fairness/
   /// dump_priority_levels: one line per priority level.

@@ -184,3 +184,34 @@ TEST(Metrics, ScrapesRaceRequests) {
   EXPECT_EQ(sample(text, m("current_inqueue_requests")), 0);
   EXPECT_GT(sample(text, m("dispatched_requests_total")), 0);
 }
+
+TEST(Metrics, PrefixAndConstantLabels) {
+  auto d = narrow_dispatcher();
+  apf::MetricsOptions options;
+  EXPECT_EQ(d.metrics_text(options), d.metrics_text());
+  options.prefix = "shop";
+  options.const_labels = {{"dispatcher", "public"}};
+  std::string text = d.metrics_text(options);
+  EXPECT_EQ(sample(text, "shop_" + m("dispatched_requests_total"),
+                   "{dispatcher=\"public\",priority_level=\"narrow\",flow_schema=\"everyone\"}"),
+            0);
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    bool named = line.rfind("shop_", 0) == 0 || line.rfind("# HELP shop_", 0) == 0 ||
+                 line.rfind("# TYPE shop_", 0) == 0 || line == "# EOF";
+    EXPECT_TRUE(named) << line;
+  }
+
+  options.const_labels = {{"flow_schema", "x"}};
+  auto r = d.try_metrics_text(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status(), APF_ERR_INVALID_PARAMETER);
+  EXPECT_NE(r.error().message().find("flow_schema"), std::string::npos)
+      << r.error().message();
+  options.const_labels.clear();
+  options.prefix = "1st";
+  r = d.try_metrics_text(options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("prefix"), std::string::npos) << r.error().message();
+}

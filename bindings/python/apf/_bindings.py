@@ -104,6 +104,14 @@ apf_wq_get_result_NAMES = {
     3: 'APF_WQ_TIMED_OUT',
 }
 
+# enum apf_fairness
+APF_FAIRNESS_KUBERNETES = 0
+APF_FAIRNESS_FLOW = 1
+apf_fairness_NAMES = {
+    0: 'APF_FAIRNESS_KUBERNETES',
+    1: 'APF_FAIRNESS_FLOW',
+}
+
 class apf_dispatcher(ctypes.Structure):
     pass
 
@@ -126,6 +134,12 @@ class apf_str(ctypes.Structure):
     pass
 
 class apf_request_info(ctypes.Structure):
+    pass
+
+class apf_metrics_label(ctypes.Structure):
+    pass
+
+class apf_metrics_options(ctypes.Structure):
     pass
 
 class apf_queueset_config(ctypes.Structure):
@@ -161,6 +175,7 @@ apf_reject_reason = ctypes.c_uint32
 apf_wq_kind = ctypes.c_uint32
 apf_wq_lane = ctypes.c_uint32
 apf_wq_get_result = ctypes.c_uint32
+apf_fairness = ctypes.c_uint32
 
 apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
 
@@ -194,6 +209,18 @@ apf_request_info._fields_ = [
     ('path', apf_str),
 ]
 
+apf_metrics_label._fields_ = [
+    ('name', apf_str),
+    ('value', apf_str),
+]
+
+apf_metrics_options._fields_ = [
+    ('struct_size', ctypes.c_size_t),
+    ('prefix', apf_str),
+    ('const_labels', ctypes.POINTER(apf_metrics_label)),
+    ('const_labels_len', ctypes.c_size_t),
+]
+
 apf_queueset_config._fields_ = [
     ('struct_size', ctypes.c_size_t),
     ('concurrency_limit', ctypes.c_uint32),
@@ -202,6 +229,7 @@ apf_queueset_config._fields_ = [
     ('queue_length_limit', ctypes.c_uint32),
     ('service_time_guess_ns', ctypes.c_uint64),
     ('wait_limit_ns', ctypes.c_uint64),
+    ('fairness', ctypes.c_uint32),
 ]
 
 apf_work_estimate._fields_ = [
@@ -313,6 +341,8 @@ FUNCTIONS = {
     'apf_dispatcher_reject': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('priority_level', ctypes.POINTER(ctypes.c_char)), ('priority_level_len', ctypes.c_size_t), ('flow_schema', ctypes.POINTER(ctypes.c_char)), ('flow_schema_len', ctypes.c_size_t), ('reason', ctypes.c_uint32), ('out_retry_after', ctypes.POINTER(ctypes.c_uint64)), ('out_body', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_observe': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('query', ctypes.POINTER(ctypes.c_char)), ('query_len', ctypes.c_size_t), ('out_status', ctypes.POINTER(ctypes.c_uint16)), ('out_content_type', ctypes.POINTER(apf_text)), ('out_body', ctypes.POINTER(apf_text))]),
     'apf_request_info_parse': (apf_status, [('method', ctypes.POINTER(ctypes.c_char)), ('method_len', ctypes.c_size_t), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('watch', ctypes.POINTER(ctypes.c_char)), ('watch_len', ctypes.c_size_t), ('out', ctypes.POINTER(apf_request_info))]),
+    'apf_metrics_options_default': (apf_status, [('out', ctypes.POINTER(apf_metrics_options))]),
+    'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _bindings as b
 from ._library import ApfError, ClosedError, call, last_error, lib
@@ -241,6 +241,32 @@ class Dispatcher(Managed):
         text format, for Prometheus (serve it with
         :func:`apf.observe.metrics_content_type`)."""
         return self._read_text("apf_dispatcher_metrics_text")
+
+    def metrics_text_with(self, prefix: str = "",
+                          const_labels: Sequence[Tuple[str, str]] = ()) -> str:
+        """:meth:`metrics_text` with ``prefix`` (and ``_``) before every
+        metric name and ``const_labels`` (name, value pairs, in order; at
+        most 64) on every series, for a service that is not an API server
+        or runs several dispatchers. Invalid options raise :class:`ApfError`
+        whose message names the one at fault."""
+        keep = []  # the encoded bytes must outlive the call
+
+        def c_str(s: str) -> "b.apf_str":
+            data = s.encode("utf-8", "surrogateescape")
+            keep.append(data)
+            return b.apf_str(ctypes.cast(ctypes.c_char_p(data), ctypes.POINTER(ctypes.c_char)), len(data))
+
+        options = b.apf_metrics_options()
+        call("apf_metrics_options_default", ctypes.byref(options))
+        options.prefix = c_str(prefix)
+        labels = list(const_labels)
+        if labels:
+            array = (b.apf_metrics_label * len(labels))(
+                *(b.apf_metrics_label(c_str(n), c_str(v)) for n, v in labels))
+            keep.append(array)
+            options.const_labels = ctypes.cast(array, ctypes.POINTER(b.apf_metrics_label))
+            options.const_labels_len = len(labels)
+        return self._read_text("apf_dispatcher_metrics_text_with", ctypes.byref(options))
 
     def dump_priority_levels(self) -> str:
         """The table of Kubernetes' ``/debug/api_priority_and_fairness/

@@ -225,3 +225,28 @@ def test_asgi_leaves_the_paths_to_the_app_unless_enabled(dispatcher):
 
     status, _, body = asgi_get(apf.asgi.Middleware(asgi_hello(), dispatcher, let_through), "/metrics")
     assert (status, body) == (200, b"hello")
+
+
+def test_metrics_text_with_prefix_and_constant_labels(dispatcher):
+    assert dispatcher.metrics_text_with() == dispatcher.metrics_text()
+    text = dispatcher.metrics_text_with("shop", [("dispatcher", "public"), ("region", 'e"u')])
+    key = ('shop_apiserver_flowcontrol_dispatched_requests_total'
+           '{dispatcher="public",region="e\\"u",priority_level="tight",flow_schema="tight"} ')
+    assert any(line.startswith(key) for line in text.splitlines()), text
+    for line in text.splitlines():
+        if line != "# EOF":
+            name = line.removeprefix("# HELP ").removeprefix("# TYPE ")
+            assert name.startswith("shop_"), line
+
+
+@pytest.mark.parametrize("prefix,labels,status,names", [
+    ("9lives", [], "APF_ERR_INVALID_PARAMETER", "prefix"),
+    ("", [("reason", "x")], "APF_ERR_INVALID_PARAMETER", '"reason"'),
+    ("", [("zone", "\udcff")], "APF_ERR_INVALID_UTF8", "const_labels[0].value"),
+    ("", [("a", "b")] * 65, "APF_ERR_INVALID_PARAMETER", "const_labels_len"),
+])
+def test_metrics_text_with_refuses_bad_options_naming_them(dispatcher, prefix, labels, status, names):
+    with pytest.raises(apf.ApfError) as info:
+        dispatcher.metrics_text_with(prefix, labels)
+    assert info.value.status == getattr(apf._bindings, status)
+    assert names in str(info.value)

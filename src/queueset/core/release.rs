@@ -29,10 +29,19 @@ impl Core {
     /// back at `now` (the caller checked `0 < seats <= held` and gives them
     /// back in the admission word after this). The request keeps executing:
     /// its queue stays active, and its finish releases what it still holds.
+    ///
+    /// Under the flow policy (`flow` is Some) the request stays in the flow
+    /// table (its flow keeps its queue until it finishes); a request
+    /// admitted lock-free (`FLOW_QUEUE`) has its queue looked up there,
+    /// the ring being replayed. The seats go back to the level at once:
+    /// they are never held for the flow (anticipation holds only the seats
+    /// a finish frees, see `finish`), so released and held seats are each
+    /// given back exactly once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn release_early(
         &mut self,
         queue: u32,
+        flow: Option<u64>,
         tag: u32,
         estimate: WorkEstimate,
         held: u32,
@@ -41,6 +50,7 @@ impl Core {
         now: Instant,
     ) {
         debug_assert!(seats > 0 && seats <= held, "release within what is held");
+        let queue = self.executing_queue(queue, flow);
         self.tallies.get(tag).release(seats);
         if queue != NO_QUEUE {
             let q = queue as usize;

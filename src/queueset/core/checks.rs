@@ -1,0 +1,60 @@
+//! The core's debug-build invariant checks (a child module of `core`, so
+//! it reads the running totals it checks without widening their
+//! visibility).
+
+use super::Core;
+use std::cmp::Reverse;
+
+impl Core {
+    /// Debug-build invariant checks.
+    pub(crate) fn check_invariants(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let waiting: usize = self.queues.iter().map(|q| q.waiting.len()).sum();
+        debug_assert_eq!(waiting, self.requests_waiting as usize, "waiting count");
+        let active = self.queues.iter().filter(|q| q.is_active()).count();
+        debug_assert_eq!(active, self.active_queues as usize, "active queues");
+        let ready = self.queues.iter().filter(|q| !q.waiting.is_empty()).count();
+        debug_assert_eq!(ready, self.ready.len(), "ready index");
+        // Every queue with waiting requests is indexed under its virtual
+        // finish time: next-dispatch R plus its head's work, no stale key.
+        for (i, q) in self.queues.iter().enumerate() {
+            let key = q.waiting.front().map(|head| q.next_dispatch_r + head.work);
+            debug_assert_eq!(q.ready_key, key, "queue {i}: ready-index key");
+            if let Some(key) = key {
+                debug_assert!(self.ready.contains(&(key, i)), "queue {i} indexed");
+            }
+        }
+        let lingering: u64 = self
+            .lingering
+            .iter()
+            .map(|Reverse(l)| u64::from(l.seats))
+            .sum();
+        debug_assert_eq!(lingering, self.lingering_seats, "lingering seats");
+        let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
+        debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
+        let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
+        debug_assert_eq!(wseats, self.waiting_seats, "waiting seats");
+        let sum = |f: fn(&crate::queueset::tally::TagStats) -> u64| -> u64 {
+            self.tallies.iter().map(f).sum()
+        };
+        debug_assert_eq!(
+            sum(|t| t.waiting as u64),
+            self.requests_waiting as u64,
+            "tallied waiting"
+        );
+        debug_assert_eq!(
+            sum(|t| t.waiting_seats),
+            self.waiting_seats,
+            "tallied waiting seats"
+        );
+        debug_assert_eq!(
+            sum(|t| t.executing as u64),
+            self.requests_executing as u64,
+            "tallied executing"
+        );
+        debug_assert_eq!(sum(|t| t.seats_in_use), self.seats_in_use, "tallied seats");
+        self.check_flow_invariants();
+    }
+}
