@@ -12,7 +12,7 @@
 #![cfg(loom)]
 
 use apf::clock::Clock;
-use apf::queueset::{Admission, QueueSet, QueueSetConfig, Request};
+use apf::queueset::{Admission, Fairness, QueueSet, QueueSetConfig, Request};
 use apf::work_estimate::WorkEstimate;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
@@ -70,6 +70,10 @@ impl Observed {
 }
 
 fn level(limit: u32, queues: u32) -> Arc<QueueSet> {
+    level_with(limit, queues, Fairness::Kubernetes)
+}
+
+fn level_with(limit: u32, queues: u32, fairness: Fairness) -> Arc<QueueSet> {
     let (clock, _manual) = Clock::manual();
     let cfg = QueueSetConfig {
         name: "loom".into(),
@@ -77,6 +81,7 @@ fn level(limit: u32, queues: u32) -> Arc<QueueSet> {
         queues,
         hand_size: queues.min(1),
         queue_length_limit: 4,
+        fairness,
         ..QueueSetConfig::default()
     };
     Arc::new(QueueSet::new(cfg, clock).expect("valid config"))
@@ -237,6 +242,26 @@ fn a_full_release_lets_a_too_wide_request_run() {
         let t = thread::spawn(move || run(&qs2, &seen2, 3, 2));
         assert!(run_releasing(&qs, &seen, 4, 1, 1));
         assert!(t.join().unwrap(), "the wide request runs");
+        assert_idle(&qs);
+    });
+}
+
+/// The same race under the flow fairness policy (issue 11 parts 1 and 3),
+/// both requests of one flow: a request admitted on the hot path has its
+/// queue chosen at replay, and the release finds it in the flow table
+/// (each interleaving replays the other request's start and finish records
+/// around it). One flow, so its finish never holds seats for it while its
+/// other request waits in the same queue: a hold would end only when the
+/// manual clock, which loom never advances, passes G.
+#[test]
+fn an_early_release_under_the_flow_policy_gives_every_seat_back_once() {
+    loom::model(|| {
+        let qs = level_with(2, 2, Fairness::Flow);
+        let seen = Observed::new(2);
+        let (qs2, seen2) = (qs.clone(), seen.clone());
+        let t = thread::spawn(move || run(&qs2, &seen2, 6, 1));
+        assert!(run_releasing(&qs, &seen, 6, 2, 1));
+        assert!(t.join().unwrap());
         assert_idle(&qs);
     });
 }
