@@ -27,8 +27,8 @@ step "rust: API documentation (rustdoc with warnings as errors)"
 # docs.rs builds with (Cargo.toml [package.metadata.docs.rs]).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p apf --features tower,simulator
 
-step "rust: the library crate packages for crates.io"
-cargo package -p apf --no-verify --allow-dirty --quiet
+step "rust: both crates (apf, then apf-cli against the packaged apf) package for crates.io"
+cargo package --workspace --no-verify --allow-dirty --quiet
 
 step "tower layer: unit tests and the loopback load test"
 cargo test --features tower --lib tower::
