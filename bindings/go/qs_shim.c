@@ -25,6 +25,10 @@ uint32_t go_apf_qs_finish(apf_queueset *q, uint64_t request, go_apf_err *e) {
 	return go_apf_capture_error(apf_queueset_finish(q, request, 0), e);
 }
 
+uint32_t go_apf_qs_release(apf_queueset *q, uint64_t request, uint32_t seats, go_apf_err *e) {
+	return go_apf_capture_error(apf_queueset_release_seats(q, request, seats), e);
+}
+
 uint32_t go_apf_qs_poll(apf_queueset *q, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e) {
 	return go_apf_capture_error(apf_queueset_request_poll(q, request, outcome, reason), e);
 }

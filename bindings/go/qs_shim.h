@@ -13,6 +13,7 @@ uint32_t go_apf_qs_start(apf_queueset *q, uint64_t hash, uint32_t initial_seats,
 		uint64_t latency_nanos, uint64_t deadline_nanos, uint32_t tag, apf_queueset_decision *out,
 		go_apf_err *e);
 uint32_t go_apf_qs_finish(apf_queueset *q, uint64_t request, go_apf_err *e);
+uint32_t go_apf_qs_release(apf_queueset *q, uint64_t request, uint32_t seats, go_apf_err *e);
 uint32_t go_apf_qs_poll(apf_queueset *q, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e);
 uint32_t go_apf_qs_cancel(apf_queueset *q, uint64_t request, bool *cancelled, go_apf_err *e);
 uint32_t go_apf_qs_take(apf_queueset *q, uint64_t *out, size_t cap, size_t *n, go_apf_err *e);

@@ -265,6 +265,26 @@ func (q *QueueSet) Finish(t *QueueSetTicket) error {
 	return e.err(st)
 }
 
+// ReleaseSeats gives back seats of an executing request now (0: every
+// seat it still holds) while it keeps executing, so a long request (a
+// watch after its initial burst) cannot pin the level; waiting requests
+// that now fit are dispatched, and Finish gives back only the rest.
+// Releasing more seats than held, or all a second time, returns an error
+// wrapping StatusInvalidParameter and changes nothing; a request that is
+// still queued, StatusRequestQueued; after Finish, StatusInvalidHandle.
+func (q *QueueSet) ReleaseSeats(t *QueueSetTicket, seats uint32) error {
+	maybeGC()
+	p, ok := q.c.enter()
+	if !ok {
+		return ErrClosed
+	}
+	defer q.c.exit()
+	var e cerr
+	st := C.go_apf_qs_release(p, C.uint64_t(t.handle), C.uint32_t(seats), &e.e)
+	runtime.KeepAlive(q)
+	return e.err(st)
+}
+
 func (q *QueueSet) pollC(h uint64) (uint32, RejectReason, error) {
 	maybeGC()
 	p, ok := q.c.enter()

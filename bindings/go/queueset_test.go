@@ -190,3 +190,49 @@ func TestQueueSetFairnessPolicy(t *testing.T) {
 		t.Fatal("fairness 9 accepted")
 	}
 }
+
+// A wide request that releases seats early lets a queued one run while it
+// keeps executing; its finish then gives back only what it still holds.
+func TestQueueSetReleaseSeats(t *testing.T) {
+	q := newTestQueueSet(t, 2)
+	wide, err := q.Start(1, WorkEstimate{InitialSeats: 2}, 0, 0)
+	if err != nil || wide.Queued || wide.Rejected {
+		t.Fatalf("wide: %+v %v", wide, err)
+	}
+	narrow, err := q.Start(2, WorkEstimate{InitialSeats: 1}, 0, 0)
+	if err != nil || !narrow.Queued {
+		t.Fatalf("narrow: %+v %v", narrow, err)
+	}
+	if err := q.ReleaseSeats(&narrow, 1); !errors.Is(err, StatusRequestQueued) {
+		t.Fatalf("release of a queued request: %v", err)
+	}
+	if err := q.ReleaseSeats(&wide, 3); !errors.Is(err, StatusInvalidParameter) {
+		t.Fatalf("release of more seats than held: %v", err)
+	}
+	if err := q.ReleaseSeats(&wide, 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if run, _, err := q.Await(ctx, &narrow); err != nil || !run {
+		t.Fatalf("the queued request did not run on the released seat: %v %v", run, err)
+	}
+	if st, _ := q.Stats(); st.SeatsInUse != 2 || st.Executing != 2 {
+		t.Fatalf("stats after the release: %+v", st)
+	}
+	if err := q.Finish(&wide); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ReleaseSeats(&wide, 0); !errors.Is(err, StatusInvalidHandle) {
+		t.Fatalf("release after finish: %v", err)
+	}
+	if st, _ := q.Stats(); st.SeatsInUse != 1 {
+		t.Fatalf("the wide request's finish gave back more than it held: %+v", st)
+	}
+	if err := q.Finish(&narrow); err != nil {
+		t.Fatal(err)
+	}
+	if idle, _ := q.IsIdle(); !idle {
+		t.Fatal("not idle after both finished")
+	}
+}
