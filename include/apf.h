@@ -253,6 +253,9 @@ enum apf_fairness
   // Flow-fair: each flow gets its max-min fair share of the seats,
   // whatever its number of concurrent requests (docs/flow-fairness.md).
   APF_FAIRNESS_FLOW = 1,
+  // Flow-fair, with max-min allocation among queues (Kubernetes issue
+  // 95979): R advances at the water level of the queues' demands.
+  APF_FAIRNESS_FLOW_MAXMIN = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

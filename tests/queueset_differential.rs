@@ -12,7 +12,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(|pick| Op::Cancel { pick }),
         1 => (any::<u8>(), 0u8..4).prop_map(|(pick, seats)| Op::Release { pick, seats }),
         2 => any::<u16>().prop_map(|micros| Op::Advance { micros }),
-        1 => (0u8..8, 0u8..10, 1u8..5, 1u8..5, any::<bool>()).prop_map(|(limit, queues, hand, queue_length_limit, flow)| Op::Reconfigure { limit, queues, hand, queue_length_limit, flow }),
+        1 => (0u8..8, 0u8..10, 1u8..5, 1u8..5, any::<bool>(), any::<bool>()).prop_map(|(limit, queues, hand, queue_length_limit, flow, max_min)| Op::Reconfigure { limit, queues, hand, queue_length_limit, flow, max_min }),
     ]
 }
 
@@ -20,8 +20,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(512), ..ProptestConfig::default() })]
 
     #[test]
-    // The hand's high bit starts half the cases under the flow policy.
-    fn queueset_matches_reference_model(initial in (1u8..8, 0u8..10, prop_oneof![0u8..4, 0x80u8..0x84], 0u8..4), ops in proptest::collection::vec(op(), 1..120)) {
+    // The hand's high bit starts two thirds of the cases under the flow
+    // policy, and its next bit half of those under `flow-maxmin`.
+    fn queueset_matches_reference_model(initial in (1u8..8, 0u8..10, prop_oneof![0u8..4, 0x80u8..0x84, 0xc0u8..0xc4], 0u8..4), ops in proptest::collection::vec(op(), 1..120)) {
         if let Err(e) = check(initial, &ops) {
             prop_assert!(false, "{}", e);
         }
@@ -49,6 +50,7 @@ fn flow_holds_end_when_nothing_waits() {
             hand: 2,
             queue_length_limit: 1,
             flow: true,
+            max_min: false,
         },
         start(1, 0, 2),
         start(7, 0, 2),
@@ -80,6 +82,7 @@ fn flow_holds_end_at_their_own_timer_instant() {
             hand: 1,
             queue_length_limit: 1,
             flow: true,
+            max_min: false,
         },
         start(5, 0, 1),
         Op::Finish { pick: 0 },

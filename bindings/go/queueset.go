@@ -46,6 +46,10 @@ const (
 	// FairnessFlow gives each flow its max-min fair share of the seats,
 	// whatever its number of concurrent requests.
 	FairnessFlow Fairness = C.APF_FAIRNESS_FLOW
+	// FairnessFlowMaxMin is FairnessFlow with max-min allocation among
+	// queues: R advances at the water level of the queues' demands, so a
+	// queue asking for less than an equal share earns no credit for it.
+	FairnessFlowMaxMin Fairness = C.APF_FAIRNESS_FLOW_MAXMIN
 )
 
 // QueueSet is one priority level's queues and seats driven directly: the

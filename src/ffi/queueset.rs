@@ -85,6 +85,9 @@ pub enum apf_fairness {
     /// Flow-fair: each flow gets its max-min fair share of the seats,
     /// whatever its number of concurrent requests (docs/flow-fairness.md).
     APF_FAIRNESS_FLOW = 1,
+    /// Flow-fair, with max-min allocation among queues (Kubernetes issue
+    /// 95979): R advances at the water level of the queues' demands.
+    APF_FAIRNESS_FLOW_MAXMIN = 2,
 }
 
 /// The decision on a request started at a queueset.
@@ -298,10 +301,12 @@ fn to_config(name: &str, c: &apf_queueset_config) -> Result<QueueSetConfig, Stri
     let fairness = match c.fairness {
         0 => crate::queueset::Fairness::Kubernetes,
         1 => crate::queueset::Fairness::Flow,
+        2 => crate::queueset::Fairness::FlowMaxMin,
         other => {
             return Err(format!(
                 "priority level {name:?}: apf_queueset_config.fairness is {other}, not an \
-                 apf_fairness (0 APF_FAIRNESS_KUBERNETES, 1 APF_FAIRNESS_FLOW)"
+                 apf_fairness (0 APF_FAIRNESS_KUBERNETES, 1 APF_FAIRNESS_FLOW, \
+                 2 APF_FAIRNESS_FLOW_MAXMIN)"
             ))
         }
     };

@@ -45,18 +45,37 @@ pub enum Fairness {
     /// queue of its hand, so each flow (not each queue) gets a max-min
     /// fair share of the seats (docs/flow-fairness.md).
     Flow,
+    /// `Flow`, with max-min allocation among queues (Kubernetes issue
+    /// 95979): R advances at the water level of the active queues'
+    /// demands instead of Kubernetes' equal division, so a queue that
+    /// asks for less than an equal share earns no credit for the rest
+    /// (docs/flow-fairness.md).
+    FlowMaxMin,
 }
 
 impl Fairness {
     /// Every policy, in declaration order.
-    pub const ALL: [Fairness; 2] = [Fairness::Kubernetes, Fairness::Flow];
+    pub const ALL: [Fairness; 3] = [Fairness::Kubernetes, Fairness::Flow, Fairness::FlowMaxMin];
 
     /// The policy's name in configuration (`kubernetes`, `flow`).
     pub fn as_str(self) -> &'static str {
         match self {
             Fairness::Kubernetes => "kubernetes",
             Fairness::Flow => "flow",
+            Fairness::FlowMaxMin => "flow-maxmin",
         }
+    }
+
+    /// Whether a busy flow keeps to one queue (and anticipation applies).
+    #[inline]
+    pub fn is_flow(self) -> bool {
+        matches!(self, Fairness::Flow | Fairness::FlowMaxMin)
+    }
+
+    /// Whether R advances at the max-min water level among queues.
+    #[inline]
+    pub fn is_max_min(self) -> bool {
+        self == Fairness::FlowMaxMin
     }
 
     /// The policy named `name` (as [`Fairness::as_str`] spells it).
@@ -156,7 +175,9 @@ impl QueueSetConfig {
     /// flow's next request: G, capped at [`MAX_ANTICIPATION`] (a large G
     /// must not idle seats for long). None under Kubernetes' policy.
     pub fn anticipation(&self) -> Option<Duration> {
-        (self.fairness == Fairness::Flow).then(|| self.service_time_guess.min(MAX_ANTICIPATION))
+        self.fairness
+            .is_flow()
+            .then(|| self.service_time_guess.min(MAX_ANTICIPATION))
     }
 
     /// Check the configuration, returning the dealer it implies (None when

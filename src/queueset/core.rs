@@ -16,6 +16,7 @@ use super::tally::Tallies;
 use super::utilization::Utilization;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
+use super::waterlevel::DemandIndex;
 use super::RejectReason;
 use crate::borrowing::SeatDemandHandle;
 use crate::clock::{duration_nanos, Instant};
@@ -29,6 +30,7 @@ use std::task::Waker;
 mod checks;
 mod finish;
 mod release;
+mod water;
 
 pub(crate) use self::release::charged_seats;
 
@@ -132,13 +134,16 @@ pub(crate) struct Core {
     pub(super) utilization: Utilization,
     /// Busy flows' queues under the flow fairness policy (`flows`).
     pub(crate) flows: FlowTable,
+    /// Active queues' demands for the max-min water level, under the flow
+    /// policy only (`water`, `waterlevel`).
+    water: Option<DemandIndex>,
 }
 
 impl Core {
     pub(crate) fn new(cfg: QueueSetConfig, dealer: Option<Dealer>, now: Instant) -> Core {
         let mut queues = Vec::new();
         queues.resize_with(cfg.queues as usize, Queue::default);
-        Core {
+        let mut core = Core {
             cfg,
             dealer,
             queues,
@@ -165,7 +170,10 @@ impl Core {
             tallies: Tallies::default(),
             utilization: Utilization::default(),
             flows: FlowTable::default(),
-        }
+            water: None,
+        };
+        core.follow_fairness();
+        core
     }
 
     /// Report seat demand (seats in use plus seats waiting) as of the last
@@ -209,8 +217,13 @@ impl Core {
         let dt = duration_nanos(now.saturating_since(self.last_sync));
         self.last_sync = now;
         self.utilization.observe(self.occupancy(), dt);
-        let demand = self.queued_seats_in_use + self.waiting_seats;
-        self.r += r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt);
+        self.r += match &self.water {
+            None => {
+                let demand = self.queued_seats_in_use + self.waiting_seats;
+                r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt)
+            }
+            Some(water) => water.level(self.cfg.concurrency_limit).increment(dt),
+        };
     }
 
     /// A request holds at least one seat, and at most
@@ -383,6 +396,7 @@ impl Core {
         self.requests_waiting += 1;
         self.deadlines.push(Reverse((deadline, seq, q)));
         self.bound_and_reindex(q);
+        self.note_demand(q);
     }
 
     /// Dispatch as many waiting requests as fit; each dispatched slot is
@@ -508,6 +522,7 @@ impl Core {
         if was_active && !self.queues[q].is_active() {
             self.active_queues -= 1;
         }
+        self.note_demand(q);
         self.untally_waiting(&w);
         w
     }
@@ -627,6 +642,7 @@ impl Core {
         self.cfg = cfg;
         self.dealer = dealer;
         self.drop_undesired_empty_queues();
+        self.follow_fairness();
     }
 
     // ----- bookkeeping -----------------------------------------------------
@@ -658,6 +674,7 @@ impl Core {
             queue.executing += 1;
             queue.seats_in_use += seats;
             self.queued_seats_in_use += seats as u64;
+            self.note_demand(q);
         }
     }
 
@@ -676,6 +693,7 @@ impl Core {
         }
         queue.next_dispatch_r -= seats_times(initial_seats, g) - seats_times(initial_seats, actual);
         self.bound_and_reindex(q);
+        self.note_demand(q);
     }
 
     fn release(&mut self, queue: u32, seats: u32) {
@@ -686,6 +704,7 @@ impl Core {
         let q = queue as usize;
         self.queues[q].seats_in_use -= seats;
         self.queued_seats_in_use -= seats as u64;
+        self.note_demand(q);
         self.drop_undesired_empty_queues();
     }
 

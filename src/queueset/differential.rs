@@ -41,6 +41,8 @@ pub enum Op {
         queue_length_limit: u8,
         /// Under the flow fairness policy (else Kubernetes').
         flow: bool,
+        /// With `flow`: `flow-maxmin` (max-min allocation among queues).
+        max_min: bool,
     },
 }
 
@@ -78,13 +80,21 @@ impl Op {
                     hand: hand % 4 + 1,
                     queue_length_limit: qll % 4 + 1,
                     flow: qll & 0x80 != 0,
+                    max_min: qll & 0x40 != 0,
                 }
             }
         })
     }
 }
 
-fn config(limit: u32, queues: u32, hand: u32, qll: u32, flow: bool) -> QueueSetConfig {
+fn config(
+    limit: u32,
+    queues: u32,
+    hand: u32,
+    qll: u32,
+    flow: bool,
+    max_min: bool,
+) -> QueueSetConfig {
     QueueSetConfig {
         name: "differential".into(),
         concurrency_limit: limit,
@@ -93,7 +103,9 @@ fn config(limit: u32, queues: u32, hand: u32, qll: u32, flow: bool) -> QueueSetC
         queue_length_limit: qll,
         service_time_guess: Duration::from_millis(3),
         wait_limit: Duration::from_millis(40),
-        fairness: if flow {
+        fairness: if flow && max_min {
+            Fairness::FlowMaxMin
+        } else if flow {
             Fairness::Flow
         } else {
             Fairness::Kubernetes
@@ -115,7 +127,7 @@ const FLOW_HASHES: [u64; 8] = [
 /// Run `ops` through both implementations; Err describes the first
 /// difference. The initial configuration is (limit, queues, hand, queue
 /// length limit), each taken modulo its range; the hand's high bit selects
-/// the flow fairness policy.
+/// the flow fairness policy, and with it the next bit `flow-maxmin`.
 pub fn check(initial: (u8, u8, u8, u8), ops: &[Op]) -> Result<(), String> {
     let (l, q, h, qll) = initial;
     let cfg = config(
@@ -124,6 +136,7 @@ pub fn check(initial: (u8, u8, u8, u8), ops: &[Op]) -> Result<(), String> {
         h as u32 % 4 + 1,
         qll as u32 % 4 + 1,
         h & 0x80 != 0,
+        h & 0x40 != 0,
     );
     let (clock, manual) = Clock::manual();
     let (Ok(qs), Ok(mut model)) = (
@@ -280,6 +293,7 @@ impl<'q> Run<'q> {
                 hand,
                 queue_length_limit,
                 flow,
+                max_min,
             } => {
                 let cfg = config(
                     limit as u32,
@@ -287,6 +301,7 @@ impl<'q> Run<'q> {
                     hand as u32,
                     queue_length_limit as u32,
                     flow,
+                    max_min,
                 );
                 let got = self.qs.reconfigure(cfg.clone()).is_ok();
                 let expected = model.reconfigure(now, cfg).is_ok();

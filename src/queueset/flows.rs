@@ -10,7 +10,6 @@
 //! the level lock (the hot path records the flow hash and the queue is
 //! chosen when its record is replayed).
 
-use super::config::Fairness;
 use super::core::{Core, FLOW_QUEUE, NO_QUEUE};
 use crate::clock::Instant;
 use crate::dealer::Dealer;
@@ -184,7 +183,7 @@ impl Core {
     /// leaving the flow to wait for the next finish every time. Called
     /// after the request stopped executing, before its seats are released.
     pub(crate) fn anticipates(&self, queue: u32, seats: u32) -> bool {
-        if self.cfg.fairness != Fairness::Flow || self.requests_waiting == 0 {
+        if !self.cfg.fairness.is_flow() || self.requests_waiting == 0 {
             return false;
         }
         let Some(q) = self.queues.get(queue as usize) else {

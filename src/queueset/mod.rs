@@ -74,6 +74,7 @@ pub mod tally;
 pub mod utilization;
 pub mod vtime;
 mod wait;
+pub mod waterlevel;
 
 pub use config::{
     Fairness, QueueSetConfig, QueueSetConfigError, MAX_ANTICIPATION, MAX_CONCURRENCY_LIMIT,

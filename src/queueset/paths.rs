@@ -154,7 +154,7 @@ impl Shared {
     pub(super) fn deal_queue(&self, flow_hash: u64) -> u32 {
         self.routing.with(|routing| match &routing.dealer {
             None => NO_QUEUE,
-            Some(_) if routing.fairness == Fairness::Flow => FLOW_QUEUE,
+            Some(_) if routing.fairness.is_flow() => FLOW_QUEUE,
             Some(dealer) => {
                 let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
                 dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
@@ -359,7 +359,7 @@ impl Shared {
                 let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
                 (st.core.choose_queue(&dealer, request.flow_hash, n), None)
             }
-            Fairness::Flow => {
+            Fairness::Flow | Fairness::FlowMaxMin => {
                 // Seats held for this flow go back first (anticipation):
                 // its request then competes for them like any other.
                 held = st.core.claim_hold(request.flow_hash);

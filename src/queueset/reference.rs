@@ -10,6 +10,7 @@
 
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
 use super::vtime::{r_increment, seats_times, total_work, VTime};
+use super::waterlevel::water_level_by_sorting;
 use super::{RejectReason, RequestId};
 use crate::clock::{duration_nanos, Instant};
 use crate::dealer::Dealer;
@@ -265,7 +266,7 @@ impl ReferenceQueueSet {
         let mut claimed = false;
         let (q, flow) = match self.cfg.fairness {
             Fairness::Kubernetes => (self.shuffle_shard(dealer, flow_hash), None),
-            Fairness::Flow => {
+            Fairness::Flow | Fairness::FlowMaxMin => {
                 claimed = self.claim_hold(flow_hash);
                 (self.flow_queue(dealer, flow_hash), Some(flow_hash))
             }
@@ -490,17 +491,26 @@ impl ReferenceQueueSet {
         }
         let dt = duration_nanos(now.saturating_since(self.last_sync));
         self.last_sync = now;
-        let demand: u64 = self
-            .queues
-            .iter()
-            .map(|q| {
-                q.seats_in_use as u64
-                    + q.waiting
-                        .iter()
-                        .map(|w| w.estimate.max_seats() as u64)
-                        .sum::<u64>()
-            })
-            .sum();
+        let demand_of = |q: &Queue| {
+            q.seats_in_use as u64
+                + q.waiting
+                    .iter()
+                    .map(|w| w.estimate.max_seats() as u64)
+                    .sum::<u64>()
+        };
+        if self.cfg.fairness.is_max_min() {
+            // The water level of the active queues' demands (waterlevel.rs).
+            let mut demands: Vec<u64> = self
+                .queues
+                .iter()
+                .filter(|q| !q.is_idle())
+                .map(demand_of)
+                .collect();
+            let level = water_level_by_sorting(self.cfg.concurrency_limit, &mut demands);
+            self.r += level.increment(dt);
+            return;
+        }
+        let demand: u64 = self.queues.iter().map(demand_of).sum();
         let active = self.queues.iter().filter(|q| !q.is_idle()).count() as u32;
         self.r += r_increment(self.cfg.concurrency_limit, demand, active, dt);
     }
@@ -552,7 +562,7 @@ impl ReferenceQueueSet {
     /// `q` without these seats is below an equal share of the limit among
     /// the active queues (counting `q`).
     fn anticipate(&self, q: usize, seats: u32) -> bool {
-        if self.cfg.fairness != Fairness::Flow || self.requests_waiting == 0 {
+        if !self.cfg.fairness.is_flow() || self.requests_waiting == 0 {
             return false;
         }
         let queue = &self.queues[q];

@@ -31,22 +31,24 @@ pub fn seats_times_nanos(seats: u32, nanos: u64) -> VTime {
 
 /// How far R advances in `dt_nanos` when `demand` seats are requested
 /// (executing, lingering for additional latency, or waiting) from
-/// `active_queues` non-empty queues under concurrency limit `limit`.
+/// `active_queues` non-empty queues under concurrency limit `limit`
+/// (Kubernetes' equal division among queues).
 #[inline]
 pub fn r_increment(limit: u32, demand: u64, active_queues: u32, dt_nanos: u64) -> VTime {
-    if active_queues == 0 || dt_nanos == 0 {
+    rate_increment((limit as u64).min(demand), active_queues as u64, dt_nanos)
+}
+
+/// How far R advances in `dt_nanos` at `num / den` seats per queue:
+/// ⌊num × dt × 2^20 / den⌋ (0 when `den` is 0: no queue is active).
+#[inline]
+pub fn rate_increment(num: u64, den: u64, dt_nanos: u64) -> VTime {
+    if den == 0 || dt_nanos == 0 || num == 0 {
         return 0;
     }
-    let rate = (limit as u64).min(demand);
-    if rate == 0 {
-        return 0;
-    }
-    // The common case (rate × dt < 2^43) stays in 64-bit arithmetic.
-    match rate.checked_mul(dt_nanos) {
-        Some(p) if p < (1u64 << (63 - FRACTION_BITS)) => {
-            ((p << FRACTION_BITS) / active_queues as u64) as VTime
-        }
-        _ => (((rate as i128) * (dt_nanos as i128)) << FRACTION_BITS) / active_queues as i128,
+    // The common case (num × dt < 2^43) stays in 64-bit arithmetic.
+    match num.checked_mul(dt_nanos) {
+        Some(p) if p < (1u64 << (63 - FRACTION_BITS)) => ((p << FRACTION_BITS) / den) as VTime,
+        _ => (((num as i128) * (dt_nanos as i128)) << FRACTION_BITS) / den as i128,
     }
 }
 

@@ -107,9 +107,11 @@ apf_wq_get_result_NAMES = {
 # enum apf_fairness
 APF_FAIRNESS_KUBERNETES = 0
 APF_FAIRNESS_FLOW = 1
+APF_FAIRNESS_FLOW_MAXMIN = 2
 apf_fairness_NAMES = {
     0: 'APF_FAIRNESS_KUBERNETES',
     1: 'APF_FAIRNESS_FLOW',
+    2: 'APF_FAIRNESS_FLOW_MAXMIN',
 }
 
 class apf_dispatcher(ctypes.Structure):

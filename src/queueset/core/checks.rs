@@ -3,6 +3,7 @@
 //! visibility).
 
 use super::Core;
+use crate::queueset::waterlevel::DemandIndex;
 use std::cmp::Reverse;
 
 impl Core {
@@ -55,6 +56,14 @@ impl Core {
             "tallied executing"
         );
         debug_assert_eq!(sum(|t| t.seats_in_use), self.seats_in_use, "tallied seats");
+        if let Some(water) = &self.water {
+            for (i, q) in self.queues.iter().enumerate() {
+                let demand = q
+                    .is_active()
+                    .then(|| DemandIndex::key(u64::from(q.seats_in_use) + q.waiting_seats));
+                debug_assert_eq!(water.demand_of(i), demand, "queue {i}: indexed demand");
+            }
+        }
         self.check_flow_invariants();
     }
 }
