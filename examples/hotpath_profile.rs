@@ -1,6 +1,6 @@
 //! Runs the uncontended hot path in a loop, for profilers
 //! (`valgrind --tool=callgrind target/release/examples/hotpath_profile
-//! [ITERATIONS [kubernetes|flow]]`).
+//! [ITERATIONS [kubernetes|flow|flow-maxmin]]`).
 use apf::clock::Clock;
 use apf::queueset::{Admission, Fairness, QueueSet, QueueSetConfig, Request};
 use apf::work_estimate::WorkEstimate;
@@ -15,7 +15,9 @@ fn main() {
         .nth(2)
         .map(|s| {
             Fairness::from_name(&s).unwrap_or_else(|| {
-                eprintln!("hotpath_profile: fairness {s:?}: expected kubernetes or flow");
+                eprintln!(
+                    "hotpath_profile: fairness {s:?}: expected kubernetes, flow or flow-maxmin"
+                );
                 std::process::exit(2)
             })
         })

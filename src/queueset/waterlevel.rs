@@ -16,18 +16,15 @@
 //! reference model's sort-and-scan computes it.
 //!
 //! [`DemandIndex`] keeps the active queues' demands in a binary trie over
-//! the demand's 31 bits, each node counting the demands below it and their
-//! sum, so a demand change and the water level both cost 31 steps
-//! (O(log range), independent of the number of queues). Demands are
-//! clamped to 2^31 - 1: every concurrency limit is at most 2^30, λ never
-//! exceeds the limit, and min(d, λ) is the same for any d above it.
+//! the demand's b bits, b = ⌈log2(limit + 1)⌉ (10 at a limit of 1000, at
+//! most 31), each node counting the demands below it and their sum, so a
+//! demand change and the water level both cost b steps (O(log limit),
+//! independent of the number of queues). Demands are clamped to 2^b - 1:
+//! λ never exceeds the limit, and min(d, λ) is the same for any d above
+//! it (the index is rebuilt when the limit needs more or fewer bits).
 
 use super::vtime::{rate_increment, VTime};
 
-/// Bits of a demand in the trie.
-const BITS: u32 = 31;
-/// The largest demand the trie keeps (larger ones are clamped to it).
-const MAX_KEY: u64 = (1 << BITS) - 1;
 /// No child.
 const NIL: u32 = u32::MAX;
 
@@ -97,11 +94,21 @@ pub(crate) struct DemandIndex {
     keys: Vec<Option<u64>>,
     /// Sum of the registered (clamped) demands.
     total: u64,
+    /// Bits of a demand in the trie.
+    bits: u32,
 }
 
-impl Default for DemandIndex {
-    fn default() -> Self {
+impl DemandIndex {
+    /// The bits a trie needs under concurrency limit `limit`.
+    pub(crate) fn bits_for(limit: u32) -> u32 {
+        (u64::BITS - u64::from(limit).leading_zeros()).max(1)
+    }
+
+    /// An empty index for concurrency limits of [`DemandIndex::bits_for`]
+    /// `bits`.
+    pub(crate) fn new(bits: u32) -> Self {
         DemandIndex {
+            bits,
             nodes: vec![Node {
                 child: [NIL; 2],
                 count: 0,
@@ -115,10 +122,15 @@ impl Default for DemandIndex {
 }
 
 impl DemandIndex {
+    /// The bits of this index's demands.
+    pub(crate) fn bits(&self) -> u32 {
+        self.bits
+    }
+
     /// Queue `q` now demands `demand` seats (None: it is not active).
-    /// O(31) when it changed, O(1) otherwise.
+    /// O(bits) when it changed, O(1) otherwise.
     pub(crate) fn set(&mut self, q: usize, demand: Option<u64>) {
-        let demand = demand.map(|d| d.min(MAX_KEY));
+        let demand = demand.map(|d| self.key(d));
         if q >= self.keys.len() {
             if demand.is_none() {
                 return;
@@ -142,7 +154,7 @@ impl DemandIndex {
         let mut node = 0usize;
         self.nodes[0].count += 1;
         self.nodes[0].sum += key;
-        for bit in (0..BITS).rev() {
+        for bit in (0..self.bits).rev() {
             let side = ((key >> bit) & 1) as usize;
             let mut next = self.nodes[node].child[side];
             if next == NIL {
@@ -160,7 +172,7 @@ impl DemandIndex {
         let mut node = 0usize;
         self.nodes[0].count -= 1;
         self.nodes[0].sum -= key;
-        for bit in (0..BITS).rev() {
+        for bit in (0..self.bits).rev() {
             let side = ((key >> bit) & 1) as usize;
             let next = self.nodes[node].child[side];
             debug_assert_ne!(next, NIL, "a registered demand is in the trie");
@@ -207,25 +219,34 @@ impl DemandIndex {
         self.free.push(node);
     }
 
-    /// The water level under `limit`. O(31).
+    /// The water level under `limit` (at most 2^bits - 1). O(bits).
     pub(crate) fn level(&self, limit: u32) -> Level {
         let root = &self.nodes[0];
-        if root.count == 0 {
-            return Level { num: 0, den: 0 };
-        }
         let target = u64::from(limit);
+        match root.count {
+            0 => return Level { num: 0, den: 0 },
+            // One active queue (the uncontended common case): its demand,
+            // up to the limit.
+            1 => {
+                return Level {
+                    num: self.total.min(target),
+                    den: 1,
+                }
+            }
+            _ => {}
+        }
         if self.total <= target {
             return Level {
                 num: self.max(),
                 den: 1,
             };
         }
-        // λ < max demand < 2^31. Descend keeping λ within the current
+        // λ < max demand < 2^bits. Descend keeping λ within the current
         // node's range [lo, lo + 2^bit): `below` sums the demands under
         // lo, `above` counts those at or past the range's end, so
         // f(y) = Σ min(d, y) = below + (demands in range, capped) + y × above.
         let (mut node, mut lo, mut below, mut above) = (0u32, 0u64, 0u64, 0u64);
-        for bit in (0..BITS).rev() {
+        for bit in (0..self.bits).rev() {
             let n = self.nodes[node as usize];
             let (left, right) = (self.node(n.child[0]), self.node(n.child[1]));
             let mid = lo + (1 << bit);
@@ -268,7 +289,7 @@ impl DemandIndex {
     fn max(&self) -> u64 {
         let mut node = 0usize;
         let mut key = 0u64;
-        for bit in (0..BITS).rev() {
+        for bit in (0..self.bits).rev() {
             let n = &self.nodes[node];
             let side = usize::from(n.child[1] != NIL);
             key |= (side as u64) << bit;
@@ -284,11 +305,12 @@ impl DemandIndex {
 
     /// The demand `d` as the index keeps it (clamped, see the module
     /// documentation).
-    pub(crate) fn key(d: u64) -> u64 {
-        d.min(MAX_KEY)
+    pub(crate) fn key(&self, d: u64) -> u64 {
+        d.min((1 << self.bits) - 1)
     }
 
-    /// Nodes allocated (memory: at most 31 per active queue, plus the root).
+    /// Nodes allocated (memory: at most `bits` per active queue, plus the
+    /// root).
     #[cfg(test)]
     fn live_nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
@@ -300,7 +322,7 @@ mod tests {
     use super::*;
 
     fn by_index(limit: u32, demands: &[u64]) -> Level {
-        let mut idx = DemandIndex::default();
+        let mut idx = DemandIndex::new(DemandIndex::bits_for(limit));
         for (q, &d) in demands.iter().enumerate() {
             idx.set(q, Some(d));
         }
@@ -345,7 +367,8 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let mut idx = DemandIndex::default();
+        // Bits for a limit of 63: demands clamped to 63.
+        let mut idx = DemandIndex::new(DemandIndex::bits_for(63));
         let mut demands: Vec<Option<u64>> = vec![None; 24];
         for step in 0..20_000 {
             let q = (next() % 24) as usize;
@@ -357,7 +380,7 @@ mod tests {
             demands[q] = d;
             idx.set(q, d);
             let limit = (next() % 64) as u32;
-            let mut active: Vec<u64> = demands.iter().flatten().map(|&d| d.min(MAX_KEY)).collect();
+            let mut active: Vec<u64> = demands.iter().flatten().copied().collect();
             let want = water_level_by_sorting(limit, &mut active);
             let got = idx.level(limit);
             // Same rational number.

@@ -3,7 +3,6 @@
 //! visibility).
 
 use super::Core;
-use crate::queueset::waterlevel::DemandIndex;
 use std::cmp::Reverse;
 
 impl Core {
@@ -60,7 +59,7 @@ impl Core {
             for (i, q) in self.queues.iter().enumerate() {
                 let demand = q
                     .is_active()
-                    .then(|| DemandIndex::key(u64::from(q.seats_in_use) + q.waiting_seats));
+                    .then(|| water.key(u64::from(q.seats_in_use) + q.waiting_seats));
                 debug_assert_eq!(water.demand_of(i), demand, "queue {i}: indexed demand");
             }
         }

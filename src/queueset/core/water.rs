@@ -21,14 +21,16 @@ impl Core {
     }
 
     /// Keep the index exactly when the configured policy needs it: built
-    /// from every queue when the level switches to `flow-maxmin`, dropped
-    /// when it switches away.
+    /// from every queue when the level switches to `flow-maxmin` or its
+    /// limit needs another number of bits (a reconfiguration: O(queues ×
+    /// bits)), dropped when it switches away.
     pub(super) fn follow_fairness(&mut self) {
-        let wanted = self.cfg.fairness.is_max_min();
-        if wanted == self.water.is_some() {
+        let bits = DemandIndex::bits_for(self.cfg.concurrency_limit);
+        let wanted = self.cfg.fairness.is_max_min().then_some(bits);
+        if wanted == self.water.as_ref().map(DemandIndex::bits) {
             return;
         }
-        self.water = wanted.then(DemandIndex::default);
+        self.water = wanted.map(DemandIndex::new);
         for q in 0..self.queues.len() {
             self.note_demand(q);
         }
