@@ -265,3 +265,40 @@ fn an_early_release_under_the_flow_policy_gives_every_seat_back_once() {
         assert_idle(&qs);
     });
 }
+
+/// The hold+release race with two flows (issue 11 loose end), under both
+/// flow policies: flow 6's 2-seat request (limit 2, hand 2 of 2 queues,
+/// so the flows take different queues) releases one seat early while flow
+/// 5's 1-seat request runs on the hot path or waits. When flow 5's request
+/// finishes while flow 6's waits, its seat is held for flow 5 (anticipation,
+/// at most `MAX_ANTICIPATION`); flow 5's thread then moves the manual clock
+/// past it, which fires the level's timer and ends the hold, so flow 6's
+/// request runs. Every seat comes back exactly once, held seats included.
+#[test]
+fn an_early_release_beside_a_hold_of_another_flow() {
+    for fairness in [Fairness::Flow, Fairness::FlowMaxMin] {
+        loom::model(move || {
+            let (clock, manual) = Clock::manual();
+            let cfg = QueueSetConfig {
+                name: "loom-two-flows".into(),
+                concurrency_limit: 2,
+                queues: 2,
+                hand_size: 2,
+                queue_length_limit: 4,
+                fairness,
+                ..QueueSetConfig::default()
+            };
+            let qs = Arc::new(QueueSet::new(cfg, clock).expect("valid config"));
+            let seen = Observed::new(2);
+            let (qs2, seen2) = (qs.clone(), seen.clone());
+            let t = thread::spawn(move || {
+                let ran = run(&qs2, &seen2, 5, 1);
+                manual.advance(apf::queueset::MAX_ANTICIPATION + Duration::from_millis(1));
+                ran
+            });
+            assert!(run_releasing(&qs, &seen, 6, 2, 1));
+            assert!(t.join().unwrap());
+            assert_idle(&qs);
+        });
+    }
+}

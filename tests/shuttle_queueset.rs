@@ -12,13 +12,15 @@
 use apf::clock::{Clock, Instant, ManualClock};
 use apf::queueset::history::{self, Site};
 use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
-use apf::queueset::{QueueSet, QueueSetConfig, RawAdmission, RejectReason, Request, RequestId};
+use apf::queueset::{
+    Fairness, QueueSet, QueueSetConfig, RawAdmission, RejectReason, Request, RequestId,
+};
 use apf::work_estimate::WorkEstimate;
 use shuttle::rand::Rng;
 use shuttle::sync::Arc;
 use shuttle::thread;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -63,6 +65,9 @@ struct Observed {
     /// What each cancellation returned.
     cancels: Mutex<HashMap<RequestId, bool>>,
     started: AtomicUsize,
+    /// Whether executing requests may give back seats early (a random part
+    /// of what they hold) before they finish.
+    early_release: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -168,12 +173,25 @@ fn worker(
                 }
             }
         };
-        if let Some((exec, seq)) = exec {
+        if let Some((mut exec, seq)) = exec {
             let seats = exec.estimate().max_seats();
             obs.begin(seats);
             obs.check(qs);
             thread::yield_now();
-            obs.end(seats);
+            let mut held = seats;
+            if obs.early_release.load(SeqCst) && held > 0 && rng.gen_bool(0.5) {
+                // Counted as free before the release gives them back, so
+                // no check sees them both held here and taken by another.
+                let release = rng.gen_range(1..=held);
+                obs.end(release);
+                qs.release_seats(&mut exec, release)
+                    .expect("releases what it holds");
+                held -= release;
+                assert_eq!(exec.held_seats(), held);
+                obs.check(qs);
+                thread::yield_now();
+            }
+            obs.end(held);
             if let Some(seq) = seq {
                 obs.executing_ids.lock().unwrap().remove(&seq);
             }
@@ -224,10 +242,23 @@ fn run(
     rounds: u64,
     make: fn(&mut shuttle::rand::rngs::ThreadRng, u64) -> Request,
 ) -> (Arc<QueueSet>, Arc<Observed>, ManualClock) {
+    run_with(initial, reconfigs, workers, rounds, make, false)
+}
+
+/// [`run`], with `early_release`: executing requests may release seats.
+fn run_with(
+    initial: QueueSetConfig,
+    reconfigs: Vec<QueueSetConfig>,
+    workers: u64,
+    rounds: u64,
+    make: fn(&mut shuttle::rand::rngs::ThreadRng, u64) -> Request,
+    early_release: bool,
+) -> (Arc<QueueSet>, Arc<Observed>, ManualClock) {
     history::take();
     let (clock, manual) = Clock::manual();
     let qs = Arc::new(QueueSet::new(initial.clone(), clock).expect("valid config"));
     let obs = Arc::new(Observed::new(initial.concurrency_limit));
+    obs.early_release.store(early_release, SeqCst);
     let done = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     for task in 0..workers {
@@ -472,6 +503,55 @@ fn mixed_paths_keep_invariants_under_flow() {
                 3,
                 any_request,
             );
+        },
+        iterations(),
+    );
+}
+
+/// `config` under `fairness`.
+fn with_fairness(cfg: QueueSetConfig, fairness: Fairness) -> QueueSetConfig {
+    QueueSetConfig { fairness, ..cfg }
+}
+
+/// Early releases (issue 11 part 3) on mixed hot and slow paths, under
+/// each policy: a request gives back part or all of its seats while it
+/// executes, racing admissions, dispatches, holds for flows, lingering
+/// seats, time-outs and reconfigurations. Within the limit at every check,
+/// the core's invariants after every operation, every seat back at the end.
+#[test]
+fn early_releases_keep_invariants_under_every_policy() {
+    for fairness in Fairness::ALL {
+        shuttle::check_random(
+            move || {
+                let at = |cfg| with_fairness(cfg, fairness);
+                run_with(
+                    at(config(2, 2, 2)),
+                    vec![at(config(3, 1, 1)), at(config(1, 3, 2))],
+                    4,
+                    3,
+                    any_request,
+                    true,
+                );
+            },
+            iterations() / 2,
+        );
+    }
+}
+
+/// [`slow_path_matches_reference`] under `flow-maxmin` (R at the water
+/// level), with reconfigurations to Kubernetes' policy and back.
+#[test]
+fn slow_path_matches_reference_under_flow_maxmin() {
+    shuttle::check_random(
+        || {
+            let initial = with_fairness(config(2, 3, 2), Fairness::FlowMaxMin);
+            let reconfigs = vec![
+                config(3, 2, 2),
+                with_fairness(config(1, 4, 3), Fairness::FlowMaxMin),
+            ];
+            let (qs, obs, _manual) = run(initial.clone(), reconfigs, 4, 3, slow_request);
+            let log = history::take();
+            replay_and_compare(&qs, &obs, initial, &log);
         },
         iterations(),
     );

@@ -59,6 +59,8 @@ mod tests {
         assert_eq!(fairness_of(flow), Fairness::Flow);
         let kubernetes = "  annotations: {apf.libapf.io/fairness: kubernetes}\n";
         assert_eq!(fairness_of(kubernetes), Fairness::Kubernetes);
+        let max_min = "  annotations: {apf.libapf.io/fairness: flow-maxmin}\n";
+        assert_eq!(fairness_of(max_min), Fairness::FlowMaxMin);
     }
 
     #[test]
