@@ -403,11 +403,12 @@ fn queues_with_waiters(q: &Qs) -> Vec<usize> {
 
 #[test]
 fn the_fairness_field_chooses_the_policy_and_is_checked() {
-    // Under `flow`, a busy flow keeps to one queue; under Kubernetes'
+    // Under `flow` and `flow-maxmin`, a busy flow keeps to one queue; under Kubernetes'
     // policy its waiting requests spread over its hand.
     for (fairness, spread) in [
         (apf_fairness::APF_FAIRNESS_KUBERNETES, true),
         (apf_fairness::APF_FAIRNESS_FLOW, false),
+        (apf_fairness::APF_FAIRNESS_FLOW_MAXMIN, false),
     ] {
         let mut cfg = config(1, 16, 4, 10);
         cfg.fairness = fairness as u32;

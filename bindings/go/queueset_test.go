@@ -155,13 +155,13 @@ func TestQueueSetCloseRacingCalls(t *testing.T) {
 	}
 }
 
-// Under FairnessFlow a busy flow keeps to one queue; under the default its
-// waiting requests spread over its hand.
+// Under FairnessFlow and FairnessFlowMaxMin a busy flow keeps to one queue;
+// under the default its waiting requests spread over its hand.
 func TestQueueSetFairnessPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		fairness Fairness
 		spread   bool
-	}{{FairnessKubernetes, true}, {FairnessFlow, false}} {
+	}{{FairnessKubernetes, true}, {FairnessFlow, false}, {FairnessFlowMaxMin, false}} {
 		q, err := NewQueueSet("fair", QueueSetConfig{ConcurrencyLimit: 1, Queues: 16, HandSize: 4, QueueLengthLimit: 10, Fairness: tc.fairness}, true)
 		if err != nil {
 			t.Fatal(err)

@@ -210,6 +210,7 @@ impl Core {
     }
 
     /// Advance R to `now`.
+    #[inline]
     pub(crate) fn sync(&mut self, now: Instant) {
         if now <= self.last_sync {
             return;
@@ -217,12 +218,11 @@ impl Core {
         let dt = duration_nanos(now.saturating_since(self.last_sync));
         self.last_sync = now;
         self.utilization.observe(self.occupancy(), dt);
-        self.r += match &self.water {
-            None => {
-                let demand = self.queued_seats_in_use + self.waiting_seats;
-                r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt)
-            }
-            Some(water) => water.level(self.cfg.concurrency_limit).increment(dt),
+        self.r += if self.water.is_none() {
+            let demand = self.queued_seats_in_use + self.waiting_seats;
+            r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt)
+        } else {
+            self.water_increment(dt)
         };
     }
 
@@ -662,6 +662,7 @@ impl Core {
         }
     }
 
+    #[inline]
     fn begin_executing(&mut self, queue: u32, seats: u32) {
         self.requests_executing += 1;
         self.seats_in_use += seats as u64;
@@ -678,6 +679,7 @@ impl Core {
         }
     }
 
+    #[inline]
     fn end_executing(&mut self, queue: u32, initial_seats: u32, start: Instant, now: Instant) {
         self.requests_executing -= 1;
         if queue == NO_QUEUE {
@@ -696,6 +698,7 @@ impl Core {
         self.note_demand(q);
     }
 
+    #[inline]
     fn release(&mut self, queue: u32, seats: u32) {
         self.seats_in_use -= seats as u64;
         if queue == NO_QUEUE {
