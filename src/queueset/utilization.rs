@@ -23,17 +23,23 @@ pub const SEAT_UTILIZATION_BUCKETS: [f64; 13] = [
 pub const REQUEST_UTILIZATION_BUCKETS: [f64; 10] =
     [0.0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.25, 0.5, 0.75, 1.0];
 
+/// Numerators below this are timed exactly, one counter per value.
+const SMALL: usize = 64;
+
 /// A histogram of a ratio weighted by the nanoseconds it held.
 ///
-/// Observed twice per request on the hot path's replay, so it works in
-/// integers: the ratio is `numerator / denominator`, and while the
-/// denominator (the level's limit) stays the same, the bucket of a
-/// numerator is found among precomputed integer thresholds (the same
-/// bucket the `f64` ratio falls in: the thresholds are found with that very
-/// comparison), and the integral is kept exactly as the sum of numerator ×
-/// nanoseconds, divided once when the denominator changes or the sum is
-/// read. The bucket of the last numerator is kept, and a new numerator's
-/// bucket is found by walking from it (counts move by one or a few).
+/// Observed for each of the level's counts at every replayed event (twice
+/// per uncontended start+finish), so the observation is one addition: the
+/// ratio is `numerator / denominator`, and while the denominator (the
+/// level's limit) stays the same, a small numerator's nanoseconds go to a
+/// counter of that very numerator; the buckets and the integral are worked
+/// out from those counters only when the denominator changes or the
+/// histogram is read ([`RatioHistogram::settle`]). Larger numerators find
+/// their bucket among precomputed integer thresholds at once. Either way
+/// every numerator lands in the bucket its `f64` ratio falls in (the
+/// thresholds are found with that very comparison), and the integral is
+/// kept exactly as the sum of numerator × nanoseconds, divided once per
+/// denominator.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RatioHistogram<const N: usize> {
     bounds: &'static [f64; N],
@@ -48,12 +54,12 @@ pub struct RatioHistogram<const N: usize> {
     /// `thresholds[i]`: the smallest numerator whose ratio to `denominator`
     /// exceeds `bounds[i]` (`u64::MAX` if none does).
     thresholds: [u64; N],
-    /// The sum of numerator × nanoseconds observed at `denominator`.
+    /// The sum of numerator × nanoseconds observed at `denominator` and
+    /// settled.
     weighted: u128,
-    /// The last numerator observed, and its bucket (`N`: above the last
-    /// bound).
-    numerator: u64,
-    bucket: usize,
+    /// `small[v]`: nanoseconds at numerator `v` not yet settled into the
+    /// buckets and `weighted`.
+    small: [u64; SMALL],
 }
 
 impl<const N: usize> RatioHistogram<N> {
@@ -66,8 +72,7 @@ impl<const N: usize> RatioHistogram<N> {
             denominator: 0.0,
             thresholds: [u64::MAX; N],
             weighted: 0,
-            numerator: 0,
-            bucket: 0,
+            small: [0; SMALL],
         }
     }
 
@@ -75,11 +80,20 @@ impl<const N: usize> RatioHistogram<N> {
     /// at the denominator of the last [`RatioHistogram::rebase`].
     #[inline(always)]
     fn observe(&mut self, numerator: u64, nanos: u64) {
-        if numerator != self.numerator {
-            self.numerator = numerator;
-            self.bucket = self.walk_to(numerator);
+        match self.small.get_mut(numerator as usize) {
+            // Cannot wrap: 2^64 nanoseconds are 584 years.
+            Some(t) if numerator < SMALL as u64 => *t = t.wrapping_add(nanos),
+            _ => self.observe_in_bucket(numerator, nanos),
         }
-        match self.per_bucket.get_mut(self.bucket) {
+    }
+
+    fn observe_in_bucket(&mut self, numerator: u64, nanos: u64) {
+        // The thresholds ascend with the bounds: the numerator's bucket is
+        // the number of them it reaches.
+        match self
+            .per_bucket
+            .get_mut(self.thresholds.partition_point(|&t| t <= numerator))
+        {
             Some(bucket) => *bucket = bucket.saturating_add(nanos),
             None => self.overflow = self.overflow.saturating_add(nanos),
         }
@@ -90,19 +104,15 @@ impl<const N: usize> RatioHistogram<N> {
             .wrapping_add(u128::from(numerator) * u128::from(nanos));
     }
 
-    /// The bucket of `numerator`: the number of thresholds it reaches
-    /// (they ascend with the bounds), found by walking from the last
-    /// numerator's bucket, since a level's counts move by a few at a time.
-    #[inline(always)]
-    fn walk_to(&self, numerator: u64) -> usize {
-        let mut b = self.bucket;
-        while b < N && self.thresholds[b] <= numerator {
-            b += 1;
+    /// Move the small numerators' time into the buckets and the integral,
+    /// at the current denominator. The accessors read settled histograms.
+    fn settle(&mut self) {
+        for v in 0..SMALL {
+            let nanos = std::mem::take(&mut self.small[v]);
+            if nanos != 0 {
+                self.observe_in_bucket(v as u64, nanos);
+            }
         }
-        while b > 0 && self.thresholds[b - 1] > numerator {
-            b -= 1;
-        }
-        b
     }
 
     /// Settle the integral at the old denominator and find the thresholds
@@ -112,6 +122,7 @@ impl<const N: usize> RatioHistogram<N> {
     /// bound.
     #[cold]
     fn rebase(&mut self, denominator: f64) {
+        self.settle();
         self.settled_sum = self.sum();
         self.weighted = 0;
         self.denominator = denominator;
@@ -135,7 +146,6 @@ impl<const N: usize> RatioHistogram<N> {
                 hi
             };
         }
-        self.bucket = self.thresholds.partition_point(|&t| t <= self.numerator);
     }
 
     /// The inclusive upper bounds.
@@ -231,6 +241,14 @@ impl Utilization {
         self.executing.observe(o.requests_executing.into(), nanos);
         self.waiting.observe(o.requests_waiting.into(), nanos);
     }
+
+    /// Fold the per-value counters into the buckets and sums, so the
+    /// histograms can be read.
+    pub(crate) fn settle(&mut self) {
+        self.seats.settle();
+        self.executing.settle();
+        self.waiting.settle();
+    }
 }
 
 impl Core {
@@ -254,6 +272,7 @@ impl Core {
             self.occupancy(),
             duration_nanos(now.saturating_since(self.last_sync())),
         );
+        u.settle();
         u
     }
 }
@@ -280,6 +299,7 @@ mod tests {
         u.observe(occupancy(10, 5, 20), 300);
         u.observe(occupancy(12, 1, 0), 50);
         u.observe(occupancy(12, 1, 0), 0);
+        u.settle();
         assert_eq!(u.seats.count(), 450);
         assert_eq!(u.seats.per_bucket()[0], 100, "idle");
         assert_eq!(u.seats.per_bucket()[12], 300, "exactly full is le=1");
@@ -303,6 +323,7 @@ mod tests {
             ..occupancy(1, 1, 1)
         };
         u.observe(o, 7);
+        u.settle();
         assert_eq!(u.seats.per_bucket()[12], 7);
         assert_eq!(u.waiting.per_bucket()[9], 7);
     }
@@ -354,6 +375,7 @@ mod tests {
                 observe_at(&mut h, numerator, d, nanos);
                 plain_observe(&SEAT_UTILIZATION_BUCKETS, &mut plain, &mut plain_sum, numerator, d, nanos);
             }
+            h.settle();
             proptest::prop_assert_eq!(&h.per_bucket()[..], &plain[..13]);
             proptest::prop_assert_eq!(h.overflow(), plain[13]);
             let tolerance = 1e-9 * plain_sum.abs().max(1.0);
@@ -377,6 +399,7 @@ mod tests {
             let mut plain = [0u64; 14];
             let mut sum = 0.0;
             observe_at(&mut h, numerator, denominator, 1);
+            h.settle();
             plain_observe(
                 &SEAT_UTILIZATION_BUCKETS,
                 &mut plain,
