@@ -90,3 +90,39 @@ func TestNamesCacheRefusesUnknownIDs(t *testing.T) {
 		t.Fatal("an id with another salt hit the cache")
 	}
 }
+
+// A request started but not handled (Handle could not read its names) is
+// given back: an executing one frees its seat, a queued one its place.
+func TestAbandonStartedGivesBackSeatAndQueuePlace(t *testing.T) {
+	d := newTestDispatcher(t, Options{})
+	digest := podGet("alice")
+	start := func(want uint32) *decision {
+		t.Helper()
+		var dec decision
+		if err := d.startC(&digest, WorkEstimate{InitialSeats: 1}, &dec); err != nil {
+			t.Fatal(err)
+		}
+		if dec.outcomeCode() != want {
+			t.Fatalf("outcome %d, want %d", dec.outcomeCode(), want)
+		}
+		return &dec
+	}
+	executing := start(outcomeExecute)
+	if got := levelStat(t, d, "tight", "executing"); got != 1 {
+		t.Fatalf("executing %d", got)
+	}
+	d.abandonStarted(executing)
+	if got := levelStat(t, d, "tight", "executing"); got != 0 {
+		t.Fatalf("executing %d after abandoning", got)
+	}
+	h := hold(t, d, "alice", levelSeats)
+	queued := start(outcomeQueued)
+	if got := levelStat(t, d, "tight", "waiting"); got != 1 {
+		t.Fatalf("waiting %d", got)
+	}
+	d.abandonStarted(queued)
+	if got := levelStat(t, d, "tight", "waiting"); got != 0 {
+		t.Fatalf("waiting %d after abandoning", got)
+	}
+	h.stop(t)
+}
