@@ -6,6 +6,7 @@
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
+use super::read_write::Phase;
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{duration_nanos, Clock, Instant, Timer};
@@ -201,7 +202,9 @@ impl Shared {
             .iter_mut()
             .flat_map(|q| q.waiting.drain(..))
             .collect();
+        let now = self.clock.now();
         for w in waiters {
+            st.core.tallies.note(Phase::Waiting, w.slot.tag, -1, now);
             if let Some(waker) = w
                 .slot
                 .decide(SlotState::Rejected(RejectReason::LevelFailed))

@@ -33,7 +33,7 @@ pub struct RatioHistogram<const N: usize> {
 }
 
 impl<const N: usize> RatioHistogram<N> {
-    fn new(bounds: &'static [f64; N]) -> Self {
+    pub(crate) fn new(bounds: &'static [f64; N]) -> Self {
         RatioHistogram {
             bounds,
             per_bucket: [0; N],
@@ -45,7 +45,7 @@ impl<const N: usize> RatioHistogram<N> {
     /// The ratio was `ratio` for `nanos` nanoseconds. A binary search: a
     /// busy level's ratios sit near 1, at the end of the bounds, and this
     /// runs at every change of the level (measured in docs/operators.md).
-    fn observe(&mut self, ratio: f64, nanos: u64) {
+    pub(crate) fn observe(&mut self, ratio: f64, nanos: u64) {
         match self
             .per_bucket
             .get_mut(self.bounds.partition_point(|&b| b < ratio))
