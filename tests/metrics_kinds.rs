@@ -240,3 +240,20 @@ fn virtual_time_gauges_follow_dispatches_from_queues() {
     assert_eq!(gauge(&exp, "next_discounted_s_bounds", Some("min")), 2.0);
     assert_eq!(gauge(&exp, "next_discounted_s_bounds", Some("max")), 2.0);
 }
+
+/// The new metrics' own labels cannot be constant labels too (a series
+/// would carry the label twice).
+#[test]
+fn the_new_labels_are_refused_as_constant_labels() {
+    let (d, _manual) = dispatcher();
+    for label in ["request_kind", "bound"] {
+        let options = apf::metrics::ExpositionOptions {
+            prefix: None,
+            const_labels: vec![(label.to_owned(), "x".to_owned())],
+        };
+        let err = d
+            .metrics_text_with(&options)
+            .expect_err("a label the metrics use");
+        assert!(err.contains(&format!("\"{label}\"")), "{err}");
+    }
+}

@@ -362,9 +362,11 @@ pub struct ExpositionOptions {
 
 /// The labels the exposition uses itself; a constant label may not take
 /// one of these names.
-const OWN_LABELS: [&str; 8] = [
+const OWN_LABELS: [&str; 10] = [
     "priority_level",
     "phase",
+    "request_kind",
+    "bound",
     "flow_schema",
     "reason",
     "execute",
