@@ -113,7 +113,7 @@ impl Integrator {
         let dt = duration_nanos(now.saturating_since(self.last));
         self.last = now;
         for (h, &n) in self.observed.series.iter_mut().zip(&self.counts) {
-            h.observe(f64::from(n), dt);
+            h.observe_count(n, dt);
         }
     }
 }

@@ -56,6 +56,22 @@ impl<const N: usize> RatioHistogram<N> {
         self.sum += ratio * nanos as f64;
     }
 
+    /// A whole count `n` held for `nanos` nanoseconds, for bounds that end
+    /// at 1 with every other bound below 1 (`read_vs_write`'s): 0 is the
+    /// first bucket, 1 the last, more is above them, so no search.
+    pub(crate) fn observe_count(&mut self, n: u32, nanos: u64) {
+        debug_assert!(
+            self.bounds[0] == 0.0 && self.bounds[N - 1] == 1.0 && self.bounds[N - 2] < 1.0
+        );
+        let bucket = match n {
+            0 => &mut self.per_bucket[0],
+            1 => &mut self.per_bucket[N - 1],
+            _ => &mut self.overflow,
+        };
+        *bucket = bucket.saturating_add(nanos);
+        self.sum += f64::from(n) * nanos as f64;
+    }
+
     /// The inclusive upper bounds.
     pub fn bounds(&self) -> &[f64; N] {
         self.bounds
