@@ -257,3 +257,31 @@ fn the_new_labels_are_refused_as_constant_labels() {
         assert!(err.contains(&format!("\"{label}\"")), "{err}");
     }
 }
+
+/// A level that replays its ring late (here at the scrape, after another
+/// level reported later changes) still counts its requests' whole time in
+/// the mean: `_sum` is exact whatever the order the levels replay in.
+#[test]
+fn read_vs_write_sums_are_exact_when_a_level_replays_late() {
+    let (d, manual) = dispatcher();
+    // t = 0: a read at strict, admitted lock-free: only a ring record.
+    let _s = execute(&d, "batch", "get", 2);
+    advance_ms(&manual, 100);
+    // t = 100 ms: four reads fill tight on the hot path; a fifth queues
+    // (tight's slow path reports all five at 100 ms).
+    let _t: Vec<RequestGuard> = (0..4).map(|_| execute(&d, "tenants", "get", 2)).collect();
+    let _w = queue(&d, "tenants", "get", 2);
+    advance_ms(&manual, 50);
+    // The scrape replays strict's start at 0 after tight's changes at 100.
+    let exp = parse(&d.metrics_text());
+    let name = format!("{P}read_vs_write_current_requests");
+    let reads = [("phase", "executing"), ("request_kind", "readOnly")];
+    assert_eq!(exp.get(&format!("{name}_count"), &reads), 150.0 * MS);
+    assert_eq!(
+        exp.get(&format!("{name}_sum"), &reads),
+        (150.0 + 4.0 * 50.0) * MS,
+        "strict's read for 150 ms, tight's four for 50 ms"
+    );
+    let waiting = [("phase", "waiting"), ("request_kind", "readOnly")];
+    assert_eq!(exp.get(&format!("{name}_sum"), &waiting), 50.0 * MS);
+}

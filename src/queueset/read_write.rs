@@ -16,12 +16,14 @@
 //!
 //! # Time across levels
 //! Each level replays its own events in time order, but one level may
-//! replay after another has already reported later events. A change older
-//! than the latest one reported counts from that latest instant (time never
-//! runs backward in the integrator, as in the seat-demand integrator). Every
-//! slow-path operation and every scrape replays a level's ring, and the
-//! ring holds at most 256 records, so the shift is small under load; it is
-//! listed in docs/operators.md.
+//! replay after another has already reported later events. Such a late
+//! change still counts exactly in `_sum` (the integral gets the change
+//! times the time since it happened), so the mean count is exact; in the
+//! buckets it counts from the latest instant reported (time never runs
+//! backward in them, as in the seat-demand integrator). Every slow-path
+//! operation, every borrowing adjustment and every scrape replays a level's
+//! ring, which holds at most 256 records, so the shift is small under load;
+//! it is listed in docs/operators.md.
 //!
 //! # Denominators
 //! Under API Priority and Fairness Kubernetes observes raw counts (its
@@ -143,9 +145,18 @@ impl ReadWriteHandle {
     /// lived reports their ends too, so this does not happen by design).
     pub(crate) fn add(&self, phase: Phase, tag: u32, delta: i32, at: Instant) {
         let mut st = lock(&self.inner);
+        let late = duration_nanos(st.last.saturating_since(at));
         st.advance(at);
-        let n = &mut st.counts[series(phase, tag)];
-        *n = n.saturating_add_signed(delta);
+        let i = series(phase, tag);
+        let before = st.counts[i];
+        let after = before.saturating_add_signed(delta);
+        st.counts[i] = after;
+        if late > 0 {
+            // The buckets took the old count for the last `late` ns; the
+            // integral takes the change for them too, so it stays exact.
+            let applied = f64::from(after) - f64::from(before);
+            st.observed.series[i].add_to_sum(applied * late as f64);
+        }
     }
 
     /// The histograms up to `now`.
@@ -205,7 +216,8 @@ mod tests {
         h.add(Phase::Executing, 3 | READ_ONLY_TAG, 1, at(20));
         h.add(Phase::Waiting, 3, 1, at(30));
         h.add(Phase::Waiting, 3, -1, at(40));
-        // Late: counts from 40, the latest instant seen.
+        // Late: in the buckets from 40, the latest instant seen; in the
+        // sum from 35, exactly.
         h.add(Phase::Executing, 4, 1, at(35));
         assert_eq!(h.counts(), [0, 0, 1, 2]);
         let s = h.snapshot(at(100));
@@ -220,9 +232,24 @@ mod tests {
         assert_eq!(wm.sum(), 10.0);
         assert_eq!(wr.sum(), 0.0);
         assert_eq!(wr.per_bucket()[0], 100);
-        assert_eq!(em.sum(), 60.0, "the late start counts from 40");
+        assert_eq!(em.per_bucket()[14], 60, "the late start, from 40");
+        assert_eq!(em.sum(), 65.0, "the late start, from 35");
         // A snapshot does not advance the integrator.
         assert_eq!(h.snapshot(at(100)), s);
+    }
+
+    /// A level replaying a request's start and end after another level
+    /// reported later changes: the request vanishes from the buckets but
+    /// its whole duration is in the sum.
+    #[test]
+    fn a_late_request_counts_exactly_in_the_sum() {
+        let h = ReadWriteHandle::new(at(0));
+        h.add(Phase::Waiting, 0, 1, at(100));
+        h.add(Phase::Executing, 0, 1, at(10));
+        h.add(Phase::Executing, 0, -1, at(30));
+        let s = h.snapshot(at(100));
+        assert_eq!(s.series[2].sum(), 20.0);
+        assert_eq!(s.series[2].per_bucket()[0], 100);
     }
 
     #[test]

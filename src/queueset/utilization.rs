@@ -72,6 +72,12 @@ impl<const N: usize> RatioHistogram<N> {
         self.sum += f64::from(n) * nanos as f64;
     }
 
+    /// Add `v` to the integral alone (a change reported after later ones:
+    /// its time is known, but the buckets of that time are already filled).
+    pub(crate) fn add_to_sum(&mut self, v: f64) {
+        self.sum += v;
+    }
+
     /// The inclusive upper bounds.
     pub fn bounds(&self) -> &[f64; N] {
         self.bounds
