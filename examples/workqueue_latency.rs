@@ -103,6 +103,27 @@ impl Queue for PlainWorkqueue {
     }
 }
 
+/// Not a workqueue (no dirty or processing sets): crossbeam's lock-free
+/// `SegQueue`, a floor that shows what no lock costs. An empty queue is
+/// waited on by yielding, which is fine for the backlog scenarios only.
+#[derive(Default)]
+struct LockFree(crossbeam_queue::SegQueue<u64>);
+
+impl Queue for LockFree {
+    fn add(&self, item: u64) {
+        self.0.push(item);
+    }
+    fn get(&self) -> u64 {
+        loop {
+            if let Some(item) = self.0.pop() {
+                return item;
+            }
+            thread::yield_now();
+        }
+    }
+    fn done(&self, _item: u64) {}
+}
+
 struct Args {
     items: u64,
     consumers: usize,
@@ -341,6 +362,14 @@ fn main() {
         run(
             "plain (client-go design: one mutex, one condvar)",
             Arc::new(q),
+            &args,
+        );
+    }
+    // Only on request: it is a floor, not a workqueue.
+    if args.only == "lockfree" {
+        run(
+            "lockfree (SegQueue, not a workqueue: no sets)",
+            Arc::new(LockFree::default()),
             &args,
         );
     }

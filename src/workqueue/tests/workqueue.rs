@@ -152,6 +152,33 @@ fn a_parked_worker_receives_the_next_add() {
     assert_eq!(q.len(), 0);
 }
 
+/// A FIFO get of a ready item takes no lock (issue 14: the 1,000
+/// consumers' first gets waited milliseconds for a descheduled holder), and
+/// the gets made meanwhile count once the lock is free: the items are
+/// processing (`done` accepts them, a re-add waits for it) and the metrics
+/// saw them taken.
+#[test]
+fn a_ready_fifo_item_is_taken_while_another_thread_holds_the_lock() {
+    let q = Arc::new(Workqueue::with_config(manual().0));
+    q.add(1u8);
+    q.add(2);
+    let got = q.while_locked(|| {
+        let q2 = q.clone();
+        let getter = thread::spawn(move || (q2.get(), q2.try_get()));
+        getter.join_within()
+    });
+    assert_eq!(got, (Some(1), Ok(2)));
+    q.add(1);
+    assert_eq!(q.len(), 0, "1 is processing: the add waits for done");
+    let m = q.metrics();
+    // client-go counts the re-add in adds and depth at once.
+    assert_eq!((m.adds, m.depth, m.queue_duration.count), (3, 1, 2));
+    q.done(&1).unwrap();
+    q.done(&2).unwrap();
+    assert_eq!(q.try_get(), Ok(1), "the add made while processing");
+    assert_eq!(q.done(&2), Err(WorkqueueError::NotProcessing));
+}
+
 /// The hand-off is first parked, first served: with more workers than
 /// items, a worker parked early is not passed over by every worker that
 /// parks after it (issue 14: rare gets waited 100+ ms).
