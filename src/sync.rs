@@ -92,6 +92,54 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// An unbounded multi-producer multi-consumer FIFO: crossbeam's lock-free
+/// `SegQueue` normally, a mutex-guarded deque under loom and shuttle
+/// (crossbeam's internals are outside their view, and its push-to-pop
+/// ordering with them; they check our protocol around it).
+#[cfg(not(any(loom, shuttle)))]
+#[derive(Debug, Default)]
+pub struct SegQueue<T>(crossbeam_queue::SegQueue<T>);
+
+#[cfg(not(any(loom, shuttle)))]
+impl<T> SegQueue<T> {
+    pub fn new() -> Self {
+        SegQueue(crossbeam_queue::SegQueue::new())
+    }
+    #[inline]
+    pub fn push(&self, value: T) {
+        self.0.push(value)
+    }
+    #[inline]
+    pub fn pop(&self) -> Option<T> {
+        self.0.pop()
+    }
+    /// Values in the queue now (a snapshot).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[cfg(any(loom, shuttle))]
+#[derive(Debug)]
+pub struct SegQueue<T>(Mutex<std::collections::VecDeque<T>>);
+
+#[cfg(any(loom, shuttle))]
+impl<T> SegQueue<T> {
+    pub fn new() -> Self {
+        SegQueue(Mutex::new(std::collections::VecDeque::new()))
+    }
+    pub fn push(&self, value: T) {
+        lock(&self.0).push_back(value)
+    }
+    pub fn pop(&self) -> Option<T> {
+        lock(&self.0).pop_front()
+    }
+    pub fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+}
+
 /// A bounded multi-producer queue of plain records: crossbeam's lock-free
 /// `ArrayQueue` normally, a mutex-guarded deque under loom and shuttle
 /// (crossbeam's internals are outside their view; they check our protocol

@@ -93,7 +93,9 @@ func (o Options) toC() (C.apf_options, error) {
 	if o.ServiceTimeGuess != 0 {
 		c.service_time_guess_ns = C.uint64_t(o.ServiceTimeGuess)
 	}
-	if o.WaitLimit != 0 {
+	if o.WaitLimit < 0 {
+		c.wait_limit_ns = 0
+	} else if o.WaitLimit != 0 {
 		c.wait_limit_ns = C.uint64_t(o.WaitLimit)
 	}
 	if o.BorrowingPeriod != 0 {

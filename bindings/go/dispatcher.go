@@ -20,7 +20,10 @@ type Options struct {
 	ServerConcurrencyLimit uint32
 	// ServiceTimeGuess is G, fair queuing's initial service-time guess.
 	ServiceTimeGuess time.Duration
-	// WaitLimit is the longest a request waits in a queue.
+	// WaitLimit is the longest a request waits in a queue; 0 means the
+	// default (15 s). A negative WaitLimit means no wait at all, as
+	// net.Dialer's negative KeepAlive disables it: a request that cannot
+	// start at once times out at its arrival.
 	WaitLimit time.Duration
 	// BorrowingPeriod is how often borrowing recomputes the levels' limits.
 	BorrowingPeriod time.Duration

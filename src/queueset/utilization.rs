@@ -63,7 +63,7 @@ pub struct RatioHistogram<const N: usize> {
 }
 
 impl<const N: usize> RatioHistogram<N> {
-    fn new(bounds: &'static [f64; N]) -> Self {
+    pub(crate) fn new(bounds: &'static [f64; N]) -> Self {
         RatioHistogram {
             bounds,
             per_bucket: [0; N],
@@ -79,7 +79,7 @@ impl<const N: usize> RatioHistogram<N> {
     /// The ratio was `numerator / denominator` for `nanos` nanoseconds,
     /// at the denominator of the last [`RatioHistogram::rebase`].
     #[inline(always)]
-    fn observe(&mut self, numerator: u64, nanos: u64) {
+    pub(crate) fn observe(&mut self, numerator: u64, nanos: u64) {
         match self.small.get_mut(numerator as usize) {
             // Cannot wrap: 2^64 nanoseconds are 584 years.
             Some(t) if numerator < SMALL as u64 => *t = t.wrapping_add(nanos),
@@ -105,8 +105,9 @@ impl<const N: usize> RatioHistogram<N> {
     }
 
     /// Move the small numerators' time into the buckets and the integral,
-    /// at the current denominator. The accessors read settled histograms.
-    fn settle(&mut self) {
+    /// at the current denominator. (The accessors count unsettled time too;
+    /// settling only keeps a long-lived histogram's reads short.)
+    pub(crate) fn settle(&mut self) {
         for v in 0..SMALL {
             let nanos = std::mem::take(&mut self.small[v]);
             if nanos != 0 {
@@ -121,7 +122,7 @@ impl<const N: usize> RatioHistogram<N> {
     /// monotonic), so a binary search finds where it first exceeds each
     /// bound.
     #[cold]
-    fn rebase(&mut self, denominator: f64) {
+    pub(crate) fn rebase(&mut self, denominator: f64) {
         self.settle();
         self.settled_sum = self.sum();
         self.weighted = 0;
@@ -148,36 +149,67 @@ impl<const N: usize> RatioHistogram<N> {
         }
     }
 
+    /// Add `v` (ratio × nanoseconds) to the integral alone: a change
+    /// reported after later ones, whose time is known but whose buckets
+    /// were already filled (`read_vs_write`'s levels replay at different
+    /// times).
+    pub(crate) fn add_to_sum(&mut self, v: f64) {
+        self.settled_sum += v;
+    }
+
+    /// The bucket of numerator `v` at the current denominator (`N` is the
+    /// overflow).
+    fn bucket_of(&self, v: u64) -> usize {
+        self.thresholds.partition_point(|&t| t <= v)
+    }
+
     /// The inclusive upper bounds.
     pub fn bounds(&self) -> &[f64; N] {
         self.bounds
     }
 
     /// Nanoseconds per bucket (not cumulative).
-    pub fn per_bucket(&self) -> &[u64; N] {
-        &self.per_bucket
+    pub fn per_bucket(&self) -> [u64; N] {
+        let mut per_bucket = self.per_bucket;
+        for (v, &nanos) in self.small.iter().enumerate() {
+            if let Some(b) = per_bucket.get_mut(self.bucket_of(v as u64)) {
+                *b = b.saturating_add(nanos);
+            }
+        }
+        per_bucket
     }
 
     /// Nanoseconds above the last bound (a level holding more than its
     /// limit: a wide request running alone, or a limit lowered by
     /// borrowing while requests executed).
     pub fn overflow(&self) -> u64 {
-        self.overflow
+        self.small
+            .iter()
+            .enumerate()
+            .filter(|&(v, _)| self.bucket_of(v as u64) == N)
+            .fold(self.overflow, |a, (_, &nanos)| a.saturating_add(nanos))
     }
 
     /// All nanoseconds observed.
     pub fn count(&self) -> u64 {
         self.per_bucket
             .iter()
+            .chain(&self.small)
             .fold(self.overflow, |a, &b| a.saturating_add(b))
     }
 
     /// The ratio's integral, in ratio × nanoseconds.
     pub fn sum(&self) -> f64 {
-        if self.weighted == 0 {
+        let unsettled = self
+            .small
+            .iter()
+            .enumerate()
+            .fold(0u128, |a, (v, &nanos)| a + v as u128 * u128::from(nanos));
+        let weighted = self.weighted + unsettled;
+        if weighted == 0 {
             return self.settled_sum;
         }
-        self.settled_sum + self.weighted as f64 / self.denominator
+        self.settled_sum + weighted as f64 / self.denominator
     }
 }
 

@@ -13,6 +13,37 @@
 //! Workers that find nothing queued park on a [`Waiter`] of their own; an
 //! item that becomes ready while workers are parked is handed to one of them
 //! directly (it is then already processing), after the lock is released.
+//!
+//! # Gets without the lock (FIFO)
+//!
+//! With the [`Fifo`](super::Fifo) strategy the ready items live in a
+//! lock-free list ([`Shared::ready`], crossbeam's `SegQueue` of
+//! [`Ticket`]s) and `get` takes one without the lock, so a getter never
+//! waits for a thread that holds the lock and was descheduled (with many
+//! more threads than cores that wait is a scheduler round: the 1,000
+//! consumers' first gets waited milliseconds for it). The protocol:
+//! - Tickets are pushed only under the lock, by the one transition into
+//!   [`Phase::Queued`]; an item leaves `Queued` only through a get. So a
+//!   slot has at most one ticket, it is never freed while its ticket is
+//!   out, and under the lock the list only shrinks. Hence "a worker is
+//!   parked ⇒ the list is empty" holds as with the lock: a worker parks
+//!   only after finding the list empty under the lock, and an add hands
+//!   the item to a parked worker instead of pushing a ticket.
+//! - A lock-free get pops a ticket (the item and hint were cloned into it
+//!   under the lock) and then pushes the slot and its time onto
+//!   [`Shared::taken`] before it returns. Every lock acquisition
+//!   ([`Shared::lock`]) first applies the taken list (the slot becomes
+//!   processing, the metrics count the get), so any operation that follows
+//!   a get (its `done`, an add made after it returned, a metrics snapshot,
+//!   a draining shutdown) sees the item processing. The get takes effect
+//!   at its push onto the taken list: an operation under the lock between
+//!   the pop and that push sees the item still `Queued`, which is the
+//!   state just before the get (an add then changes nothing, a `done`
+//!   reports that the item is not processing), so each history is one that
+//!   the locked queue also allows.
+//! - Both lists are linearizable queues; their push and pop order the
+//!   ticket's contents and the taken record between threads. No other
+//!   field is read without the lock.
 
 use super::heap::DelayHeap;
 use super::metrics::{QueueMetrics, WorkqueueMetrics};
@@ -20,7 +51,8 @@ use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, ItemTable, Phase};
 use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Instant, Timer};
-use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard};
+use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard, SegQueue};
+use std::any::TypeId;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -140,8 +172,25 @@ impl<T, H> Wakes<T, H> {
     }
 }
 
+/// A ready item in the lock-free list: its slot, and a clone of the item
+/// and hint taken under the lock when it became ready.
+pub(crate) struct Ticket<T, H> {
+    slot: u32,
+    item: T,
+    hint: H,
+}
+
+type Tickets<T, S> = SegQueue<Ticket<T, <S as QueueStrategy<T>>::Hint>>;
+
 pub(crate) struct Shared<T, S: QueueStrategy<T>> {
     state: Mutex<Inner<T, S>>,
+    /// The ready items when [`Inner::lock_free`] (FIFO), in order; the same
+    /// list as [`Inner::ready`]. Popped without the lock (see the module
+    /// docs).
+    ready: Arc<Tickets<T, S>>,
+    /// Gets made without the lock: slot and time, applied by the next lock
+    /// holder.
+    taken: SegQueue<(u32, u64)>,
     /// Signalled when the last processing item is done during a draining
     /// shutdown, and when a plain shutdown cancels the drain.
     drained: Condvar,
@@ -155,6 +204,11 @@ pub(crate) struct Shared<T, S: QueueStrategy<T>> {
 pub(crate) struct Inner<T, S: QueueStrategy<T>> {
     table: ItemTable<T, S::Hint>,
     strategy: S,
+    /// Whether ready items go to `ready` instead of the strategy: FIFO
+    /// only, whose `touch` never moves an item.
+    lock_free: bool,
+    /// Pushed under the lock; see [`Shared::ready`].
+    ready: Arc<Tickets<T, S>>,
     waiting: DelayHeap<S::Hint>,
     /// Parked workers in the order they parked; the hand-off serves the
     /// longest parked first, so no worker is passed over while others that
@@ -178,10 +232,15 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             timed_metrics: timed,
             capacity,
         } = config;
+        let ready = Arc::new(SegQueue::new());
         Arc::new(Shared {
+            ready: ready.clone(),
+            taken: SegQueue::new(),
             state: Mutex::new(Inner {
                 table: ItemTable::with_capacity(capacity),
                 strategy,
+                lock_free: TypeId::of::<S>() == TypeId::of::<super::Fifo>(),
+                ready,
                 waiting: DelayHeap::new(),
                 waiters: VecDeque::new(),
                 processing: 0,
@@ -199,6 +258,23 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         })
     }
 
+    /// Hold the queue's lock, with every get made without it applied.
+    fn lock(&self) -> MutexGuard<'_, Inner<T, S>> {
+        let mut inner = lock(&self.state);
+        while let Some((slot, now)) = self.taken.pop() {
+            inner.start(slot, now);
+        }
+        inner
+    }
+
+    /// A get without the lock (FIFO), if an item is ready.
+    #[inline]
+    fn take_ready(&self, now: u64) -> Option<(T, Hint<T, S>)> {
+        let Ticket { slot, item, hint } = self.ready.pop()?;
+        self.taken.push((slot, now));
+        Some((item, hint))
+    }
+
     /// Give the queue a timer for delayed adds. The timer's callback holds
     /// the queue, so [`Shared::release_timer`] must run when the owner goes.
     pub(crate) fn install_timer(this: &Arc<Self>) {
@@ -209,7 +285,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 
     /// Drop the timer, breaking the cycle queue -> timer -> callback -> queue.
     pub(crate) fn release_timer(&self) {
-        let timer = lock(&self.state).timer.take();
+        let timer = self.lock().timer.take();
         drop(timer);
     }
 
@@ -235,7 +311,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let hash = self.hash(&item);
         let now = self.stamp();
         let mut wakes = Wakes::new();
-        lock(&self.state).add(self.mode, hash, item, hint, now, &mut wakes);
+        self.lock()
+            .add(self.mode, hash, item, hint, now, &mut wakes);
         wakes.run();
     }
 
@@ -245,7 +322,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let hash = self.hash(&item);
         let mut wakes = Wakes::new();
         {
-            let mut inner = lock(&self.state);
+            let mut inner = self.lock();
             if inner.shutting_down {
                 return;
             }
@@ -267,7 +344,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     fn fire(&self, now: Instant) {
         let mut wakes = Wakes::new();
         {
-            let mut inner = lock(&self.state);
+            let mut inner = self.lock();
             let now = now.as_nanos();
             while let Some((slot, hint)) = inner.waiting.pop_due(now) {
                 inner.add_existing(self.mode, slot, hint, now, &mut wakes);
@@ -279,8 +356,11 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 
     pub(crate) fn get(&self) -> Option<(T, Hint<T, S>)> {
         let now = self.stamp();
+        if let Some(got) = self.take_ready(now) {
+            return Some(got);
+        }
         let waiter = {
-            let mut inner = lock(&self.state);
+            let mut inner = self.lock();
             if let Some(got) = inner.pop_ready(now) {
                 return Some(got);
             }
@@ -303,8 +383,11 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let now = self.stamp();
         // A deadline too far to represent is no deadline.
         let deadline = std::time::Instant::now().checked_add(timeout);
+        if let Some(got) = self.take_ready(now) {
+            return Ok(got);
+        }
         let waiter = {
-            let mut inner = lock(&self.state);
+            let mut inner = self.lock();
             if let Some(got) = inner.pop_ready(now) {
                 return Ok(got);
             }
@@ -332,7 +415,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         waiter: &Arc<Waiter<T, S::Hint>>,
     ) -> Result<(T, Hint<T, S>), GetTimeoutError> {
         {
-            let mut inner = lock(&self.state);
+            let mut inner = self.lock();
             if let Some(i) = inner.waiters.iter().position(|w| Arc::ptr_eq(w, waiter)) {
                 // `remove`, not `swap_remove`: the list's order is the
                 // hand-off order.
@@ -345,7 +428,10 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 
     pub(crate) fn try_get(&self) -> Result<(T, Hint<T, S>), TryGetError> {
         let now = self.stamp();
-        let mut inner = lock(&self.state);
+        if let Some(got) = self.take_ready(now) {
+            return Ok(got);
+        }
+        let mut inner = self.lock();
         match inner.pop_ready(now) {
             Some(got) => Ok(got),
             None if inner.shutting_down => Err(TryGetError::ShutDown),
@@ -358,7 +444,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let now = self.stamp();
         let mut wakes = Wakes::new();
         let result = {
-            let mut inner = lock(&self.state);
+            let mut inner = self.lock();
             let result = inner.done(hash, item, now, &mut wakes);
             if inner.drain && inner.processing == 0 {
                 self.drained.notify_all();
@@ -370,34 +456,45 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        lock(&self.state).strategy.len()
+        let inner = self.lock();
+        if inner.lock_free {
+            inner.ready.len()
+        } else {
+            inner.strategy.len()
+        }
     }
 
     /// Items tracked at all: queued, processing or waiting.
     #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
-        lock(&self.state).table.len()
+        self.lock().table.len()
+    }
+
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn while_locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _held = lock(&self.state);
+        f()
     }
 
     /// Workers parked in `get` (tests, and the C ABI's test aid).
     #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
     pub(crate) fn parked(&self) -> usize {
-        lock(&self.state).waiters.len()
+        self.lock().waiters.len()
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
-        lock(&self.state).waiting.len()
+        self.lock().waiting.len()
     }
 
     pub(crate) fn shutting_down(&self) -> bool {
-        lock(&self.state).shutting_down
+        self.lock().shutting_down
     }
 
     /// Stop accepting adds and release parked workers. With `drain`, also
     /// wait until no item is processing (or a plain shutdown cancels that).
     pub(crate) fn shut_down(&self, drain: bool) {
         let mut wakes = Wakes::new();
-        let mut inner = lock(&self.state);
+        let mut inner = self.lock();
         inner.shutting_down = true;
         inner.drain = drain;
         for waiter in inner.waiters.drain(..) {
@@ -410,7 +507,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         drop(inner);
         wakes.run();
         if drain {
-            let mut inner = lock(&self.state);
+            let mut inner = self.lock();
             while inner.processing > 0 && inner.drain {
                 inner = wait(&self.drained, inner);
             }
@@ -419,14 +516,14 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 
     pub(crate) fn metrics(&self) -> WorkqueueMetrics {
         let now = self.clock.now().as_nanos();
-        let inner = lock(&self.state);
+        let inner = self.lock();
         let now = if inner.metrics.timed() { now } else { 0 };
         inner.metrics.snapshot(&self.name, now)
     }
 
     /// Run `f` on the strategy, under the lock.
     pub(crate) fn with_strategy<R>(&self, f: impl FnOnce(&S) -> R) -> R {
-        f(&lock(&self.state).strategy)
+        f(&self.lock().strategy)
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -509,19 +606,36 @@ impl<T: Item, S: QueueStrategy<T>> Inner<T, S> {
         } else {
             let entry = self.table.entry_mut(slot);
             entry.phase = Phase::Queued;
-            self.strategy.push(Slot(slot), &entry.item, hint);
+            if self.lock_free {
+                self.ready.push(Ticket {
+                    slot,
+                    item: entry.item.clone(),
+                    hint,
+                });
+            } else {
+                self.strategy.push(Slot(slot), &entry.item, hint);
+            }
         }
     }
 
-    fn begin(&mut self, slot: u32, now: u64) -> T {
+    /// A worker took the item in `slot` at `now`: it is processing.
+    fn start(&mut self, slot: u32, now: u64) {
         self.processing += 1;
         self.metrics.on_get(slot, now);
-        let entry = self.table.entry_mut(slot);
-        entry.phase = Phase::Running;
-        entry.item.clone()
+        self.table.entry_mut(slot).phase = Phase::Running;
+    }
+
+    fn begin(&mut self, slot: u32, now: u64) -> T {
+        self.start(slot, now);
+        self.table.entry(slot).item.clone()
     }
 
     fn pop_ready(&mut self, now: u64) -> Option<(T, Hint<T, S>)> {
+        if self.lock_free {
+            let Ticket { slot, item, hint } = self.ready.pop()?;
+            self.start(slot, now);
+            return Some((item, hint));
+        }
         let (slot, hint) = self.strategy.pop()?;
         Some((self.begin(slot.0, now), hint))
     }

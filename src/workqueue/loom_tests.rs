@@ -208,3 +208,35 @@ fn a_worker_timing_out_during_a_hand_off_keeps_the_item() {
         assert_eq!(q.try_get(), Err(TryGetError::Empty));
     });
 }
+
+#[test]
+fn a_lock_free_get_racing_an_add_a_done_and_a_draining_shutdown() {
+    // The item is ready before the worker starts, so its first get takes it
+    // from the lock-free list; the add, the worker's `done` (which applies
+    // the taken list under the lock) and the draining shutdown race that
+    // get in every order: the second add is processed, never twice at once,
+    // and the drain ends with nothing processing or queued.
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let busy = Arc::new(AtomicBool::new(false));
+        let last_add = Arc::new(AtomicU64::new(1));
+        let covered = Arc::new(AtomicU64::new(0));
+        q.add(1);
+        let w = thread::spawn(worker(q.clone(), busy, last_add.clone(), covered.clone()));
+        let q2 = q.clone();
+        let producer = thread::spawn(move || {
+            last_add.store(2, Ordering::SeqCst);
+            q2.add(1);
+        });
+        producer.join().unwrap();
+        q.shut_down_with_drain();
+        w.join().unwrap();
+        assert_eq!(
+            covered.load(Ordering::SeqCst),
+            2,
+            "the second add was processed"
+        );
+        let m = q.metrics();
+        assert_eq!((m.depth, q.len()), (0, 0));
+    });
+}

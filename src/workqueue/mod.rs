@@ -17,8 +17,10 @@
 //!
 //! # Design
 //!
-//! One mutex guards each queue's state, and every operation holds it for one
-//! short step: a hash lookup and an O(1) strategy operation (O(log p) for p
+//! One mutex guards each queue's state, and every operation but a FIFO
+//! queue's get of a ready item holds it for one short step (that get takes
+//! the item from a lock-free list instead: see the `core` module's
+//! protocol): a hash lookup and an O(1) strategy operation (O(log p) for p
 //! distinct priorities, O(log w) for w waiting items), plus the clone of the
 //! item `get` returns. Growth is amortised: the slab and per-slot arrays grow
 //! a chunk at a time, the hash index rehashes (see [`Config::capacity`]).
@@ -32,8 +34,10 @@
 //!
 //! Per queued item the queue spends, beyond the item itself, a 4-byte
 //! hash-index bucket (at most 8/7 of them per item), a 4-byte hash and a
-//! phase byte beside the item in the slab, the strategy's link (4 bytes for
-//! FIFO, 12 for two lanes and priorities) and, with timed metrics, an 8-byte
+//! phase byte beside the item in the slab, the strategy's link (12 bytes
+//! for two lanes and priorities; for FIFO the ready list's ticket while the
+//! item is queued: its slot, a clone of the item and a state word, 24 bytes
+//! for a `u64` item) and, with timed metrics, an 8-byte
 //! add time; `tests/workqueue_memory.rs` measures it with a counting
 //! allocator.
 //!

@@ -64,6 +64,13 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
         self.shared.tracked()
     }
 
+    /// Run `f` while holding the queue's lock (tests of what does not wait
+    /// for it).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn while_locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.shared.while_locked(f)
+    }
+
     /// Workers parked in `get` (tests, and the C ABI's test aid).
     #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
     pub(crate) fn parked(&self) -> usize {

@@ -61,6 +61,11 @@ pub trait QueueStrategy<T>: Send + 'static {
 }
 
 /// First in, first out: client-go's default.
+///
+/// A workqueue built with `Fifo` keeps its ready items in a lock-free list
+/// of its own, so that `get` takes no lock; the `Fifo` value it was given
+/// (and [`Workqueue::inspect_strategy`](super::Workqueue::inspect_strategy)
+/// shows) stays empty. Used on its own, `Fifo` is a plain FIFO strategy.
 #[derive(Debug, Default)]
 pub struct Fifo {
     slots: VecDeque<u32>,
