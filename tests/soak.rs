@@ -422,7 +422,7 @@ fn fifo_workqueue_under_real_threads() {
                     );
                     seen[k].fetch_max(added[k].load(SeqCst), SeqCst);
                     taken += 1;
-                    if taken % 7 == 0 {
+                    if taken.is_multiple_of(7) {
                         thread::yield_now();
                     }
                     processing[k].store(false, SeqCst);
@@ -443,7 +443,7 @@ fn fifo_workqueue_under_real_threads() {
                     added[k].fetch_add(1, SeqCst);
                     queue.add(k as u32);
                     adds += 1;
-                    if adds % 64 == 0 {
+                    if adds.is_multiple_of(64) {
                         thread::yield_now();
                     }
                 }
