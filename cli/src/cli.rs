@@ -2,6 +2,7 @@
 
 use apf::classification::{Classifier, RequestDigest};
 use apf::config::{Config, ConfigErrors, DistinguisherMethod};
+use apf::queueset::Fairness;
 use apf::simulator::{self, Report, RunStats, Workload};
 use clap::{Args, Parser, Subcommand};
 use std::io::IsTerminal;
@@ -87,10 +88,19 @@ struct SimulateArgs {
     #[arg(long, value_name = "DURATION", value_parser = simulator::parse_duration)]
     duration: Option<Duration>,
     /// Run the workload twice, every priority level under Kubernetes'
-    /// fairness policy and then under `flow` (the apf.libapf.io/fairness
-    /// annotation), and show per flow what changes
-    #[arg(long, conflicts_with = "out")]
-    compare_fairness: bool,
+    /// fairness policy and then under POLICY (the apf.libapf.io/fairness
+    /// annotation: flow or flow-maxmin; flow when not named), and show per
+    /// flow what changes
+    #[arg(
+        long,
+        conflicts_with = "out",
+        value_name = "POLICY",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "flow",
+        value_parser = parse_fairness
+    )]
+    compare_fairness: Option<Fairness>,
 }
 
 #[derive(Args)]
@@ -390,10 +400,12 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
     text.push('\n');
     print!("{text}");
     let mut bar = Progress::new();
-    if args.compare_fairness {
+    if let Some(against) = args.compare_fairness {
         let comparison =
-            simulator::compare_fairness(&config, &workload, seed, &mut |f| bar.update(f))
-                .map_err(|e| e.to_string())?;
+            simulator::compare_fairness_with(&config, &workload, against, seed, &mut |f| {
+                bar.update(f)
+            })
+            .map_err(|e| e.to_string())?;
         bar.finish();
         print!("{}", comparison.render());
         return Ok(ExitCode::SUCCESS);
@@ -409,6 +421,16 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_VERDICT_FAILED)
+    })
+}
+
+fn parse_fairness(name: &str) -> Result<Fairness, String> {
+    Fairness::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Fairness::ALL.iter().map(|f| f.as_str()).collect();
+        format!(
+            "unknown fairness policy {name:?}: one of {}",
+            names.join(", ")
+        )
     })
 }
 

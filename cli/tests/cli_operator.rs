@@ -360,3 +360,43 @@ fn the_report_explains_lending_borrowing_and_queue_totals_where_they_occur() {
     // Levels that neither lent, borrowed nor queued get no note.
     assert!(!text.contains("note: free-tier"), "{text}");
 }
+
+#[test]
+fn compare_fairness_names_the_policy_it_compares_and_refuses_unknown_ones() {
+    let workload = format!(
+        "{}/../examples/workloads/minimal.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    for (flag, policy) in [
+        ("--compare-fairness", "flow"),
+        ("--compare-fairness=flow-maxmin", "flow-maxmin"),
+    ] {
+        let out = apf(&[
+            "simulate",
+            flag,
+            "--workload",
+            &workload,
+            "--duration",
+            "1s",
+        ]);
+        assert!(out.status.success(), "{flag}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains(&format!("avg seats k8s -> {policy} ")),
+            "{flag}: {text}"
+        );
+    }
+    let out = apf(&[
+        "simulate",
+        "--compare-fairness=fair",
+        "--workload",
+        &workload,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("unknown fairness policy \"fair\": one of kubernetes, flow, flow-maxmin"),
+        "{}",
+        stderr(&out)
+    );
+}

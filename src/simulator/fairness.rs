@@ -1,6 +1,7 @@
-//! `apf simulate --compare-fairness`: one workload under Kubernetes'
-//! fairness policy and under `flow`, flow by flow, so an operator can see
-//! what switching a level would change before doing it.
+//! `apf simulate --compare-fairness[=POLICY]`: one workload under
+//! Kubernetes' fairness policy and under another (`flow` unless named),
+//! flow by flow, so an operator can see what switching a level would
+//! change before doing it.
 
 use super::engine::{run, SimulationError};
 use super::report::{wait, Report};
@@ -29,7 +30,7 @@ pub struct FairnessRow {
     /// Where it was classified (under Kubernetes' policy).
     pub level: String,
     /// Average seats held (seat-seconds over the simulated time), under
-    /// Kubernetes' policy and under `flow`.
+    /// Kubernetes' policy and under the other.
     pub seats: [f64; 2],
     /// Dispatched over demand, under each policy.
     pub served: [f64; 2],
@@ -40,6 +41,8 @@ pub struct FairnessRow {
 /// The workload's flows under both policies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FairnessComparison {
+    /// The policy compared with Kubernetes'.
+    pub against: Fairness,
     /// One row per flow of the workload, in its order.
     pub rows: Vec<FairnessRow>,
     /// The full reports, Kubernetes' policy first.
@@ -54,11 +57,20 @@ pub fn compare_fairness(
     seed: u64,
     progress: &mut dyn FnMut(f64),
 ) -> Result<FairnessComparison, SimulationError> {
+    compare_fairness_with(config, workload, Fairness::Flow, seed, progress)
+}
+
+/// Run `workload` against `config` with every level under Kubernetes'
+/// policy, then under `against`, with the same seed.
+pub fn compare_fairness_with(
+    config: &Config,
+    workload: &Workload,
+    against: Fairness,
+    seed: u64,
+    progress: &mut dyn FnMut(f64),
+) -> Result<FairnessComparison, SimulationError> {
     let mut reports = Vec::with_capacity(2);
-    for (i, fairness) in [Fairness::Kubernetes, Fairness::Flow]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, fairness) in [Fairness::Kubernetes, against].into_iter().enumerate() {
         let (report, _) = run(&with_fairness(config, fairness), workload, seed, &mut |f| {
             progress((i as f64 + f) / 2.0)
         })?;
@@ -82,6 +94,7 @@ pub fn compare_fairness(
         })
         .collect();
     Ok(FairnessComparison {
+        against,
         rows,
         reports: [kube, flow_report],
     })
@@ -91,9 +104,15 @@ impl FairnessComparison {
     /// A table: per flow, its average seats, served fraction and p99 wait
     /// under each policy.
     pub fn render(&self) -> String {
-        let mut out = String::from(
+        let to = self.against.as_str();
+        let mut out = format!(
             "fairness comparison (every level under each policy; same seed):\n\
-             flow                     level                  avg seats k8s -> flow      served k8s -> flow   p99 wait k8s -> flow\n",
+             {:<24} {:<22} {:<26} {:<20} {}\n",
+            "flow",
+            "level",
+            format!("avg seats k8s -> {to}"),
+            format!("served k8s -> {to}"),
+            format!("p99 wait k8s -> {to}"),
         );
         for r in &self.rows {
             let change = if r.seats[0] > 0.0 {

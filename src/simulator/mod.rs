@@ -47,7 +47,9 @@ mod svg;
 mod workload;
 
 pub use engine::{run, RunStats, SimulationError};
-pub use fairness::{compare_fairness, with_fairness, FairnessComparison, FairnessRow};
+pub use fairness::{
+    compare_fairness, compare_fairness_with, with_fairness, FairnessComparison, FairnessRow,
+};
 pub use histogram::Histogram;
 pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
 // Number and duration formatting the apf-cli crate shares with the report
