@@ -105,14 +105,15 @@ impl FairnessComparison {
     /// under each policy.
     pub fn render(&self) -> String {
         let to = self.against.as_str();
-        let mut out = format!(
-            "fairness comparison (every level under each policy; same seed):\n\
-             {:<24} {:<22} {:<26} {:<20} {}\n",
-            "flow",
-            "level",
+        let (seats_head, served_head, wait_head) = (
             format!("avg seats k8s -> {to}"),
             format!("served k8s -> {to}"),
             format!("p99 wait k8s -> {to}"),
+        );
+        let mut out = format!(
+            "fairness comparison (every level under each policy; same seed):\n\
+             {:<24} {:<22} {seats_head:<26} {served_head:<20} {wait_head}\n",
+            "flow", "level",
         );
         for r in &self.rows {
             let change = if r.seats[0] > 0.0 {
