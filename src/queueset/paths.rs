@@ -1,18 +1,20 @@
 //! The hot path and the slow path of one level: the shared state both
-//! work on (the admission word, the event ring, the level lock) and every
-//! operation on it. The protocol between them is documented at
-//! [`AdmissionWord`](super::admission::AdmissionWord).
+//! work on (the admission word, the sharded event rings, the level lock) and
+//! every operation on it. The protocol between them is documented at
+//! [`AdmissionWord`](super::admission::AdmissionWord), the rings' at
+//! [`shards`](super::shards).
 
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
+use super::shards::{next_in_order, Shards};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
-use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, ArcCell, AtomicBool, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
-use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
 use std::time::Duration;
 
 // ----- the event ring --------------------------------------------------------
@@ -66,20 +68,28 @@ pub(super) enum Record {
     },
 }
 
-// Two under loom, so a model with a few hot-path events fills the ring and
-// exercises the full-ring fallback (tests/loom_configs.rs).
-pub(super) const RING_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
+impl Record {
+    /// The drain's merge order (see [`shards`](super::shards)): the
+    /// record's time, then finishes before starts.
+    #[inline]
+    pub(super) fn order_key(&self) -> (Instant, bool) {
+        match *self {
+            Record::Start { at, .. } | Record::StartFlow { at, .. } => (at, true),
+            Record::Finish { at, .. } | Record::FinishFlow { at, .. } => (at, false),
+        }
+    }
+}
 
 // A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
 const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
-    pub(super) enqueues: CachePadded<AtomicU64>,
+    /// The per-thread event rings and deal counters.
+    pub(super) shards: Shards,
     /// The current dealer and fairness policy, read by the hot path
     /// without the lock; replaced under the lock on reconfiguration.
     pub(super) routing: ArcCell<Routing>,
-    pub(super) ring: EventRing<Record>,
     pub(super) locked: Mutex<Locked>,
     /// Set when a panic left the locked state half-updated (see the module
     /// documentation): the level then rejects every new request.
@@ -98,19 +108,22 @@ pub(super) struct Locked {
     pub(super) core: Core,
     pub(super) timer: Option<Timer>,
     pub(super) next_seq: u64,
+    /// The drain's per-shard buffers, kept between drains so a drain does
+    /// not allocate.
+    pub(super) replay_buffers: Vec<VecDeque<Record>>,
 }
 
 impl Shared {
     /// The hot path: take seats with one CAS if nothing waits and they fit.
     /// Returns the request's queue ([`FLOW_QUEUE`] under the flow policy:
-    /// chosen at replay), its flow under the flow policy, and its start
-    /// time.
+    /// chosen at replay), its flow under the flow policy, its start time
+    /// and the shard whose ring holds its start record.
     #[inline]
     pub(super) fn try_fast_start(
         &self,
         request: &Request,
         tag: u32,
-    ) -> Option<(u32, Option<u64>, Instant)> {
+    ) -> Option<(u32, Option<u64>, Instant, u32)> {
         let estimate = request.estimate;
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
@@ -118,32 +131,39 @@ impl Shared {
         if !self.word.try_take_fast(estimate.max_seats()) {
             return None;
         }
-        let queue = self.deal_queue(request.flow_hash);
+        let (shard_index, shard) = self.shards.mine();
+        let queue = self.deal_queue(request.flow_hash, &shard.enqueues);
         let at = self.clock.now();
         if queue == FLOW_QUEUE {
             // Whole nanoseconds, saturated (584 years): computed only under
             // the flow policy, so Kubernetes' hot path pays nothing for it.
             let latency_nanos = duration_nanos(estimate.additional_latency);
-            self.record(Record::StartFlow {
-                flow_hash: request.flow_hash,
+            self.record(
+                shard_index,
+                Record::StartFlow {
+                    flow_hash: request.flow_hash,
+                    tag,
+                    initial_seats: estimate.initial_seats,
+                    final_seats: estimate.final_seats,
+                    latency_nanos,
+                    at,
+                },
+            );
+            return Some((queue, Some(request.flow_hash), at, shard_index));
+        }
+        self.record(
+            shard_index,
+            Record::Start {
+                queue,
                 tag,
                 initial_seats: estimate.initial_seats,
                 final_seats: estimate.final_seats,
-                latency_nanos,
+                latency_secs: estimate.additional_latency.as_secs(),
+                latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
                 at,
-            });
-            return Some((queue, Some(request.flow_hash), at));
-        }
-        self.record(Record::Start {
-            queue,
-            tag,
-            initial_seats: estimate.initial_seats,
-            final_seats: estimate.final_seats,
-            latency_secs: estimate.additional_latency.as_secs(),
-            latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
-            at,
-        });
-        Some((queue, None, at))
+            },
+        );
+        Some((queue, None, at, shard_index))
     }
 
     /// The queue Kubernetes picks when no queue has waiting work: the card
@@ -151,22 +171,22 @@ impl Shared {
     /// [`FLOW_QUEUE`]: with nothing waiting the choice only matters for
     /// accounting, so the replay makes it under the lock (flow table).
     #[inline]
-    pub(super) fn deal_queue(&self, flow_hash: u64) -> u32 {
+    pub(super) fn deal_queue(&self, flow_hash: u64, enqueues: &crate::sync::AtomicU64) -> u32 {
         self.routing.with(|routing| match &routing.dealer {
             None => NO_QUEUE,
             Some(_) if routing.fairness == Fairness::Flow => FLOW_QUEUE,
             Some(dealer) => {
-                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+                let n = enqueues.fetch_add(1, Ordering::Relaxed);
                 dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
             }
         })
     }
 
-    /// Push a hot-path record; if the ring is full, replay it (and this
-    /// record) under the lock instead.
+    /// Push a hot-path record to shard `shard`'s ring; if the ring is full,
+    /// replay the rings (and this record) under the lock instead.
     #[inline]
-    pub(super) fn record(&self, record: Record) {
-        if let Err(record) = self.ring.push(record) {
+    pub(super) fn record(&self, shard: u32, record: Record) {
+        if let Err(record) = self.shards.get(shard).ring.push(record) {
             let mut st = self.lock_and_drain();
             Self::replay(&mut st.core, record);
         }
@@ -224,28 +244,30 @@ impl Shared {
     pub(super) fn lock_and_drain(&self) -> MutexGuard<'_, Locked> {
         let mut st = self.lock();
         if self.is_failed() {
-            while self.ring.pop().is_some() {}
+            self.shards.discard();
         } else {
-            self.drain(&mut st.core);
+            let Locked {
+                core,
+                replay_buffers,
+                ..
+            } = &mut *st;
+            self.drain(core, replay_buffers);
         }
         st
     }
 
-    /// Replay the records that were in the ring when the drain began.
+    /// Replay the records that were in the rings when the drain looked at
+    /// them, merged in time order (see [`shards`](super::shards)).
     /// Bounded by that count, so producers that keep pushing cannot keep
     /// the lock holder replaying forever; what they push meanwhile is
     /// replayed by the next holder (every record is replayed before the
     /// core decides anything that depends on it, since the decision's own
     /// caller drained first, and later records belong to later events).
-    pub(super) fn drain(&self, core: &mut Core) {
-        let mut budget = self.ring.len();
-        let mut next = || {
-            if budget == 0 {
-                return None;
-            }
-            budget -= 1;
-            self.ring.pop()
-        };
+    pub(super) fn drain(&self, core: &mut Core, buffers: &mut Vec<VecDeque<Record>>) {
+        if self.shards.take(buffers) == 0 {
+            return;
+        }
+        let mut next = || next_in_order(buffers);
         let Some(first) = next() else { return };
         // Feed the demand observer under one lock for the whole batch.
         let Some(observer) = core.take_demand_observer() else {
@@ -345,6 +367,7 @@ impl Shared {
             st.core.replay_start(NO_QUEUE, tag, estimate, now);
             st.core.observe_demand();
             return RawAdmission::Execute(Execution {
+                shard: super::shards::ANY_SHARD,
                 queue: NO_QUEUE,
                 flow: None,
                 tag,
@@ -356,7 +379,7 @@ impl Shared {
         let mut held = 0;
         let (q, flow) = match st.core.cfg.fairness {
             Fairness::Kubernetes => {
-                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+                let n = self.shards.next_enqueue();
                 (st.core.choose_queue(&dealer, request.flow_hash, n), None)
             }
             Fairness::Flow => {
@@ -447,6 +470,7 @@ impl Shared {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn finish(
         &self,
+        shard: u32,
         queue: u32,
         flow: Option<u64>,
         tag: u32,
@@ -477,7 +501,8 @@ impl Shared {
                     at: end,
                 },
             };
-            if self.ring.push(record).is_ok() {
+            let ring = &self.shards.for_finish(shard).ring;
+            if ring.push(record).is_ok() {
                 // The record is in the ring before the seats are free, so a
                 // start that takes these seats is recorded after this finish
                 // (see the admission word's protocol).
