@@ -7,7 +7,7 @@
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
-use super::shards::{next_in_order, Shards};
+use super::shards::{next_in_order, Busy, Shards};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{duration_nanos, Clock, Instant, Timer};
@@ -264,12 +264,31 @@ impl Shared {
     /// core decides anything that depends on it, since the decision's own
     /// caller drained first, and later records belong to later events).
     pub(super) fn drain(&self, core: &mut Core, buffers: &mut Vec<VecDeque<Record>>) {
-        if self.shards.take(buffers) == 0 {
-            return;
+        match self.shards.busy() {
+            Busy::None => {}
+            // The common case (one thread, or threads that took turns):
+            // replay straight from the ring, without the merge's copies.
+            Busy::One(ring) => {
+                let mut budget = ring.len();
+                Self::replay_all(core, || {
+                    if budget == 0 {
+                        return None;
+                    }
+                    budget -= 1;
+                    ring.pop()
+                })
+            }
+            Busy::Several => {
+                self.shards.take(buffers);
+                Self::replay_all(core, || next_in_order(buffers))
+            }
         }
-        let mut next = || next_in_order(buffers);
+    }
+
+    /// Apply the records `next` yields, feeding the demand observer under
+    /// one lock for the whole batch.
+    fn replay_all(core: &mut Core, mut next: impl FnMut() -> Option<Record>) {
         let Some(first) = next() else { return };
-        // Feed the demand observer under one lock for the whole batch.
         let Some(observer) = core.take_demand_observer() else {
             Self::apply(core, first);
             while let Some(record) = next() {

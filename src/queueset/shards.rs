@@ -94,19 +94,28 @@ pub(super) struct Shard {
     pub(super) enqueues: AtomicU64,
 }
 
+/// What [`Shards::busy`] found.
+pub(super) enum Busy<'a> {
+    None,
+    One(&'a EventRing<Record>),
+    Several,
+}
+
 /// A level's shards, each on its own cache lines.
 pub(super) struct Shards(Box<[CachePadded<Shard>]>);
 
 impl Shards {
-    /// One shard per CPU, at most [`MAX_SHARDS`]; two under loom and
-    /// shuttle, so their models race two rings.
+    /// One shard per CPU, rounded down to a power of two (so picking a
+    /// thread's shard is a mask, not a division), at most [`MAX_SHARDS`];
+    /// two under loom and shuttle, so their models race two rings.
     pub(super) fn new() -> Shards {
         let n = if cfg!(any(loom, shuttle)) {
             2
         } else {
-            std::thread::available_parallelism()
+            let cpus = std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
-                .clamp(1, MAX_SHARDS)
+                .clamp(1, MAX_SHARDS);
+            1 << cpus.ilog2()
         };
         Shards(
             (0..n)
@@ -123,7 +132,8 @@ impl Shards {
     /// The calling thread's shard and its index.
     #[inline]
     pub(super) fn mine(&self) -> (u32, &Shard) {
-        let i = thread_index() % self.0.len();
+        // A power of two (see `new`).
+        let i = thread_index() & (self.0.len() - 1);
         (i as u32, &self.0[i])
     }
 
@@ -131,7 +141,7 @@ impl Shards {
     /// request's start).
     #[inline]
     pub(super) fn get(&self, i: u32) -> &Shard {
-        &self.0[i as usize % self.0.len()]
+        &self.0[i as usize]
     }
 
     /// Where a request's finish record goes: the shard of its start record
@@ -150,6 +160,23 @@ impl Shards {
     #[inline]
     pub(super) fn next_enqueue(&self) -> u64 {
         self.mine().1.enqueues.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Which rings hold records now: the drain replays a sole busy ring
+    /// in place and merges only when several are (a snapshot: a ring found
+    /// empty may be pushed to meanwhile; that record is a later event, for
+    /// the next drain, as in invariant 2).
+    pub(super) fn busy(&self) -> Busy<'_> {
+        let mut found = None;
+        for shard in self.0.iter() {
+            if !shard.ring.is_empty() {
+                if found.is_some() {
+                    return Busy::Several;
+                }
+                found = Some(&shard.ring);
+            }
+        }
+        found.map_or(Busy::None, Busy::One)
     }
 
     /// Empty every ring without replaying (a failed level).
