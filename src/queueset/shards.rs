@@ -47,13 +47,20 @@
 //!   so records of the same instant give the same R whatever their order,
 //!   and records in time order give exactly the R of the sequential history.
 //!
-//! The only way the merged order differs from the order the events
-//! happened in is a record whose time was read before, and pushed after,
-//! another shard's drain: it is replayed one drain later, at its own time,
-//! which `sync` treats as "no time passed" — exactly what one ring does
-//! today with a thread preempted between its clock read and its push. The
-//! differential tests (one thread, one shard) see the very same sequence as
-//! before.
+//! The merged order can differ from the order the events happened in only
+//! by a record the drain did not see yet: it pushed to a ring after the
+//! drain had counted that ring's records. It is replayed by the next drain,
+//! at its own time, which `sync` treats as "no time passed since the last
+//! replayed record" — what one ring did too, for a thread preempted between
+//! its clock read and its push. One case is new with several rings: the
+//! drain counts ring 0, a finish is pushed to ring 0 and gives its seat
+//! back, a start takes that seat and is pushed to ring 1, the drain counts
+//! ring 1. Until the next drain the core then counts one request more than
+//! the word holds. No admission depends on it (only the word decides
+//! seats); the level's R and utilization are integrated with that extra
+//! seat from the start's time until the next drain — a window of one drain,
+//! as for the late record above. The differential tests (one thread, one
+//! shard) see the very same sequence as before.
 //!
 //! # Memory orderings
 //! Nothing new: a ring's push/pop pair orders a record's contents (crossbeam
