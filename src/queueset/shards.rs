@@ -41,7 +41,8 @@
 //!   gave the seats back (`Release`); the starter took them (`Acquire`) and
 //!   then read its clock, so the finish's time is at most the start's (the
 //!   clock is monotonic across threads) and the tie-break puts the finish
-//!   first. So the replay never counts more seats in use than the word held;
+//!   first. So when both records are in one drain, the replay never counts
+//!   more seats in use than the word held (but see below);
 //! - the core integrates R and the utilization between successive record
 //!   times, and ignores a time earlier than one already seen (`Core::sync`),
 //!   so records of the same instant give the same R whatever their order,
