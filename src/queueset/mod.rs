@@ -91,8 +91,9 @@ use self::shards::{Shards, ANY_SHARD};
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
 use crate::clock::{Clock, Instant};
-use crate::sync::{Arc, ArcCell, AtomicBool, Mutex};
+use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex};
 use crate::work_estimate::WorkEstimate;
+use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::task::Waker;
 
@@ -232,6 +233,7 @@ impl QueueSet {
         };
         let shared = Arc::new(Shared {
             word: AdmissionWord::new(limit),
+            enqueues: CachePadded::new(AtomicU64::new(0)),
             shards: Shards::new(),
             routing: ArcCell::new(Arc::new(Routing {
                 dealer,

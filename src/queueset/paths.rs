@@ -12,8 +12,9 @@ use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
-use crate::sync::{Arc, ArcCell, AtomicBool, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
+use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -85,7 +86,12 @@ const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
-    /// The per-thread event rings and deal counters.
+    /// Kubernetes' `enqueues`: the rotating offset into a flow's hand.
+    /// Level-wide, not per shard: the slow path's choices, made in the
+    /// lock's order, must follow Kubernetes' one sequence
+    /// (tests/shuttle_queueset.rs compares them with the reference model).
+    pub(super) enqueues: CachePadded<AtomicU64>,
+    /// The per-thread event rings.
     pub(super) shards: Shards,
     /// The current dealer and fairness policy, read by the hot path
     /// without the lock; replaced under the lock on reconfiguration.
@@ -131,8 +137,8 @@ impl Shared {
         if !self.word.try_take_fast(estimate.max_seats()) {
             return None;
         }
-        let (shard_index, shard) = self.shards.mine();
-        let queue = self.deal_queue(request.flow_hash, &shard.enqueues);
+        let (shard_index, _) = self.shards.mine();
+        let queue = self.deal_queue(request.flow_hash);
         let at = self.clock.now();
         if queue == FLOW_QUEUE {
             // Whole nanoseconds, saturated (584 years): computed only under
@@ -171,12 +177,12 @@ impl Shared {
     /// [`FLOW_QUEUE`]: with nothing waiting the choice only matters for
     /// accounting, so the replay makes it under the lock (flow table).
     #[inline]
-    pub(super) fn deal_queue(&self, flow_hash: u64, enqueues: &crate::sync::AtomicU64) -> u32 {
+    pub(super) fn deal_queue(&self, flow_hash: u64) -> u32 {
         self.routing.with(|routing| match &routing.dealer {
             None => NO_QUEUE,
             Some(_) if routing.fairness == Fairness::Flow => FLOW_QUEUE,
             Some(dealer) => {
-                let n = enqueues.fetch_add(1, Ordering::Relaxed);
+                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
                 dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
             }
         })
@@ -398,7 +404,7 @@ impl Shared {
         let mut held = 0;
         let (q, flow) = match st.core.cfg.fairness {
             Fairness::Kubernetes => {
-                let n = self.shards.next_enqueue();
+                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
                 (st.core.choose_queue(&dealer, request.flow_hash, n), None)
             }
             Fairness::Flow => {

@@ -1,19 +1,22 @@
-//! A level's hot-path state, sharded by thread: each shard has its own
-//! event ring and its own deal counter, so two threads admitting on the same
-//! level write different cache lines for everything but the admission word.
+//! A level's event rings, sharded by thread: each shard has its own ring,
+//! so two threads admitting on the same level write different cache lines
+//! for everything but the admission word and the deal counter.
 //!
 //! # What a shard holds
 //! - `ring`: the hot-path records (starts and finishes) of the requests that
 //!   *started* on this shard. A request's finish goes to the ring of its
 //!   start (the [`Execution`](super::Execution) remembers the shard), never
 //!   to the finishing thread's, so a request's two records are in one FIFO.
-//! - `enqueues`: how many queue choices the threads of this shard made (the
-//!   rotating offset into the flow's hand, Kubernetes' `enqueues` counter;
-//!   the slow path counts on the calling thread's shard too).
+//!
+//! The deal counter (Kubernetes' `enqueues`, the rotating offset into a
+//! flow's hand) stays level-wide: the slow path's choices, made in the
+//! lock's order, must follow Kubernetes' one sequence, and hot-path and
+//! slow-path choices share it (a per-shard counter was tried and broke
+//! tests/shuttle_queueset.rs's comparison with the reference model).
 //!
 //! A thread uses shard `thread_index() % shards` for every start; with one
 //! thread (every single-threaded test, the reference-model differential
-//! tests) the level behaves exactly as with one ring and one counter.
+//! tests) the level behaves exactly as with one ring.
 //!
 //! # Invariants
 //! 1. **A request's start record is replayed before its finish record.**
@@ -67,18 +70,16 @@
 //! Nothing new: a ring's push/pop pair orders a record's contents (crossbeam
 //! `ArrayQueue`, or a mutex under loom and shuttle); the level lock orders
 //! the drains; a finish is pushed before the seats go back to the word
-//! (`Release`), as the admission word's protocol requires. The deal counter
-//! is `Relaxed`: any value is a correct choice (it only rotates ties between
-//! equally empty queues).
+//! (`Release`), as the admission word's protocol requires.
 //!
 //! # Not sharded (yet): the admission word
 //! Every start and finish still does one read-modify-write on the level's
-//! admission word. docs/scaling.md designs the next step (per-shard seat
+//! admission word (and a hot start one on the deal counter). docs/scaling.md designs the next step (per-shard seat
 //! budgets drawn from the word in batches) and what each step predicts on
 //! many cores.
 
 use super::paths::Record;
-use crate::sync::{thread_index, AtomicU64, EventRing, Ordering};
+use crate::sync::{thread_index, EventRing};
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
 
@@ -99,7 +100,6 @@ pub(super) const ANY_SHARD: u32 = u32::MAX;
 /// One shard (see the module documentation).
 pub(super) struct Shard {
     pub(super) ring: EventRing<Record>,
-    pub(super) enqueues: AtomicU64,
 }
 
 /// What [`Shards::busy`] found.
@@ -130,7 +130,6 @@ impl Shards {
                 .map(|_| {
                     CachePadded::new(Shard {
                         ring: EventRing::new(RING_CAPACITY),
-                        enqueues: AtomicU64::new(0),
                     })
                 })
                 .collect(),
@@ -162,12 +161,6 @@ impl Shards {
         } else {
             self.get(i)
         }
-    }
-
-    /// The next deal number of the calling thread's shard.
-    #[inline]
-    pub(super) fn next_enqueue(&self) -> u64 {
-        self.mine().1.enqueues.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Which rings hold records now: the drain replays a sole busy ring
