@@ -1,6 +1,7 @@
 //! start+finish through the C ABI beside the same through the Rust API, on
 //! the built-in configuration (issue 4's goal: the C figure within 2x of
-//! the Rust one). Calling the `extern "C"` functions from Rust costs what
+//! the Rust one), and the same through `apf_start_request_ids` (names as
+//! ids, what the Go binding calls). Calling the `extern "C"` functions from Rust costs what
 //! calling them from C does; bindings/c/bench_apf.c measures from C too.
 use apf::classification::RequestDigest;
 use apf::clock::Clock;
@@ -104,6 +105,25 @@ fn bench(c: &mut Criterion) {
             let dec = unsafe { out.assume_init() };
             // SAFETY: live dispatcher.
             let st = unsafe { apf_finish(d, dec.request, 0) };
+            debug_assert_eq!(st, apf_status::APF_OK);
+        })
+    });
+    g.bench_function("c_abi_ids", |b| {
+        b.iter(|| {
+            let mut out = apf_decision_ids {
+                struct_size: std::mem::size_of::<apf_decision_ids>(),
+                outcome: 0,
+                reject_reason: 0,
+                request: 0,
+                flow_schema_id: 0,
+                priority_level_id: 0,
+            };
+            // SAFETY: live dispatcher; digest strings and groups outlive
+            // the call; writable out with its struct_size set.
+            let st = unsafe { apf_start_request_ids(d, black_box(&c_digest), &est, 0, &mut out) };
+            debug_assert_eq!(st, apf_status::APF_OK);
+            // SAFETY: live dispatcher.
+            let st = unsafe { apf_finish(d, out.request, 0) };
             debug_assert_eq!(st, apf_status::APF_OK);
         })
     });

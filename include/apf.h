@@ -388,6 +388,88 @@ typedef struct apf_request_info {
   struct apf_str path;
 } apf_request_info;
 
+// What classification looks at. Strings are `(ptr, len)` pairs, not
+// necessarily NUL-terminated, valid UTF-8; `(NULL, 0)` is the empty string
+// (meaning "none"). libapf does not keep any pointer after the call.
+typedef struct apf_request_digest {
+  // Authenticated user name (`system:serviceaccount:NS:NAME` for a
+  // service account).
+  const char *user;
+  // The length of `user` in bytes.
+  size_t user_len;
+  // Kubernetes verb (`get`, `list`, `create`, ...; for a non-resource
+  // request the lower-case HTTP method).
+  const char *verb;
+  // The length of `verb` in bytes.
+  size_t verb_len;
+  // API group, empty for the core group.
+  const char *api_group;
+  // The length of `api_group` in bytes.
+  size_t api_group_len;
+  // Resource (`pods`, `configmaps`, ...), empty for a non-resource request.
+  const char *resource;
+  // The length of `resource` in bytes.
+  size_t resource_len;
+  // Subresource (`status`, `log`, ...), empty for none.
+  const char *subresource;
+  // The length of `subresource` in bytes.
+  size_t subresource_len;
+  // Namespace, empty for cluster-scoped requests. (Named `namespace_`
+  // because `namespace` is a C++ keyword.)
+  const char *namespace_;
+  // The length of `namespace_` in bytes.
+  size_t namespace_len;
+  // Object name.
+  const char *name;
+  // The length of `name` in bytes.
+  size_t name_len;
+  // URL path (what non-resource rules match).
+  const char *path;
+  // The length of `path` in bytes.
+  size_t path_len;
+  // The user's groups: `n_groups` strings (NULL when `n_groups` is 0).
+  const struct apf_str *groups;
+  // How many groups `groups` points to.
+  size_t n_groups;
+  // A resource request (true) or a non-resource URL (false).
+  bool is_resource_request;
+} apf_request_digest;
+
+// Seats a request occupies: `initial_seats` while it executes, then
+// `final_seats` for `additional_latency_nanos` after it finishes (0 for
+// none). Seats of 0 count as 1; seats above a level's limit are capped.
+typedef struct apf_work_estimate {
+  // Seats occupied while the request executes.
+  uint32_t initial_seats;
+  // Seats still occupied after it finished, for the additional latency.
+  uint32_t final_seats;
+  // How long `final_seats` stay occupied after the request finished.
+  uint64_t additional_latency_nanos;
+} apf_work_estimate;
+
+// The decision on a started request, with ids instead of names
+// (`apf_start_request_ids`). Set `struct_size` to
+// `sizeof(apf_decision_ids)` before the call: it lets later versions add
+// fields at the end (this library writes the fields it knows and zeroes
+// the rest of a larger struct).
+typedef struct apf_decision_ids {
+  // `sizeof(apf_decision_ids)` as the caller's header knows it; set by
+  // the caller.
+  size_t struct_size;
+  // An `apf_outcome`.
+  uint32_t outcome;
+  // An `apf_reject_reason`.
+  uint32_t reject_reason;
+  // The request's handle, as in `apf_decision`.
+  uint64_t request;
+  // The id of the flow schema's name and UID (`apf_dispatcher_name`).
+  // Never 0 unless the dispatcher has given out 2^20 - 1 distinct ids
+  // (name, UID pairs over its life), which no real configuration does.
+  uint32_t flow_schema_id;
+  // The id of the priority level's name and UID.
+  uint32_t priority_level_id;
+} apf_decision_ids;
+
 // One constant label: its name (letters, digits and `_`, not starting
 // with a digit or `__`, and none of the labels the metrics use) and its
 // value (any UTF-8).
@@ -445,18 +527,6 @@ typedef struct apf_queueset_config {
   uint32_t fairness;
 } apf_queueset_config;
 
-// Seats a request occupies: `initial_seats` while it executes, then
-// `final_seats` for `additional_latency_nanos` after it finishes (0 for
-// none). Seats of 0 count as 1; seats above a level's limit are capped.
-typedef struct apf_work_estimate {
-  // Seats occupied while the request executes.
-  uint32_t initial_seats;
-  // Seats still occupied after it finished, for the additional latency.
-  uint32_t final_seats;
-  // How long `final_seats` stay occupied after the request finished.
-  uint64_t additional_latency_nanos;
-} apf_work_estimate;
-
 // The decision on a request started at a queueset.
 typedef struct apf_queueset_decision {
   // An `apf_outcome`.
@@ -506,53 +576,6 @@ typedef struct apf_queueset_stats {
   // Requests rejected because no seat was free and nothing may queue.
   uint64_t rejected_concurrency_limit;
 } apf_queueset_stats;
-
-// What classification looks at. Strings are `(ptr, len)` pairs, not
-// necessarily NUL-terminated, valid UTF-8; `(NULL, 0)` is the empty string
-// (meaning "none"). libapf does not keep any pointer after the call.
-typedef struct apf_request_digest {
-  // Authenticated user name (`system:serviceaccount:NS:NAME` for a
-  // service account).
-  const char *user;
-  // The length of `user` in bytes.
-  size_t user_len;
-  // Kubernetes verb (`get`, `list`, `create`, ...; for a non-resource
-  // request the lower-case HTTP method).
-  const char *verb;
-  // The length of `verb` in bytes.
-  size_t verb_len;
-  // API group, empty for the core group.
-  const char *api_group;
-  // The length of `api_group` in bytes.
-  size_t api_group_len;
-  // Resource (`pods`, `configmaps`, ...), empty for a non-resource request.
-  const char *resource;
-  // The length of `resource` in bytes.
-  size_t resource_len;
-  // Subresource (`status`, `log`, ...), empty for none.
-  const char *subresource;
-  // The length of `subresource` in bytes.
-  size_t subresource_len;
-  // Namespace, empty for cluster-scoped requests. (Named `namespace_`
-  // because `namespace` is a C++ keyword.)
-  const char *namespace_;
-  // The length of `namespace_` in bytes.
-  size_t namespace_len;
-  // Object name.
-  const char *name;
-  // The length of `name` in bytes.
-  size_t name_len;
-  // URL path (what non-resource rules match).
-  const char *path;
-  // The length of `path` in bytes.
-  size_t path_len;
-  // The user's groups: `n_groups` strings (NULL when `n_groups` is 0).
-  const struct apf_str *groups;
-  // How many groups `groups` points to.
-  size_t n_groups;
-  // A resource request (true) or a non-resource URL (false).
-  bool is_resource_request;
-} apf_request_digest;
 
 // The decision on a started request.
 typedef struct apf_decision {
@@ -851,6 +874,33 @@ apf_status apf_dispatcher_observe(const struct apf_dispatcher *dispatcher, const
 // The strings readable for their lengths (or NULL with length 0); `out`
 // NULL or writable.
 apf_status apf_request_info_parse(const char *method, size_t method_len, const char *path, size_t path_len, const char *watch, size_t watch_len, struct apf_request_info *out);
+
+// Classify a request and decide on it, as `apf_start_request`, giving
+// the flow schema and priority level as ids: numbers that stay the same
+// for the same (name, UID) pair for the dispatcher's life, across
+// reconfigurations, and are never reused, so a binding may cache
+// `apf_dispatcher_name`'s answer for an id forever.
+//
+// `out->struct_size` must be at least the size of the first version of
+// `apf_decision_ids` (`APF_ERR_INVALID_PARAMETER` otherwise, with nothing
+// started). Errors are those of `apf_start_request`; `*out` is written
+// only on `APF_OK`.
+//
+// # Safety
+// `dispatcher` NULL or live; `digest` NULL or readable, its strings
+// readable for their lengths; `estimate` NULL or readable; `out` NULL or
+// readable and writable for `out->struct_size` bytes.
+apf_status apf_start_request_ids(struct apf_dispatcher *dispatcher, const struct apf_request_digest *digest, const struct apf_work_estimate *estimate, uint64_t deadline_nanos, struct apf_decision_ids *out);
+
+// The name and UID (empty when the configuration gave none) behind an id
+// of `apf_decision_ids`. Both are owned by the dispatcher, NUL-terminated
+// and valid until `apf_dispatcher_free`, like `apf_decision`'s. An id this
+// dispatcher did not give out (0, another dispatcher's, made up) is
+// `APF_ERR_INVALID_PARAMETER`.
+//
+// # Safety
+// `dispatcher` NULL or live; `out_name`, `out_uid` NULL or writable.
+apf_status apf_dispatcher_name(struct apf_dispatcher *dispatcher, uint32_t id, struct apf_str *out_name, struct apf_str *out_uid);
 
 // Fill `*out` with the default metrics options: no prefix, no labels.
 //

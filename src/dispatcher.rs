@@ -18,6 +18,7 @@ use crate::config::{
 };
 use crate::cost::{CostEstimator, CostKey};
 use crate::level::{Learn, Level, LevelOutcome, RequestGuard, RequestTicket, Schema, WaitingNote};
+use crate::queueset::read_write::{tag_for_verb, ReadWriteHandle};
 use crate::queueset::{QueueSetConfig, RejectReason};
 use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::{level_max_seats, WorkEstimate};
@@ -148,6 +149,9 @@ pub struct Dispatcher {
     costs: Arc<CostEstimator>,
     /// Rejections per level, behind `Retry-After` ([`crate::rejection`]).
     pub(crate) drops: crate::retry_after::DroppedRequests,
+    /// Every level's requests waiting and executing, by kind, over time
+    /// (`read_vs_write_current_requests`; see `queueset::read_write`).
+    pub(crate) read_write: ReadWriteHandle,
 }
 
 impl fmt::Debug for Dispatcher {
@@ -194,6 +198,10 @@ impl Dispatcher {
         });
         let levels = build_levels(&valid, &[], &adjuster.current_cls(), &options, &clock);
         attach_demand(&adjuster, &levels);
+        let read_write = ReadWriteHandle::new(clock.now());
+        levels
+            .iter()
+            .for_each(|l| l.set_read_write_observer(Some(read_write.clone())));
         *lock(&table) = levels.clone();
         let mut schema_ids = SchemaIds::default();
         let snapshot = Snapshot::new(valid, levels, &mut schema_ids);
@@ -209,6 +217,7 @@ impl Dispatcher {
             retired: Mutex::new(Vec::new()),
             costs: Arc::new(CostEstimator::default()),
             drops: crate::retry_after::DroppedRequests::new(clock.clone()),
+            read_write,
         })
     }
 
@@ -240,10 +249,12 @@ impl Dispatcher {
                 c.flow_distinguisher,
             )
         });
-        // The levels tally the request by schema id (see `level`).
+        // The levels tally the request by schema id (see `level`); the
+        // top bit of the tag says whether it is read-only.
         let note = || WaitingNote::new(distinguisher, digest);
         let (estimate, learn) = self.learned(&schema, digest, estimate);
-        let admitted = Level::admit(&level, &schema, flow_hash, estimate, deadline, note);
+        let tag = tag_for_verb(schema.id, digest.verb);
+        let admitted = Level::admit(&level, tag, flow_hash, estimate, deadline, note);
         let outcome = match admitted.learning(learn) {
             LevelOutcome::Execute(guard) => Outcome::Execute(guard),
             LevelOutcome::Queued(ticket) => Outcome::Queued(ticket),
@@ -311,6 +322,10 @@ impl Dispatcher {
             })?;
         let (levels, table) = built.expect("publish runs on success");
         attach_demand(&self.adjuster, &table);
+        // New levels report too; kept ones already do (same handle).
+        table
+            .iter()
+            .for_each(|l| l.set_read_write_observer(Some(self.read_write.clone())));
         *lock(&self.retired) = quiescing;
         let snapshot = Snapshot::new(valid, levels, &mut lock(&self.schema_ids));
         let gone: Vec<Arc<Schema>> = old

@@ -15,6 +15,7 @@ use crate::borrowing::SeatDemandHandle;
 use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant};
 use crate::cost::{CostEstimator, CostKey};
+use crate::queueset::read_write::{Phase, ReadWriteHandle};
 use crate::queueset::tally::Tallies;
 use crate::queueset::{
     Execution, Joined, PendingRelease, QueueSet, QueueSetStats, RawAdmission, RejectReason,
@@ -281,6 +282,15 @@ impl Level {
         }
     }
 
+    /// See [`QueueSet::set_read_write_observer`]; an exempt level reports
+    /// its starts and ends under its own short lock.
+    pub(crate) fn set_read_write_observer(&self, handle: Option<ReadWriteHandle>) {
+        match &self.kind {
+            LevelKind::Limited(qs) => qs.set_read_write_observer(handle),
+            LevelKind::Exempt(e) => lock(&e.locked).tallies.set_read_write(handle),
+        }
+    }
+
     pub(crate) fn set_demand_observer(&self, observer: Option<SeatDemandHandle>) {
         match &self.kind {
             LevelKind::Limited(qs) => qs.set_demand_observer(observer),
@@ -301,11 +311,13 @@ impl Level {
         e
     }
 
-    /// Admit a request at this level (`self` is kept alive by the outcome).
-    /// `note` is taken only if the request has to wait.
+    /// Admit a request at this level (`self` is kept alive by the outcome),
+    /// tallied under `tag` (its flow schema's id, with the
+    /// [`READ_ONLY_TAG`](crate::queueset::read_write::READ_ONLY_TAG) bit for
+    /// a read-only request). `note` is taken only if the request has to wait.
     pub(crate) fn admit(
         level: &Arc<Level>,
-        schema: &Schema,
+        tag: u32,
         flow_hash: u64,
         estimate: WorkEstimate,
         deadline: Option<Instant>,
@@ -318,15 +330,11 @@ impl Level {
                 e.seats.fetch_add(seats, Ordering::Relaxed);
                 e.executing.fetch_add(1, Ordering::Relaxed);
                 let start = level.clock.now();
-                e.started(schema.id, start, seats);
+                e.started(tag, start, seats);
                 LevelOutcome::Execute(RequestGuard {
                     level: level.clone(),
                     learn: None,
-                    exec: Some(LevelExecution::Exempt {
-                        seats,
-                        start,
-                        tag: schema.id,
-                    }),
+                    exec: Some(LevelExecution::Exempt { seats, start, tag }),
                 })
             }
             LevelKind::Limited(qs) => {
@@ -335,7 +343,7 @@ impl Level {
                     estimate,
                     deadline,
                 };
-                match qs.admit_tagged(&request, schema.id) {
+                match qs.admit_tagged(&request, tag) {
                     RawAdmission::Execute(exec) => LevelOutcome::Execute(RequestGuard {
                         level: level.clone(),
                         learn: None,
@@ -382,6 +390,7 @@ impl ExemptSeats {
         st.tallies
             .get(tag)
             .begin_unobserved(seats.min(u32::MAX as u64) as u32);
+        st.tallies.note(Phase::Executing, tag, 1, now);
     }
 
     fn released(&self, tag: u32, now: Instant, seats: u32) {
@@ -400,6 +409,7 @@ impl ExemptSeats {
         let tally = st.tallies.get(tag);
         tally.end(start, end);
         tally.release(seats.min(u32::MAX as u64) as u32);
+        st.tallies.note(Phase::Executing, tag, -1, end);
     }
 }
 

@@ -730,15 +730,22 @@ fn the_builtin_config_makes_a_bounded_number_of_series() {
     // A duration histogram is 13 buckets + Inf + count + sum; a queue-length
     // one 8 + 3; a work-seats one 4 + 3; a dispatch-without-room counter
     // one per queuing pair; per limited level, a seat-utilization
-    // histogram (13 + 3) and two request-utilization ones (10 + 3 each).
+    // histogram (13 + 3) and two request-utilization ones (10 + 3 each);
+    // per level a demand-seats histogram (12 + 3); per queuing level, once
+    // it dispatched, six virtual-time gauges; for the server, four
+    // read-vs-write histograms (15 + 3).
     let limited_levels = flow.levels.iter().filter(|l| !l.exempt).count();
+    let queuing_levels = flow.levels.iter().filter(|l| l.queuing).count();
     let most = idle
         + limited * 2 * 16
         + pairs * 16
         + queuing * 11
         + limited * 7
         + queuing
-        + limited_levels * (16 + 2 * 13);
+        + limited_levels * (16 + 2 * 13)
+        + flow.levels.len() * 15
+        + queuing_levels * 6
+        + 4 * 18;
     println!(
         "built-in config: {} levels, {pairs} (level, schema) pairs, {idle} series idle, at most {most}",
         flow.levels.len()
@@ -755,6 +762,8 @@ fn the_builtin_config_makes_a_bounded_number_of_series() {
         "type",
         "le",
         "phase",
+        "request_kind",
+        "bound",
     ];
     for family in exp.families.values() {
         for s in &family.samples {

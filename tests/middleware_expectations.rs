@@ -86,6 +86,7 @@ impl Harness {
         let options = DispatcherOptions {
             server_concurrency_limit: doc["server_concurrency_limit"].as_u64().expect("a limit")
                 as u32,
+            wait_limit: Duration::from_secs(doc["wait_limit_seconds"].as_u64().expect("a limit")),
             ..DispatcherOptions::default()
         };
         let config =

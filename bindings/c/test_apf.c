@@ -700,8 +700,38 @@ static void test_release_and_cost(void) {
   apf_dispatcher_free(d);
 }
 
+/* apf_start_request_ids from C: the ids name what apf_start_request
+ * names, struct_size is checked, and a made-up id is refused. */
+static void test_decision_ids(void) {
+  apf_dispatcher *d = new_tiny();
+  apf_request_digest dg = digest_for("alice");
+  apf_decision_ids ids;
+  memset(&ids, 0xAB, sizeof ids);
+  ids.struct_size = sizeof ids - 1;
+  CHECK_STATUS(apf_start_request_ids(d, &dg, NULL, 0, &ids),
+               APF_ERR_INVALID_PARAMETER);
+  ids.struct_size = sizeof ids;
+  CHECK_STATUS(apf_start_request_ids(d, &dg, NULL, 0, &ids), APF_OK);
+  CHECK(ids.outcome == APF_OUTCOME_EXECUTE && ids.request != 0);
+  apf_decision named = start(d, "bob");
+  apf_str name, uid;
+  CHECK_STATUS(apf_dispatcher_name(d, ids.priority_level_id, &name, &uid),
+               APF_OK);
+  CHECK(str_is(name, "tiny") && str_is(uid, "uid-tiny"));
+  CHECK_STATUS(apf_dispatcher_name(d, ids.flow_schema_id, &name, &uid), APF_OK);
+  CHECK(str_is(name, "alice-schema"));
+  CHECK_STATUS(apf_dispatcher_name(d, 0, &name, &uid),
+               APF_ERR_INVALID_PARAMETER);
+  CHECK_STATUS(apf_dispatcher_name(d, ids.flow_schema_id, NULL, &uid),
+               APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_finish(d, ids.request, 0), APF_OK);
+  CHECK_STATUS(apf_finish(d, named.request, 0), APF_OK);
+  apf_dispatcher_free(d);
+}
+
 int main(void) {
   test_version();
+  test_decision_ids();
   test_status_text_and_last_error();
   test_null_pointers();
   test_invalid_utf8_and_config_errors();

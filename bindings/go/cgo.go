@@ -49,10 +49,11 @@ func (c *cerr) err(st C.uint32_t) error {
 		return nil
 	}
 	msg := ""
-	if c.e.msg != nil {
-		msg = C.GoStringN(c.e.msg, C.int(c.e.len))
-		C.free(unsafe.Pointer(c.e.msg))
-		c.e.msg = nil
+	if c.e.msg != 0 {
+		text := C.go_apf_err_text(c.e.msg)
+		msg = C.GoStringN(text, C.int(c.e.len))
+		C.free(unsafe.Pointer(text))
+		c.e.msg = 0
 	}
 	return &Error{Status: Status(st), Message: msg}
 }
@@ -92,7 +93,9 @@ func (o Options) toC() (C.apf_options, error) {
 	if o.ServiceTimeGuess != 0 {
 		c.service_time_guess_ns = C.uint64_t(o.ServiceTimeGuess)
 	}
-	if o.WaitLimit != 0 {
+	if o.WaitLimit < 0 {
+		c.wait_limit_ns = 0
+	} else if o.WaitLimit != 0 {
 		c.wait_limit_ns = C.uint64_t(o.WaitLimit)
 	}
 	if o.BorrowingPeriod != 0 {
@@ -116,6 +119,13 @@ func newC(config []byte, builtin bool, opts Options) (*C.apf_dispatcher, error) 
 	st := C.go_apf_new(text, n, C.bool(builtin), &copts, &p, &e.e)
 	runtime.KeepAlive(config)
 	return p, e.err(st)
+}
+
+// dispatcherArg passes the C dispatcher to the hot-path helpers as an
+// integer (see shim.h): it is C memory, so Go's collector neither moves
+// nor frees it, and cgo need not check it.
+func dispatcherArg(p *C.apf_dispatcher) C.uintptr_t {
+	return C.uintptr_t(uintptr(unsafe.Pointer(p)))
 }
 
 func freeC(p *C.apf_dispatcher) { C.apf_dispatcher_free(p) }
@@ -207,12 +217,16 @@ func takeText(fill textFill) (string, error) {
 	return text, nil
 }
 
-// decision is a start's outcome as C gave it.
-type decision C.apf_decision
+// decision is a start's outcome as C gave it, with the flow schema and
+// priority level as ids (names.go).
+type decision C.apf_decision_ids
 
-// startC classifies and decides on a request. Strings go to C as separate
-// (pointer, length) arguments: Go memory passed to C may not itself hold
-// Go pointers, which a C apf_request_digest in Go memory would.
+// startC classifies and decides on a request, in one C call. Strings go
+// to C as separate (pointer, length) arguments: Go memory passed to C may
+// not itself hold Go pointers, which a C apf_request_digest in Go memory
+// would. No argument's type holds a pointer besides these byte pointers
+// (the decision holds ids, the error an address as an integer), so cgo
+// inserts no pointer check into the call.
 func (d *Dispatcher) startC(dg *RequestDigest, est WorkEstimate, out *decision) error {
 	maybeGC()
 	p, ok := d.c.enter()
@@ -233,13 +247,13 @@ func (d *Dispatcher) startC(dg *RequestDigest, est WorkEstimate, out *decision) 
 	path, pathN := cstr(dg.Path)
 	gb, _ := cbytes(groupsBuf)
 	var e cerr
-	st := C.go_apf_start(p,
+	st := C.go_apf_start(dispatcherArg(p),
 		user, userN,
 		gb, unsafe.SliceData(groupLens), C.size_t(len(groupLens)),
 		C.bool(dg.IsResourceRequest),
 		verb, verbN, group, groupN, res, resN, sub, subN, ns, nsN, name, nameN, path, pathN,
 		C.uint32_t(est.InitialSeats), C.uint32_t(est.FinalSeats), C.uint64_t(est.AdditionalLatency),
-		0, (*C.apf_decision)(out), &e.e)
+		0, (*C.apf_decision_ids)(out), &e.e)
 	runtime.KeepAlive(dg)
 	runtime.KeepAlive(groupsBuf)
 	runtime.KeepAlive(d)
@@ -264,7 +278,7 @@ func (d *Dispatcher) finishC(h uint64) error {
 	}
 	defer d.c.exit()
 	var e cerr
-	st := C.go_apf_finish(p, C.uint64_t(h), 0, &e.e)
+	st := C.go_apf_finish(dispatcherArg(p), C.uint64_t(h), 0, &e.e)
 	runtime.KeepAlive(d)
 	return e.err(st)
 }
@@ -278,7 +292,7 @@ func (d *Dispatcher) finishWithCostC(h uint64, cost float64) error {
 	}
 	defer d.c.exit()
 	var e cerr
-	st := C.go_apf_finish_with_cost(p, C.uint64_t(h), 0, C.double(cost), &e.e)
+	st := C.go_apf_finish_with_cost(dispatcherArg(p), C.uint64_t(h), 0, C.double(cost), &e.e)
 	runtime.KeepAlive(d)
 	return e.err(st)
 }
@@ -295,7 +309,7 @@ func (d *Dispatcher) releaseSeatsC(h uint64, n uint32) error {
 	}
 	defer d.c.exit()
 	var e cerr
-	st := C.go_apf_release_seats(p, C.uint64_t(h), C.uint32_t(n), &e.e)
+	st := C.go_apf_release_seats(dispatcherArg(p), C.uint64_t(h), C.uint32_t(n), &e.e)
 	runtime.KeepAlive(d)
 	return e.err(st)
 }
@@ -310,7 +324,7 @@ func (d *Dispatcher) pollC(h uint64) (outcome uint32, reason RejectReason, err e
 	defer d.c.exit()
 	var o, r C.uint32_t
 	var e cerr
-	st := C.go_apf_poll(p, C.uint64_t(h), &o, &r, &e.e)
+	st := C.go_apf_poll(dispatcherArg(p), C.uint64_t(h), &o, &r, &e.e)
 	runtime.KeepAlive(d)
 	return uint32(o), RejectReason(r), e.err(st)
 }
@@ -324,7 +338,7 @@ func (d *Dispatcher) cancelC(h uint64) (bool, error) {
 	defer d.c.exit()
 	var cancelled C.bool
 	var e cerr
-	st := C.go_apf_cancel(p, C.uint64_t(h), &cancelled, &e.e)
+	st := C.go_apf_cancel(dispatcherArg(p), C.uint64_t(h), &cancelled, &e.e)
 	runtime.KeepAlive(d)
 	return bool(cancelled), e.err(st)
 }
@@ -339,16 +353,28 @@ const (
 func (dec *decision) outcomeCode() uint32        { return uint32(dec.outcome) }
 func (dec *decision) handle() uint64             { return uint64(dec.request) }
 func (dec *decision) rejectReason() RejectReason { return RejectReason(dec.reject_reason) }
-func (dec *decision) schema() (n, u cString) {
-	return cString(dec.flow_schema_name), cString(dec.flow_schema_uid)
-}
-func (dec *decision) level() (n, u cString) {
-	return cString(dec.priority_level_name), cString(dec.priority_level_uid)
+func (dec *decision) schemaID() uint32           { return uint32(dec.flow_schema_id) }
+func (dec *decision) levelID() uint32            { return uint32(dec.priority_level_id) }
+
+// nameC asks libapf for the name and UID behind a decision's id.
+func (d *Dispatcher) nameC(id uint32) (name, uid string, err error) {
+	maybeGC()
+	p, ok := d.c.enter()
+	if !ok {
+		return "", "", ErrClosed
+	}
+	defer d.c.exit()
+	var n, u C.apf_str
+	var e cerr
+	st := C.go_apf_name(p, C.uint32_t(id), &n, &u, &e.e)
+	runtime.KeepAlive(d)
+	if err := e.err(st); err != nil {
+		return "", "", err
+	}
+	return cString(n).String(), cString(u).String(), nil
 }
 
 // cString is a string libapf owns until the dispatcher is freed.
 type cString C.apf_str
-
-func (s cString) key() uintptr { return uintptr(unsafe.Pointer(s.ptr)) }
 
 func (s cString) String() string { return C.GoStringN(s.ptr, C.int(s.len)) }

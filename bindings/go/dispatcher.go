@@ -8,7 +8,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,7 +20,10 @@ type Options struct {
 	ServerConcurrencyLimit uint32
 	// ServiceTimeGuess is G, fair queuing's initial service-time guess.
 	ServiceTimeGuess time.Duration
-	// WaitLimit is the longest a request waits in a queue.
+	// WaitLimit is the longest a request waits in a queue; 0 means the
+	// default (15 s). A negative WaitLimit means no wait at all, as
+	// net.Dialer's negative KeepAlive disables it: a request that cannot
+	// start at once times out at its arrival.
 	WaitLimit time.Duration
 	// BorrowingPeriod is how often borrowing recomputes the levels' limits.
 	BorrowingPeriod time.Duration
@@ -233,55 +235,4 @@ func (d *Dispatcher) Now() (time.Duration, error) {
 // StatsText is a plain-text dump of every level's gauges and counters.
 func (d *Dispatcher) StatsText() (string, error) {
 	return d.statsTextC()
-}
-
-// names caches the Go copies of libapf's flow schema and priority level
-// strings, by their C address: libapf keeps each string at one address
-// until the dispatcher is freed, so an address names one string for the
-// cache's lifetime. Reads take no lock and allocate nothing.
-type names struct {
-	mu sync.Mutex
-	m  atomic.Pointer[map[namesKey]namePair]
-}
-
-type namesKey struct{ name, uid uintptr }
-
-type namePair struct{ name, uid string }
-
-func (n *names) get(name, uid cString) namePair {
-	k := namesKey{name.key(), uid.key()}
-	if m := n.m.Load(); m != nil {
-		if v, ok := (*m)[k]; ok {
-			return v
-		}
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	old := n.m.Load()
-	if old != nil {
-		if v, ok := (*old)[k]; ok {
-			return v
-		}
-	}
-	fresh := make(map[namesKey]namePair, 8)
-	if old != nil {
-		for kk, v := range *old {
-			fresh[kk] = v
-		}
-	}
-	v := namePair{name.String(), uid.String()}
-	fresh[k] = v
-	n.m.Store(&fresh)
-	return v
-}
-
-func (n *names) classification(dec *decision) Classification {
-	fs := n.get(dec.schema())
-	pl := n.get(dec.level())
-	return Classification{
-		FlowSchema:       fs.name,
-		FlowSchemaUID:    fs.uid,
-		PriorityLevel:    pl.name,
-		PriorityLevelUID: pl.uid,
-	}
 }

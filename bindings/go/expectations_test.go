@@ -38,6 +38,7 @@ type expectationStep struct {
 
 type expectationsDoc struct {
 	ServerConcurrencyLimit uint32            `json:"server_concurrency_limit"`
+	WaitLimitSeconds       int               `json:"wait_limit_seconds"`
 	Config                 string            `json:"config"`
 	Steps                  []expectationStep `json:"steps"`
 }
@@ -56,8 +57,14 @@ func TestMiddlewareMeetsTheSharedExpectations(t *testing.T) {
 	if len(doc.Steps) < 10 {
 		t.Fatalf("%d steps", len(doc.Steps))
 	}
+	// A zero wait is a negative WaitLimit (zero is the default).
+	waitLimit := time.Duration(doc.WaitLimitSeconds) * time.Second
+	if waitLimit == 0 {
+		waitLimit = -1
+	}
 	d, err := NewFromConfig([]byte(doc.Config), Options{
 		ServerConcurrencyLimit: doc.ServerConcurrencyLimit,
+		WaitLimit:              waitLimit,
 		ManualClock:            true,
 	})
 	if err != nil {

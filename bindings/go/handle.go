@@ -54,7 +54,12 @@ func (d *Dispatcher) handle(ctx context.Context, digest RequestDigest,
 	if err := d.startC(&digest, estimate, &dec); err != nil {
 		return Result{}, err
 	}
-	res := Result{Classification: d.c.names.classification(&dec)}
+	cls, err := d.classification(&dec)
+	if err != nil {
+		d.abandonStarted(&dec)
+		return Result{}, err
+	}
+	res := Result{Classification: cls}
 	if noteFn != nil {
 		noteFn(res.Classification)
 	}
@@ -169,4 +174,16 @@ func abandon(ctx context.Context, ops requestOps, h uint64) (uint32, RejectReaso
 		reason = TimeOut
 	}
 	return outcomeRejected, reason, nil
+}
+
+// abandonStarted gives back a request that started but cannot be handled
+// (its names could not be read: the dispatcher was closed meanwhile), so
+// it holds no seat and no queue place.
+func (d *Dispatcher) abandonStarted(dec *decision) {
+	switch dec.outcomeCode() {
+	case outcomeExecute:
+		_ = d.finishC(dec.handle())
+	case outcomeQueued:
+		_, _ = d.cancelC(dec.handle())
+	}
 }

@@ -261,6 +261,18 @@ func TestWaitLimitOnManualClock(t *testing.T) {
 	}
 }
 
+func TestNegativeWaitLimitTimesOutAtOnce(t *testing.T) {
+	d := newTestDispatcher(t, Options{ManualClock: true, WaitLimit: -1})
+	h := hold(t, d, "alice", levelSeats)
+	defer h.stop(t)
+	ran := false
+	// No AdvanceClock: the request must be decided at its arrival.
+	res, err := d.Handle(context.Background(), podGet("alice"), nil, nil, nil, func() { ran = true })
+	if err != nil || ran || res.Outcome != Rejected || res.RejectReason != TimeOut {
+		t.Fatalf("ran %v, %+v, %v", ran, res, err)
+	}
+}
+
 func TestPanickingExecFnStillFinishes(t *testing.T) {
 	d := newTestDispatcher(t, Options{})
 	for i := 0; i < 3*levelSeats; i++ {

@@ -17,7 +17,7 @@ uint32_t go_apf_capture_error(uint32_t st, go_apf_err *e) {
 	char *buf = malloc(text.len + 1);
 	if (buf != NULL) {
 		memcpy(buf, text.ptr, text.len + 1);
-		e->msg = buf;
+		e->msg = (uintptr_t)buf;
 		e->len = text.len;
 	}
 	apf_text_free(&text);
@@ -28,7 +28,7 @@ static const char go_apf_empty[1] = "";
 
 // Groups arrive as one buffer of concatenated names and their lengths (Go
 // memory may not hold Go pointers when passed to C, so no apf_str array).
-uint32_t go_apf_start(apf_dispatcher *d,
+uint32_t go_apf_start(uintptr_t d,
 		const char *user, size_t user_len,
 		const char *groups_buf, const size_t *group_lens, size_t n_groups,
 		bool is_resource,
@@ -41,7 +41,7 @@ uint32_t go_apf_start(apf_dispatcher *d,
 		const char *path, size_t path_len,
 		uint32_t initial_seats, uint32_t final_seats, uint64_t latency_nanos,
 		uint64_t deadline_nanos,
-		apf_decision *out, go_apf_err *e) {
+		apf_decision_ids *out, go_apf_err *e) {
 	apf_str small[8];
 	apf_str *groups = small;
 	if (n_groups > 8) {
@@ -73,31 +73,36 @@ uint32_t go_apf_start(apf_dispatcher *d,
 		.final_seats = final_seats,
 		.additional_latency_nanos = latency_nanos,
 	};
-	uint32_t st = apf_start_request(d, &digest, &estimate, deadline_nanos, out);
+	out->struct_size = sizeof(apf_decision_ids);
+	uint32_t st = apf_start_request_ids((apf_dispatcher *)d, &digest, &estimate, deadline_nanos, out);
 	if (groups != small) {
 		free(groups);
 	}
 	return go_apf_capture_error(st, e);
 }
 
-uint32_t go_apf_finish(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, go_apf_err *e) {
-	return go_apf_capture_error(apf_finish(d, request, end_nanos), e);
+uint32_t go_apf_name(apf_dispatcher *d, uint32_t id, apf_str *name, apf_str *uid, go_apf_err *e) {
+	return go_apf_capture_error(apf_dispatcher_name(d, id, name, uid), e);
 }
 
-uint32_t go_apf_finish_with_cost(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, double cost, go_apf_err *e) {
-	return go_apf_capture_error(apf_finish_with_cost(d, request, end_nanos, cost), e);
+uint32_t go_apf_finish(uintptr_t d, uint64_t request, uint64_t end_nanos, go_apf_err *e) {
+	return go_apf_capture_error(apf_finish((apf_dispatcher *)d, request, end_nanos), e);
 }
 
-uint32_t go_apf_release_seats(apf_dispatcher *d, uint64_t request, uint32_t seats, go_apf_err *e) {
-	return go_apf_capture_error(apf_request_release_seats(d, request, seats), e);
+uint32_t go_apf_finish_with_cost(uintptr_t d, uint64_t request, uint64_t end_nanos, double cost, go_apf_err *e) {
+	return go_apf_capture_error(apf_finish_with_cost((apf_dispatcher *)d, request, end_nanos, cost), e);
 }
 
-uint32_t go_apf_poll(apf_dispatcher *d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e) {
-	return go_apf_capture_error(apf_request_poll(d, request, outcome, reason), e);
+uint32_t go_apf_release_seats(uintptr_t d, uint64_t request, uint32_t seats, go_apf_err *e) {
+	return go_apf_capture_error(apf_request_release_seats((apf_dispatcher *)d, request, seats), e);
 }
 
-uint32_t go_apf_cancel(apf_dispatcher *d, uint64_t request, bool *cancelled, go_apf_err *e) {
-	return go_apf_capture_error(apf_request_cancel(d, request, cancelled), e);
+uint32_t go_apf_poll(uintptr_t d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e) {
+	return go_apf_capture_error(apf_request_poll((apf_dispatcher *)d, request, outcome, reason), e);
+}
+
+uint32_t go_apf_cancel(uintptr_t d, uint64_t request, bool *cancelled, go_apf_err *e) {
+	return go_apf_capture_error(apf_request_cancel((apf_dispatcher *)d, request, cancelled), e);
 }
 
 // Take up to cap decided requests from the completion queue.

@@ -7,16 +7,26 @@
 #include <stdint.h>
 #include "apf.h"
 
-// A copy of the last error message, malloc'd (Go frees it).
+// A copy of the last error message, malloc'd (Go frees it). The address
+// is held as an integer so that the struct holds no pointer: cgo then
+// checks no pointer when Go passes its address (a check on every call).
 typedef struct {
-	char *msg;
+	uintptr_t msg;
 	size_t len;
 } go_apf_err;
+
+// The message of a go_apf_err as a pointer, for Go to copy and free.
+static inline char *go_apf_err_text(uintptr_t msg) {
+	return (char *)msg;
+}
 
 // Returns st; on an error, copies the thread's last error message into *e.
 uint32_t go_apf_capture_error(uint32_t st, go_apf_err *e);
 
-uint32_t go_apf_start(apf_dispatcher *d,
+// The hot-path helpers take the dispatcher as an integer: an opaque C
+// pointer argument makes cgo check it on every call (it cannot see that
+// it points to no Go memory).
+uint32_t go_apf_start(uintptr_t d,
 		const char *user, size_t user_len,
 		const char *groups_buf, const size_t *group_lens, size_t n_groups,
 		bool is_resource,
@@ -29,15 +39,18 @@ uint32_t go_apf_start(apf_dispatcher *d,
 		const char *path, size_t path_len,
 		uint32_t initial_seats, uint32_t final_seats, uint64_t latency_nanos,
 		uint64_t deadline_nanos,
-		apf_decision *out, go_apf_err *e);
+		apf_decision_ids *out, go_apf_err *e);
 
-uint32_t go_apf_finish(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, go_apf_err *e);
-uint32_t go_apf_finish_with_cost(apf_dispatcher *d, uint64_t request, uint64_t end_nanos, double cost, go_apf_err *e);
-uint32_t go_apf_release_seats(apf_dispatcher *d, uint64_t request, uint32_t seats, go_apf_err *e);
+// The name and UID behind a decision's id (apf_dispatcher_name).
+uint32_t go_apf_name(apf_dispatcher *d, uint32_t id, apf_str *name, apf_str *uid, go_apf_err *e);
 
-uint32_t go_apf_poll(apf_dispatcher *d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e);
+uint32_t go_apf_finish(uintptr_t d, uint64_t request, uint64_t end_nanos, go_apf_err *e);
+uint32_t go_apf_finish_with_cost(uintptr_t d, uint64_t request, uint64_t end_nanos, double cost, go_apf_err *e);
+uint32_t go_apf_release_seats(uintptr_t d, uint64_t request, uint32_t seats, go_apf_err *e);
 
-uint32_t go_apf_cancel(apf_dispatcher *d, uint64_t request, bool *cancelled, go_apf_err *e);
+uint32_t go_apf_poll(uintptr_t d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e);
+
+uint32_t go_apf_cancel(uintptr_t d, uint64_t request, bool *cancelled, go_apf_err *e);
 
 uint32_t go_apf_take(apf_dispatcher *d, uint64_t *out, size_t cap, size_t *n, go_apf_err *e);
 

@@ -168,7 +168,11 @@ impl LevelState {
         LevelState {
             config,
             limits,
-            demand: SeatDemandHandle::new(now),
+            demand: {
+                let demand = SeatDemandHandle::new(now);
+                demand.with(|d| d.set_nominal(limits.nominal_cl, now));
+                demand
+            },
             stats: SeatDemandStats::default(),
             current_cl: 0,
         }
@@ -439,11 +443,14 @@ impl State {
                     .find(|l| l.as_ref().is_some_and(|l| l.config.name == config.name))
                     .and_then(Option::take);
                 match kept {
-                    Some(level) => LevelState {
-                        config: config.clone(),
-                        limits,
-                        ..level
-                    },
+                    Some(level) => {
+                        level.demand.with(|d| d.set_nominal(limits.nominal_cl, now));
+                        LevelState {
+                            config: config.clone(),
+                            limits,
+                            ..level
+                        }
+                    }
                     None => LevelState::new(config.clone(), limits, now),
                 }
             })

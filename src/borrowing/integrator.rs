@@ -8,6 +8,7 @@
 //! variance is derived only when a period is read.
 
 use crate::clock::{duration_nanos, Instant};
+use crate::queueset::utilization::RatioHistogram;
 use crate::sync::{lock, Arc, Mutex};
 use std::fmt;
 use std::time::Duration;
@@ -46,11 +47,23 @@ pub struct SeatDemandIntegrator {
     sum_xx: u128,
     min: u32,
     max: u32,
+    /// The demand over the level's NominalCL, observed at the end of every
+    /// nanosecond (Kubernetes' `demand_seats`), since creation: periods do
+    /// not restart it.
+    ratio: RatioHistogram<12>,
+    /// NominalCL, the ratio's denominator (0 counts as 1).
+    nominal: u32,
 }
+
+/// Kubernetes' bounds of `apiserver_flowcontrol_demand_seats`.
+pub const DEMAND_SEATS_BUCKETS: [f64; 12] =
+    [0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.8, 4.0, 6.0];
 
 impl SeatDemandIntegrator {
     /// An integrator whose value is zero from `now` on.
     pub fn new(now: Instant) -> Self {
+        let mut ratio = RatioHistogram::new(&DEMAND_SEATS_BUCKETS);
+        ratio.rebase(1.0);
         SeatDemandIntegrator {
             value: 0,
             last: now,
@@ -59,7 +72,31 @@ impl SeatDemandIntegrator {
             sum_xx: 0,
             min: 0,
             max: 0,
+            ratio,
+            nominal: 1,
         }
+    }
+
+    /// The level's NominalCL is `nominal` from `now` on (the ratio's
+    /// denominator; 0 counts as 1, as the utilization ratios do).
+    pub fn set_nominal(&mut self, nominal: u32, now: Instant) {
+        self.advance(now);
+        let nominal = nominal.max(1);
+        if nominal != self.nominal {
+            self.nominal = nominal;
+            self.ratio.rebase(f64::from(nominal));
+        }
+    }
+
+    /// Demand over NominalCL, time-weighted, from creation up to `now`
+    /// (without advancing the integrator).
+    pub fn demand_ratio_at(&self, now: Instant) -> RatioHistogram<12> {
+        let mut ratio = self.ratio.clone();
+        let dt = duration_nanos(now.saturating_since(self.last));
+        if now > self.last {
+            ratio.observe(u64::from(self.value), dt);
+        }
+        ratio
     }
 
     /// The current value.
@@ -120,6 +157,7 @@ impl SeatDemandIntegrator {
         }
         let dt = duration_nanos(now.saturating_since(self.last));
         self.last = now;
+        self.ratio.observe(u64::from(self.value), dt);
         let x = u128::from(self.value);
         let dt = u128::from(dt);
         self.elapsed_nanos = self.elapsed_nanos.saturating_add(dt as u64);

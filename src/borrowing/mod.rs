@@ -31,7 +31,9 @@ pub use adjuster::{
     MIN_ADJUSTMENT_PERIOD,
 };
 pub use allocate::{allocate_current_cls, Allocation, LevelDemand, Regime};
-pub use integrator::{IntegratorResults, SeatDemandHandle, SeatDemandIntegrator};
+pub use integrator::{
+    IntegratorResults, SeatDemandHandle, SeatDemandIntegrator, DEMAND_SEATS_BUCKETS,
+};
 pub use limits::{level_limits, validate_levels, BorrowingConfigError, LevelConfig, LevelLimits};
 pub use solver::{
     fair_allocation, AllocItem, AllocRegime, FairAllocation, MAX_MAGNITUDE, MIN_TARGET,

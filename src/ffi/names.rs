@@ -9,6 +9,17 @@
 //! rebuilds the map from the objects in force, so it does not grow with
 //! the number of reconfigurations; the interned strings themselves are
 //! deduplicated by content and only freed with the dispatcher.
+//!
+//! Each distinct (name, UID) pair also gets a small integer id for
+//! `apf_start_request_ids`, so a binding can cache the names by id (an
+//! array index) instead of copying or hashing strings per request. Ids are
+//! never reused within a dispatcher (the pairs, like the strings, live until
+//! it is freed), so a cached id stays valid across reconfigurations, and a
+//! pair that survives a reconfiguration keeps its id. An id is the pair's
+//! index plus one in its low [`ID_INDEX_BITS`] bits and the dispatcher's
+//! non-zero salt in the bits above, so 0 is never an id and another
+//! dispatcher's id is refused here, except when the two salts collide (1 in
+//! 4,095).
 
 use crate::dispatcher::Dispatcher;
 use crate::level::{Level, Schema};
@@ -40,11 +51,18 @@ impl apf_str {
     }
 }
 
-/// An object's two interned strings.
+/// The bits of a name id that hold the pair's index plus one; the salt
+/// takes the 12 bits above.
+pub(crate) const ID_INDEX_BITS: u32 = 20;
+const ID_INDEX_MASK: u32 = (1 << ID_INDEX_BITS) - 1;
+
+/// An object's two interned strings and their pair's id.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NamePair {
     pub(crate) name: apf_str,
     pub(crate) uid: apf_str,
+    /// 0 only once a dispatcher has given out `2^20 - 1` distinct pairs.
+    pub(crate) id: u32,
 }
 
 // SAFETY: the pointers point into `Arena` allocations that are immutable
@@ -78,11 +96,58 @@ impl Arena {
     }
 }
 
-#[derive(Default)]
 struct Writer {
     arena: Arena,
     /// Keep-alives for the current map's keys.
     owners: Vec<Arc<dyn Any + Send + Sync>>,
+    /// Every pair given an id, at its index; never shrinks.
+    pairs: Vec<(apf_str, apf_str)>,
+    /// A pair's index in `pairs`, by its interned strings' addresses (the
+    /// arena deduplicates by content, so equal addresses are equal pairs).
+    by_strings: HashMap<(usize, usize), u32>,
+    salt: u32,
+}
+
+impl Writer {
+    fn new() -> Writer {
+        Writer {
+            arena: Arena::default(),
+            owners: Vec::new(),
+            pairs: Vec::new(),
+            by_strings: HashMap::new(),
+            salt: fresh_salt(),
+        }
+    }
+
+    /// Intern an object's strings and give the pair its id.
+    fn pair(&mut self, name: &str, uid: Option<&str>) -> NamePair {
+        let name = self.arena.intern(name);
+        let uid = self.arena.intern(uid.unwrap_or(""));
+        let key = (name.ptr as usize, uid.ptr as usize);
+        let index = match self.by_strings.get(&key) {
+            Some(&i) => Some(i),
+            // Index + 1 must fit the id's index bits; past that, id 0.
+            None if self.pairs.len() < ID_INDEX_MASK as usize => {
+                let i = self.pairs.len() as u32;
+                self.pairs.push((name, uid));
+                self.by_strings.insert(key, i);
+                Some(i)
+            }
+            None => None,
+        };
+        NamePair {
+            name,
+            uid,
+            id: index.map_or(0, |i| self.salt << ID_INDEX_BITS | (i + 1)),
+        }
+    }
+}
+
+/// A salt for one dispatcher's ids: 12 bits, never 0.
+fn fresh_salt() -> u32 {
+    // Not random, just different between the dispatchers of a process.
+    let mixed = crate::sync::unique_id().wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52;
+    (mixed as u32 % 0xfff) + 1
 }
 
 /// The name table of one dispatcher.
@@ -99,7 +164,7 @@ impl Names {
     pub(crate) fn new(dispatcher: &Dispatcher) -> Names {
         let names = Names {
             map: ArcCell::new(Arc::new(HashMap::default())),
-            writer: Mutex::new(Writer::default()),
+            writer: Mutex::new(Writer::new()),
         };
         names.rebuild(dispatcher);
         names
@@ -127,10 +192,7 @@ impl Names {
             return pair; // another thread added it meanwhile
         }
         let (name, uid) = strings(obj);
-        let pair = NamePair {
-            name: w.arena.intern(name),
-            uid: w.arena.intern(uid.unwrap_or("")),
-        };
+        let pair = w.pair(name, uid);
         let mut map = HashMap::clone(&self.map.load_full());
         map.insert(key(obj), pair);
         w.owners.push(obj.clone());
@@ -144,18 +206,12 @@ impl Names {
         let mut map = HashMap::default();
         let mut owners: Vec<Arc<dyn Any + Send + Sync>> = Vec::new();
         for s in dispatcher.flow_schemas() {
-            let pair = NamePair {
-                name: w.arena.intern(&s.name),
-                uid: w.arena.intern(s.uid.as_deref().unwrap_or("")),
-            };
+            let pair = w.pair(&s.name, s.uid.as_deref());
             map.insert(key(&s), pair);
             owners.push(s);
         }
         for l in dispatcher.levels() {
-            let pair = NamePair {
-                name: w.arena.intern(&l.name),
-                uid: w.arena.intern(l.uid.as_deref().unwrap_or("")),
-            };
+            let pair = w.pair(&l.name, l.uid.as_deref());
             map.insert(key(&l), pair);
             owners.push(l);
         }
@@ -163,5 +219,15 @@ impl Names {
         // that still sees an old key finds its object alive.
         self.map.store(Arc::new(map));
         w.owners = owners;
+    }
+
+    /// The name and UID of an id this dispatcher gave out, if it did.
+    pub(crate) fn by_id(&self, id: u32) -> Option<(apf_str, apf_str)> {
+        let w = lock(&self.writer);
+        if id >> ID_INDEX_BITS != w.salt {
+            return None;
+        }
+        let index = (id & ID_INDEX_MASK).checked_sub(1)?;
+        w.pairs.get(index as usize).copied()
     }
 }

@@ -21,7 +21,7 @@ use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
 use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant, ManualClock};
-use crate::level::{Level, LevelOutcome, Schema, WaitingNote};
+use crate::level::{Level, LevelOutcome, WaitingNote};
 use crate::queueset::vtime::to_seat_seconds;
 use crate::queueset::{QueueSet, QueueSetConfig, RejectReason};
 use crate::sync::Arc;
@@ -454,9 +454,8 @@ pub unsafe extern "C" fn apf_queueset_start(
         // SAFETY: NULL or readable, per the contract.
         let estimate = to_estimate(unsafe { estimate.as_ref() });
         let out = try_out!(out);
-        let schema = Schema { name: String::new(), uid: None, id: tag, cost: Default::default() };
         let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
-        let outcome = Level::admit(&q.level, &schema, flow_hash, estimate, deadline, || {
+        let outcome = Level::admit(&q.level, tag, flow_hash, estimate, deadline, || {
             WaitingNote::new("", &RequestDigest::default())
         });
         let (outcome, reason, request, waiting) = match outcome {

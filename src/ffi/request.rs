@@ -2,8 +2,8 @@
 
 use super::cast::bytes_from_raw;
 use super::completion::{Completion, RequestWaker};
-use super::dispatcher::apf_dispatcher;
-use super::names::apf_str;
+use super::dispatcher::{apf_dispatcher, FfiDispatcher};
+use super::names::{apf_str, NamePair};
 use super::slab::{Entry, RequestSlab, Retired, Stale, Waiting};
 use super::status::{apf_status, fail};
 use crate::classification::RequestDigest;
@@ -159,10 +159,18 @@ pub struct apf_decision {
     pub priority_level_uid: apf_str,
 }
 
-/// Early-return on a bad string field of the digest.
+/// A string field of the digest, or the status naming the field.
 macro_rules! digest_str {
     ($d:ident . $field:ident, $len:ident) => {
-        try_str!($d.$field, $d.$len, concat!("digest.", stringify!($field)))
+        // SAFETY: the digest's strings are readable for their lengths
+        // (the caller's contract).
+        match unsafe { super::cast::str_from_raw($d.$field, $d.$len) } {
+            Ok(s) => Ok(s),
+            Err(e) => Err(fail(
+                e.status(),
+                format_args!("digest.{} {}", stringify!($field), e.describe()),
+            )),
+        }
     };
 }
 
@@ -237,65 +245,117 @@ pub unsafe extern "C" fn apf_start_request(
 ) -> apf_status {
     ffi_panic_boundary! {
         let d = try_ref_from_ptr!(dispatcher);
-        // SAFETY: NULL or readable, per the contract.
-        let Some(digest) = (unsafe { digest.as_ref() }) else {
-            return fail(apf_status::APF_ERR_NULL_POINTER, "digest is NULL");
-        };
-        // SAFETY: NULL or readable, per the contract.
-        let estimate = to_estimate(unsafe { estimate.as_ref() });
         let out = try_out!(out);
-        // SAFETY: `groups` is readable for `n_groups` elements (contract).
-        let raw_groups = match unsafe { bytes_from_raw(digest.groups, digest.n_groups) } {
-            Ok(g) => g,
-            Err(e) => return fail(e.status(), format_args!("digest.groups {}", e.describe())),
-        };
-        let mut groups: SmallVec<[&str; 8]> = SmallVec::with_capacity(raw_groups.len());
-        for (i, g) in raw_groups.iter().enumerate() {
-            // SAFETY: each group string is readable for its length (contract).
-            match unsafe { super::cast::str_from_raw(g.ptr, g.len) } {
-                Ok(s) => groups.push(s),
-                Err(e) => {
-                    return fail(e.status(), format_args!("digest.groups[{i}] {}", e.describe()))
-                }
-            }
-        }
-        let rust_digest = RequestDigest {
-            user: digest_str!(digest.user, user_len),
-            groups: &groups,
-            verb: digest_str!(digest.verb, verb_len),
-            is_resource_request: digest.is_resource_request,
-            api_group: digest_str!(digest.api_group, api_group_len),
-            resource: digest_str!(digest.resource, resource_len),
-            subresource: digest_str!(digest.subresource, subresource_len),
-            namespace: digest_str!(digest.namespace_, namespace_len),
-            name: digest_str!(digest.name, name_len),
-            path: digest_str!(digest.path, path_len),
-        };
-        let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
-        let decision = d.inner.start_request(&rust_digest, estimate, deadline);
-        let (schema, level) = d.names.of(&decision.flow_schema, &decision.priority_level);
-        let (outcome, reason, request) = match decision.outcome {
-            Outcome::Execute(guard) => match d.requests.insert(Entry::Executing(guard)) {
-                Ok(handle) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, handle),
-                Err(entry) => return too_many(entry),
-            },
-            Outcome::Queued(ticket) => match enqueue(&d.requests, &d.completion, ticket) {
-                Ok(r) => r,
-                Err(status) => return status,
-            },
-            Outcome::Rejected(reason) => (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0),
+        // SAFETY: forwarded from this function's contract.
+        let started = match unsafe { start(d, digest, estimate, deadline_nanos) } {
+            Ok(started) => started,
+            Err(status) => return status,
         };
         out.write(apf_decision {
-            outcome: outcome as u32,
-            reject_reason: reason as u32,
-            request,
-            flow_schema_name: schema.name,
-            flow_schema_uid: schema.uid,
-            priority_level_name: level.name,
-            priority_level_uid: level.uid,
+            outcome: started.outcome as u32,
+            reject_reason: started.reason as u32,
+            request: started.request,
+            flow_schema_name: started.schema.name,
+            flow_schema_uid: started.schema.uid,
+            priority_level_name: started.level.name,
+            priority_level_uid: started.level.uid,
         });
         apf_status::APF_OK
     }
+}
+
+/// A started request, before it is written into one of the decision structs.
+pub(crate) struct Started {
+    pub(crate) outcome: apf_outcome,
+    pub(crate) reason: apf_reject_reason,
+    pub(crate) request: u64,
+    pub(crate) schema: NamePair,
+    pub(crate) level: NamePair,
+}
+
+/// Classify and decide on a request: the body shared by `apf_start_request`
+/// and `apf_start_request_ids` (which check their own `out` first).
+///
+/// # Safety
+/// `digest` NULL or readable, its strings readable for their lengths;
+/// `estimate` NULL or readable.
+pub(crate) unsafe fn start(
+    d: &FfiDispatcher,
+    digest: *const apf_request_digest,
+    estimate: *const apf_work_estimate,
+    deadline_nanos: u64,
+) -> Result<Started, apf_status> {
+    // SAFETY: NULL or readable, per the contract.
+    let Some(digest) = (unsafe { digest.as_ref() }) else {
+        return Err(fail(apf_status::APF_ERR_NULL_POINTER, "digest is NULL"));
+    };
+    // SAFETY: NULL or readable, per the contract.
+    let estimate = to_estimate(unsafe { estimate.as_ref() });
+    // SAFETY: `groups` is readable for `n_groups` elements (contract).
+    let raw_groups = match unsafe { bytes_from_raw(digest.groups, digest.n_groups) } {
+        Ok(g) => g,
+        Err(e) => {
+            return Err(fail(
+                e.status(),
+                format_args!("digest.groups {}", e.describe()),
+            ))
+        }
+    };
+    let mut groups: SmallVec<[&str; 8]> = SmallVec::with_capacity(raw_groups.len());
+    for (i, g) in raw_groups.iter().enumerate() {
+        // SAFETY: each group string is readable for its length (contract).
+        match unsafe { super::cast::str_from_raw(g.ptr, g.len) } {
+            Ok(s) => groups.push(s),
+            Err(e) => {
+                return Err(fail(
+                    e.status(),
+                    format_args!("digest.groups[{i}] {}", e.describe()),
+                ))
+            }
+        }
+    }
+    let user = digest_str!(digest.user, user_len)?;
+    let verb = digest_str!(digest.verb, verb_len)?;
+    let api_group = digest_str!(digest.api_group, api_group_len)?;
+    let resource = digest_str!(digest.resource, resource_len)?;
+    let subresource = digest_str!(digest.subresource, subresource_len)?;
+    let namespace = digest_str!(digest.namespace_, namespace_len)?;
+    let name = digest_str!(digest.name, name_len)?;
+    let path = digest_str!(digest.path, path_len)?;
+    let rust_digest = RequestDigest {
+        user,
+        groups: &groups,
+        verb,
+        is_resource_request: digest.is_resource_request,
+        api_group,
+        resource,
+        subresource,
+        namespace,
+        name,
+        path,
+    };
+    let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
+    let decision = d.inner.start_request(&rust_digest, estimate, deadline);
+    let (schema, level) = d.names.of(&decision.flow_schema, &decision.priority_level);
+    let (outcome, reason, request) = match decision.outcome {
+        Outcome::Execute(guard) => match d.requests.insert(Entry::Executing(guard)) {
+            Ok(handle) => (
+                apf_outcome::APF_OUTCOME_EXECUTE,
+                apf_reject_reason::APF_REJECT_NONE,
+                handle,
+            ),
+            Err(entry) => return Err(too_many(entry)),
+        },
+        Outcome::Queued(ticket) => enqueue(&d.requests, &d.completion, ticket)?,
+        Outcome::Rejected(reason) => (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0),
+    };
+    Ok(Started {
+        outcome,
+        reason,
+        request,
+        schema,
+        level,
+    })
 }
 
 pub(crate) fn too_many(entry: Entry) -> apf_status {

@@ -12,6 +12,7 @@
 use crate::clock::Instant;
 use crate::dispatcher::Dispatcher;
 use crate::level::{Level, WaitingNote};
+use crate::queueset::read_write::READ_ONLY_TAG;
 use crate::queueset::vtime::{VTime, FRACTION_BITS};
 use crate::queueset::RejectReason;
 use crate::sync::Arc;
@@ -140,7 +141,7 @@ impl Dispatcher {
                 let field = |i: usize| note.as_ref().map_or("", |n| n.field(i)).to_string();
                 let mut row = vec![
                     level.name.clone(),
-                    self.schema_name(w.tag).unwrap_or_default(),
+                    self.schema_name(w.tag & !READ_ONLY_TAG).unwrap_or_default(),
                     w.queue.to_string(),
                     w.position.to_string(),
                     field(0),

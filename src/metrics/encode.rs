@@ -2,10 +2,11 @@
 //! `prometheus-client` crate's encoder.
 
 use super::{
-    possible_reasons, ExpositionOptions, FlowcontrolMetrics, LevelMetrics, SchemaMetrics,
-    Utilization,
+    possible_reasons, DispatchMetrics, ExpositionOptions, FlowcontrolMetrics, LevelMetrics,
+    SchemaMetrics, Utilization,
 };
 use super::{DURATION_BUCKETS_SECONDS, QUEUE_LENGTH_BUCKETS};
+use crate::queueset::read_write::ReadVsWrite;
 use crate::queueset::tally::Histogram;
 use crate::queueset::utilization::RatioHistogram;
 use crate::queueset::RejectReason;
@@ -426,7 +427,85 @@ fn encode_flowcontrol(flow: &FlowcontrolMetrics, enc: &mut DescriptorEncoder) ->
         "The level's virtual time R, in seat-seconds.",
         per_level(flow, |l| l.current_r),
     )?;
-    Ok(())
+    encode_dispatch_and_demand(flow, enc)
+}
+
+/// The virtual-time gauges of the last dispatch, the time-weighted seat
+/// demand, and the server's requests by kind.
+fn encode_dispatch_and_demand(
+    flow: &FlowcontrolMetrics,
+    enc: &mut DescriptorEncoder,
+) -> fmt::Result {
+    let name = |n: &str| format!("{PREFIX}{n}");
+    gauges(
+        enc,
+        &name("dispatch_r"),
+        "R at the level's last dispatch from a queue, in seat-seconds.",
+        per_level(flow, |l| Some(l.dispatch?.dispatch_r)),
+    )?;
+    gauges(
+        enc,
+        &name("latest_s"),
+        "S (virtual start) of the level's last dispatched request, in seat-seconds.",
+        per_level(flow, |l| Some(l.dispatch?.latest_s)),
+    )?;
+    let bounds = |pick: fn(&DispatchMetrics) -> (f64, f64)| {
+        let mut series = Vec::new();
+        for l in &flow.levels {
+            if let Some(d) = &l.dispatch {
+                let (min, max) = pick(d);
+                for (bound, value) in [("min", min), ("max", max)] {
+                    series.push((
+                        vec![("priority_level", l.name.as_str()), ("bound", bound)],
+                        value,
+                    ));
+                }
+            }
+        }
+        series
+    };
+    gauges(
+        enc,
+        &name("next_s_bounds"),
+        "Min and max, over queues with waiting requests, of the S of each one's oldest request, in seat-seconds.",
+        bounds(|d| d.next_s_bounds),
+    )?;
+    gauges(
+        enc,
+        &name("next_discounted_s_bounds"),
+        "next_s_bounds less each queue's estimated work in progress, in seat-seconds.",
+        bounds(|d| d.next_discounted_s_bounds),
+    )?;
+    histograms(
+        enc,
+        &name("demand_seats"),
+        "Seat demand (seats in use plus seats waiting) over NominalCL, observed at the end of every nanosecond.",
+        flow.levels
+            .iter()
+            .filter_map(|l| {
+                let labels = vec![("priority_level", l.name.as_str())];
+                Some((labels, ratio_value(l.demand_seats.as_ref()?)))
+            })
+            .collect(),
+    )?;
+    let read_vs_write = flow.read_vs_write.as_ref().map_or_else(Vec::new, |rw| {
+        ReadVsWrite::SERIES
+            .iter()
+            .zip(&rw.series)
+            .map(|(&(phase, kind), h)| {
+                (
+                    vec![("phase", phase), ("request_kind", kind)],
+                    ratio_value(h),
+                )
+            })
+            .collect()
+    });
+    histograms(
+        enc,
+        &name("read_vs_write_current_requests"),
+        "The server's requests waiting in queues or executing, by kind, observed at the end of every nanosecond (raw counts, as under API Priority and Fairness).",
+        read_vs_write,
+    )
 }
 
 fn label(q: &WorkqueueMetrics) -> Labels<'_> {

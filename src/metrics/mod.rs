@@ -15,8 +15,8 @@
 //!
 //! # Cardinality
 //! Labels are only the priority level, the flow schema and the rejection
-//! reason (plus `execute`, `type`, `phase` and `le`, which take a fixed few
-//! values),
+//! reason (plus `execute`, `type`, `phase`, `request_kind`, `bound` and
+//! `le`, which take a fixed few values),
 //! and only the (level, schema) pairs the configuration routes requests
 //! through appear (Kubernetes issue 108272), plus, until the level goes
 //! away, pairs a reconfiguration left with counts. A series that cannot be
@@ -25,7 +25,7 @@
 //! series (16 each) appear once they have an observation, as in Kubernetes.
 //! Kubernetes' built-in configuration (8 levels, 11 flow schemas, so 11
 //! pairs) makes [`BUILTIN_CONFIG_SERIES`] (153) series on an idle server and
-//! at most 1,070 once every pair has seen every kind of request and time
+//! at most 1,298 once every pair has seen every kind of request and time
 //! has passed at every level; `tests/metrics.rs` counts them.
 //!
 //! # Time-weighted utilization
@@ -52,17 +52,30 @@
 //! with [`CONTENT_TYPE`]. Metric names and bucket bounds are Kubernetes';
 //! counters are written as `<name>_total`, as Kubernetes names them.
 //!
+//! # Server-wide requests by kind
+//! `read_vs_write_current_requests` is Kubernetes' timing-ratio histogram of
+//! the server's requests waiting in queues and executing, by
+//! `request_kind` (`readOnly` for the verbs `get`, `list` and `watch`,
+//! `mutating` for every other, as Kubernetes decides), in raw counts as
+//! under API Priority and Fairness. The kind rides in the request's tag
+//! (see [`crate::queueset::read_write`]), so the hot path pays nothing for
+//! it; the levels report it when they replay their rings.
+//!
+//! # Virtual time and demand
+//! `current_r`, `dispatch_r`, `latest_s`, `next_s_bounds` and
+//! `next_discounted_s_bounds` (levels that queue; the last three from the
+//! first dispatch on) are in seat-seconds; the bounds are computed at the
+//! scrape, over the queues with waiting requests then.
+//! `demand_seats` is the time-weighted seat demand (seats in use plus
+//! seats waiting) over NominalCL, per level.
+//!
 //! # Left out
-//! The timing-ratio histograms `read_vs_write_current_requests` (a level
-//! does not know which of its requests mutate) and `demand_seats` (the
-//! `demand_seats_*` gauges give the same statistics per borrowing period),
-//! the deprecated `request_concurrency_limit` and
+//! The deprecated `request_concurrency_limit` and
 //! `request_concurrency_in_use` (use `nominal_limit_seats` and
-//! `current_executing_seats`), the virtual-time gauges other than `current_r`
-//! (`dispatch_r`, `latest_s`, `next_s_bounds`, `next_discounted_s_bounds`)
-//! and the metrics of request kinds libapf does not know (`watch_count_samples`,
-//! `epoch_advance_total`). `request_execution_seconds` has `type="regular"`
-//! only (libapf does not tell watches apart).
+//! `current_executing_seats`) and the metrics of request kinds libapf does
+//! not know (`watch_count_samples`, `epoch_advance_total`).
+//! `request_execution_seconds` has `type="regular"` only (libapf does not
+//! tell watches apart).
 
 mod dump;
 mod encode;
@@ -70,8 +83,10 @@ mod encode;
 use crate::borrowing::SeatDemandStats;
 use crate::dispatcher::Dispatcher;
 use crate::level::Level;
+use crate::queueset::read_write::ReadVsWrite;
+use crate::queueset::utilization::RatioHistogram;
 use crate::queueset::vtime::to_seat_seconds;
-use crate::queueset::{tally, utilization, RejectReason, TagStats, Utilization};
+use crate::queueset::{tally, utilization, DispatchGauges, RejectReason, TagStats, Utilization};
 use crate::sync::{lock, Arc, Mutex};
 use crate::workqueue::DelayingQueue;
 use crate::workqueue::{
@@ -84,7 +99,7 @@ use std::sync::Weak;
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Series the exposition of an idle dispatcher on Kubernetes' built-in
-/// configuration has (counted by `tests/metrics.rs`; at most 1,070 when every
+/// configuration has (counted by `tests/metrics.rs`; at most 1,298 when every
 /// histogram has observations).
 pub const BUILTIN_CONFIG_SERIES: usize = 153;
 
@@ -111,10 +126,42 @@ pub struct LevelMetrics {
     pub target_seats: f64,
     /// The level's virtual time, in seat-seconds (levels that queue).
     pub current_r: Option<f64>,
+    /// Kubernetes' other virtual-time gauges (levels that queue, once one
+    /// of their requests was dispatched), in seat-seconds.
+    pub dispatch: Option<DispatchMetrics>,
+    /// Seat demand over NominalCL, time-weighted (`demand_seats`).
+    pub demand_seats: Option<RatioHistogram<12>>,
     /// Time-weighted seat and request utilization (limited levels).
     pub utilization: Option<Utilization>,
     /// Per flow schema routed here (or that left counts here).
     pub schemas: Vec<SchemaMetrics>,
+}
+
+/// Kubernetes' virtual-time gauges of a level, in seat-seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DispatchMetrics {
+    /// R at the last dispatch (`dispatch_r`).
+    pub dispatch_r: f64,
+    /// S of the last dispatched request (`latest_s`).
+    pub latest_s: f64,
+    /// Min and max over queues of their oldest waiting request's S
+    /// (`next_s_bounds`).
+    pub next_s_bounds: (f64, f64),
+    /// The same less each queue's estimated work in progress
+    /// (`next_discounted_s_bounds`).
+    pub next_discounted_s_bounds: (f64, f64),
+}
+
+impl From<DispatchGauges> for DispatchMetrics {
+    fn from(g: DispatchGauges) -> Self {
+        let s = to_seat_seconds;
+        DispatchMetrics {
+            dispatch_r: s(g.dispatch_r),
+            latest_s: s(g.latest_s),
+            next_s_bounds: (s(g.next_s.0), s(g.next_s.1)),
+            next_discounted_s_bounds: (s(g.next_discounted_s.0), s(g.next_discounted_s.1)),
+        }
+    }
 }
 
 /// One (level, flow schema) pair's tallies.
@@ -133,6 +180,9 @@ pub struct FlowcontrolMetrics {
     pub seat_fair_frac: f64,
     /// Levels in configuration order.
     pub levels: Vec<LevelMetrics>,
+    /// Every level's requests waiting and executing, by kind
+    /// (`read_vs_write_current_requests`).
+    pub read_vs_write: Option<ReadVsWrite>,
 }
 
 impl Dispatcher {
@@ -162,6 +212,11 @@ impl Dispatcher {
                     demand: borrowing.map(|b| b.stats).unwrap_or_default(),
                     target_seats: borrowing.map_or(0.0, |b| b.target),
                     current_r: queuing.map(|qs| to_seat_seconds(qs.current_r())),
+                    dispatch: queuing.and_then(|qs| qs.dispatch_gauges()).map(Into::into),
+                    demand_seats: self
+                        .borrowing()
+                        .seat_demand_by_name(&level.name)
+                        .map(|d| d.with(|d| d.demand_ratio_at(self.clock().now()))),
                     utilization: level.queueset().map(|qs| qs.utilization()),
                     schemas: self.schema_metrics(level, &routed),
                 }
@@ -170,6 +225,9 @@ impl Dispatcher {
         FlowcontrolMetrics {
             seat_fair_frac: report.fair_prop,
             levels,
+            // After the levels: reading them replayed their rings, which
+            // reported their changes.
+            read_vs_write: Some(self.read_write.snapshot(self.clock().now())),
         }
     }
 
@@ -304,9 +362,11 @@ pub struct ExpositionOptions {
 
 /// The labels the exposition uses itself; a constant label may not take
 /// one of these names.
-const OWN_LABELS: [&str; 8] = [
+const OWN_LABELS: [&str; 10] = [
     "priority_level",
     "phase",
+    "request_kind",
+    "bound",
     "flow_schema",
     "reason",
     "execute",

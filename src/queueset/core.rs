@@ -12,6 +12,7 @@
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
 use super::flows::FlowTable;
+use super::read_write::Phase;
 use super::tally::Tallies;
 use super::utilization::Utilization;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
@@ -27,6 +28,7 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::task::Waker;
 
 mod checks;
+pub(crate) mod dispatch_gauges;
 mod finish;
 mod release;
 
@@ -132,6 +134,8 @@ pub(crate) struct Core {
     pub(super) utilization: Utilization,
     /// Busy flows' queues under the flow fairness policy (`flows`).
     pub(crate) flows: FlowTable,
+    /// The last dispatch from a queue (metrics only; `dispatch_gauges`).
+    last_dispatch: Option<dispatch_gauges::DispatchNote>,
 }
 
 impl Core {
@@ -165,6 +169,7 @@ impl Core {
             tallies: Tallies::default(),
             utilization: Utilization::default(),
             flows: FlowTable::default(),
+            last_dispatch: None,
         }
     }
 
@@ -255,12 +260,15 @@ impl Core {
             .stats
             .work_estimated_seats
             .observe(estimate.max_seats().into());
+        self.tallies.note(Phase::Executing, tag, 1, at);
         if queue != NO_QUEUE {
             let q = self.ensure_queue(queue as usize);
             self.note_arrival_at(q);
             // It was the queue's only waiting request for an instant: the
             // anti-windup bound applies with its arrival R, the current R.
             let bounded = self.queues[q].next_dispatch_r.max(self.r);
+            self.queues[q].next_dispatch_r = bounded;
+            self.note_dispatch(q);
             self.queues[q].next_dispatch_r = bounded
                 + total_work(
                     estimate.initial_seats,
@@ -294,6 +302,7 @@ impl Core {
         let tally = self.tallies.get(tag);
         tally.end(start, at);
         tally.release(seats);
+        self.tallies.note(Phase::Executing, tag, -1, at);
         self.end_executing(queue, initial_seats, start, at);
         self.release(queue, seats);
     }
@@ -379,6 +388,7 @@ impl Core {
         tally
             .work_estimated_seats
             .observe(estimate.max_seats().into());
+        self.tallies.note(Phase::Waiting, tag, 1, arrival);
         self.waiting_seats += estimate.max_seats() as u64;
         self.requests_waiting += 1;
         self.deadlines.push(Reverse((deadline, seq, q)));
@@ -430,13 +440,15 @@ impl Core {
         if capped {
             self.clamped_estimates += 1;
         }
-        let w = self.pop_head(q);
+        let w = self.pop_head(q, now);
         self.robin = Some(q);
+        self.note_dispatch(q);
         self.queues[q].next_dispatch_r += w.work;
         let waited = duration_nanos(now.saturating_since(w.arrival));
         self.tallies
             .get(w.slot.tag)
             .begin_after_wait(estimate.max_seats(), waited);
+        self.tallies.note(Phase::Executing, w.slot.tag, 1, now);
         self.begin_executing(q as u32, estimate.max_seats());
         self.bound_and_reindex(q);
         self.dispatched_total += 1;
@@ -488,13 +500,13 @@ impl Core {
         )
     }
 
-    fn pop_head(&mut self, q: usize) -> Waiter {
-        self.take_waiting(q, 0)
+    fn pop_head(&mut self, q: usize, at: Instant) -> Waiter {
+        self.take_waiting(q, 0, at)
     }
 
     /// Remove the `pos`-th waiting request of queue `q`, keeping every
-    /// running total (queue and level) in step.
-    fn take_waiting(&mut self, q: usize, pos: usize) -> Waiter {
+    /// running total (queue and level) in step; it leaves at `at`.
+    fn take_waiting(&mut self, q: usize, pos: usize, at: Instant) -> Waiter {
         let was_active = self.queues[q].is_active();
         let queue = &mut self.queues[q];
         let w = queue
@@ -508,11 +520,12 @@ impl Core {
         if was_active && !self.queues[q].is_active() {
             self.active_queues -= 1;
         }
-        self.untally_waiting(&w);
+        self.untally_waiting(&w, at);
         w
     }
 
-    fn untally_waiting(&mut self, w: &Waiter) {
+    fn untally_waiting(&mut self, w: &Waiter, at: Instant) {
+        self.tallies.note(Phase::Waiting, w.slot.tag, -1, at);
         let tally = &mut self.tallies.get(w.slot.tag).stats;
         tally.waiting -= 1;
         tally.waiting_seats -= w.estimate.max_seats() as u64;
@@ -550,7 +563,7 @@ impl Core {
                 .iter()
                 .position(|w| Arc::ptr_eq(&w.slot, slot))
         })?;
-        let w = self.take_waiting(q, pos);
+        let w = self.take_waiting(q, pos, at);
         if let Some(flow) = w.slot.flow {
             self.flows.leave(flow);
         }

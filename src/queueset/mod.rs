@@ -67,6 +67,7 @@ pub mod history;
 #[cfg(all(test, not(loom)))]
 mod invariant_tests;
 mod paths;
+pub mod read_write;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
@@ -76,6 +77,7 @@ pub mod utilization;
 pub mod vtime;
 mod wait;
 
+pub use self::core::dispatch_gauges::DispatchGauges;
 pub use config::{
     Fairness, QueueSetConfig, QueueSetConfigError, MAX_ANTICIPATION, MAX_CONCURRENCY_LIMIT,
 };
@@ -454,6 +456,18 @@ impl QueueSet {
             .set_demand_observer(observer);
     }
 
+    /// Report requests joining and leaving queues and starting and ending
+    /// execution, by kind (the [`read_write::READ_ONLY_TAG`] bit of their
+    /// tag), to `handle` from now on (see [`read_write`]). Like the seat
+    /// demand, this is fed when the ring is replayed, never by the hot path.
+    pub fn set_read_write_observer(&self, handle: Option<read_write::ReadWriteHandle>) {
+        self.shared
+            .lock_and_drain()
+            .core
+            .tallies
+            .set_read_write(handle);
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> QueueSetConfig {
         self.shared.lock().core.cfg.clone()
@@ -502,6 +516,13 @@ impl QueueSet {
     /// seat-nanoseconds; [`vtime::to_seat_seconds`] converts).
     pub fn current_r(&self) -> vtime::VTime {
         self.shared.lock_and_drain().core.r
+    }
+
+    /// Kubernetes' virtual-time gauges as of the last dispatch from a queue
+    /// (bounds over the queues waiting now), with the ring replayed first;
+    /// `None` before the first dispatch.
+    pub fn dispatch_gauges(&self) -> Option<DispatchGauges> {
+        self.shared.lock_and_drain().core.dispatch_gauges()
     }
 
     /// The level's time-weighted utilization up to now, with the event

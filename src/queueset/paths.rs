@@ -7,6 +7,7 @@
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
+use super::read_write::Phase;
 use super::shards::{next_in_order, Busy, Shards};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
@@ -227,7 +228,9 @@ impl Shared {
             .iter_mut()
             .flat_map(|q| q.waiting.drain(..))
             .collect();
+        let now = self.clock.now();
         for w in waiters {
+            st.core.tallies.note(Phase::Waiting, w.slot.tag, -1, now);
             if let Some(waker) = w
                 .slot
                 .decide(SlotState::Rejected(RejectReason::LevelFailed))
@@ -447,6 +450,15 @@ impl Shared {
         // waiter (the lock is held), so no hot path overtakes it from now.
         self.word.set_slow();
         st.core.dispatch_as_much_as_possible(now, &self.word);
+        if st.core.cfg.wait_limit.is_zero()
+            && st.core.remove_waiting(&slot, RejectReason::TimeOut, now)
+        {
+            // A zero wait limit: a request that could not be dispatched
+            // at once times out now, as Kubernetes' already-expired wait
+            // would, rather than at a timer (which a manual clock fires
+            // only when advanced). Its leaving may let the next head fit.
+            st.core.dispatch_as_much_as_possible(now, &self.word);
+        }
         self.settle_and_unlock(st);
         match slot.try_take(None) {
             Some(decision) => match decision_result(decision) {

@@ -304,13 +304,20 @@ impl ReferenceQueueSet {
         self.bound_next_dispatch(q);
         let seen = self.events.len();
         self.dispatch_as_much_as_possible(now);
-        match self.events[seen..]
+        let dispatched = self.events[seen..]
             .iter()
-            .position(|e| *e == Event::Dispatched(id))
-        {
+            .position(|e| *e == Event::Dispatched(id));
+        match dispatched {
             Some(i) => {
                 self.events.remove(seen + i);
                 Outcome::Execute
+            }
+            // A zero wait limit: what could not start times out at once.
+            None if self.cfg.wait_limit.is_zero() => {
+                self.remove_waiting(|w| w.id == id, RejectReason::TimeOut);
+                self.events.pop();
+                self.dispatch_as_much_as_possible(now);
+                Outcome::Rejected(RejectReason::TimeOut)
             }
             None => Outcome::Queued,
         }

@@ -9,6 +9,7 @@
 //! replayed, at their own timestamps. So counting costs the hot path no
 //! atomic operation and no shared cache line.
 
+use super::read_write::{Phase, ReadWriteHandle, READ_ONLY_TAG};
 use crate::clock::Instant;
 
 /// Kubernetes' bucket bounds for request wait and execution durations, in
@@ -284,17 +285,36 @@ pub const MAX_TAG: u32 = (1 << 16) - 1;
 const NO_SLOT: u32 = u32::MAX;
 
 /// The tallies of one level, by tag: a dense index from tag to slot, so a
-/// replayed record finds its tally with two array reads.
+/// replayed record finds its tally with two array reads. A tag's
+/// [`READ_ONLY_TAG`] bit is not part of it: it only says which
+/// `read_vs_write` series the request changes.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Tallies {
     slot_of: Vec<u32>,
     stats: Vec<(u32, Tally)>,
+    /// The dispatcher's read-vs-write integrator, if any (see `read_write`).
+    read_write: Option<ReadWriteHandle>,
 }
 
 impl Tallies {
+    /// Report phase changes to `handle` from now on.
+    pub(crate) fn set_read_write(&mut self, handle: Option<ReadWriteHandle>) {
+        self.read_write = handle;
+    }
+
+    /// A request tagged `tag` enters (`delta` 1) or leaves (-1) `phase` at
+    /// `at`: told to the read-vs-write integrator, if any.
+    #[inline]
+    pub(crate) fn note(&self, phase: Phase, tag: u32, delta: i32, at: Instant) {
+        if let Some(h) = &self.read_write {
+            h.add(phase, tag, delta, at);
+        }
+    }
+
     /// The tally of `tag`, created on first use.
     #[inline]
     pub(crate) fn get(&mut self, tag: u32) -> &mut Tally {
+        let tag = tag & !READ_ONLY_TAG;
         let slot = self.slot_of.get(tag as usize).copied().unwrap_or(NO_SLOT) as usize;
         if slot < self.stats.len() {
             return &mut self.stats[slot].1;
@@ -318,6 +338,7 @@ impl Tallies {
 
     /// Whether a request tagged `tag` still waits, executes or holds seats.
     pub(crate) fn is_busy(&self, tag: u32) -> bool {
+        let tag = tag & !READ_ONLY_TAG;
         let slot = self.slot_of.get(tag as usize).copied().unwrap_or(NO_SLOT) as usize;
         self.stats.get(slot).is_some_and(|(_, t)| {
             let s = &t.stats;
@@ -328,6 +349,7 @@ impl Tallies {
     /// Drop the tally of `tag` (its schema is gone and its id will be
     /// reused: the new schema must not inherit its counts).
     pub(crate) fn remove(&mut self, tag: u32) {
+        let tag = tag & !READ_ONLY_TAG;
         let Some(&slot) = self.slot_of.get(tag as usize) else {
             return;
         };

@@ -136,6 +136,15 @@ class apf_str(ctypes.Structure):
 class apf_request_info(ctypes.Structure):
     pass
 
+class apf_request_digest(ctypes.Structure):
+    pass
+
+class apf_work_estimate(ctypes.Structure):
+    pass
+
+class apf_decision_ids(ctypes.Structure):
+    pass
+
 class apf_metrics_label(ctypes.Structure):
     pass
 
@@ -145,16 +154,10 @@ class apf_metrics_options(ctypes.Structure):
 class apf_queueset_config(ctypes.Structure):
     pass
 
-class apf_work_estimate(ctypes.Structure):
-    pass
-
 class apf_queueset_decision(ctypes.Structure):
     pass
 
 class apf_queueset_stats(ctypes.Structure):
-    pass
-
-class apf_request_digest(ctypes.Structure):
     pass
 
 class apf_decision(ctypes.Structure):
@@ -209,6 +212,43 @@ apf_request_info._fields_ = [
     ('path', apf_str),
 ]
 
+apf_request_digest._fields_ = [
+    ('user', ctypes.POINTER(ctypes.c_char)),
+    ('user_len', ctypes.c_size_t),
+    ('verb', ctypes.POINTER(ctypes.c_char)),
+    ('verb_len', ctypes.c_size_t),
+    ('api_group', ctypes.POINTER(ctypes.c_char)),
+    ('api_group_len', ctypes.c_size_t),
+    ('resource', ctypes.POINTER(ctypes.c_char)),
+    ('resource_len', ctypes.c_size_t),
+    ('subresource', ctypes.POINTER(ctypes.c_char)),
+    ('subresource_len', ctypes.c_size_t),
+    ('namespace_', ctypes.POINTER(ctypes.c_char)),
+    ('namespace_len', ctypes.c_size_t),
+    ('name', ctypes.POINTER(ctypes.c_char)),
+    ('name_len', ctypes.c_size_t),
+    ('path', ctypes.POINTER(ctypes.c_char)),
+    ('path_len', ctypes.c_size_t),
+    ('groups', ctypes.POINTER(apf_str)),
+    ('n_groups', ctypes.c_size_t),
+    ('is_resource_request', ctypes.c_bool),
+]
+
+apf_work_estimate._fields_ = [
+    ('initial_seats', ctypes.c_uint32),
+    ('final_seats', ctypes.c_uint32),
+    ('additional_latency_nanos', ctypes.c_uint64),
+]
+
+apf_decision_ids._fields_ = [
+    ('struct_size', ctypes.c_size_t),
+    ('outcome', ctypes.c_uint32),
+    ('reject_reason', ctypes.c_uint32),
+    ('request', ctypes.c_uint64),
+    ('flow_schema_id', ctypes.c_uint32),
+    ('priority_level_id', ctypes.c_uint32),
+]
+
 apf_metrics_label._fields_ = [
     ('name', apf_str),
     ('value', apf_str),
@@ -230,12 +270,6 @@ apf_queueset_config._fields_ = [
     ('service_time_guess_ns', ctypes.c_uint64),
     ('wait_limit_ns', ctypes.c_uint64),
     ('fairness', ctypes.c_uint32),
-]
-
-apf_work_estimate._fields_ = [
-    ('initial_seats', ctypes.c_uint32),
-    ('final_seats', ctypes.c_uint32),
-    ('additional_latency_nanos', ctypes.c_uint64),
 ]
 
 apf_queueset_decision._fields_ = [
@@ -260,28 +294,6 @@ apf_queueset_stats._fields_ = [
     ('rejected_time_out', ctypes.c_uint64),
     ('rejected_cancelled', ctypes.c_uint64),
     ('rejected_concurrency_limit', ctypes.c_uint64),
-]
-
-apf_request_digest._fields_ = [
-    ('user', ctypes.POINTER(ctypes.c_char)),
-    ('user_len', ctypes.c_size_t),
-    ('verb', ctypes.POINTER(ctypes.c_char)),
-    ('verb_len', ctypes.c_size_t),
-    ('api_group', ctypes.POINTER(ctypes.c_char)),
-    ('api_group_len', ctypes.c_size_t),
-    ('resource', ctypes.POINTER(ctypes.c_char)),
-    ('resource_len', ctypes.c_size_t),
-    ('subresource', ctypes.POINTER(ctypes.c_char)),
-    ('subresource_len', ctypes.c_size_t),
-    ('namespace_', ctypes.POINTER(ctypes.c_char)),
-    ('namespace_len', ctypes.c_size_t),
-    ('name', ctypes.POINTER(ctypes.c_char)),
-    ('name_len', ctypes.c_size_t),
-    ('path', ctypes.POINTER(ctypes.c_char)),
-    ('path_len', ctypes.c_size_t),
-    ('groups', ctypes.POINTER(apf_str)),
-    ('n_groups', ctypes.c_size_t),
-    ('is_resource_request', ctypes.c_bool),
 ]
 
 apf_decision._fields_ = [
@@ -341,6 +353,8 @@ FUNCTIONS = {
     'apf_dispatcher_reject': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('priority_level', ctypes.POINTER(ctypes.c_char)), ('priority_level_len', ctypes.c_size_t), ('flow_schema', ctypes.POINTER(ctypes.c_char)), ('flow_schema_len', ctypes.c_size_t), ('reason', ctypes.c_uint32), ('out_retry_after', ctypes.POINTER(ctypes.c_uint64)), ('out_body', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_observe': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('query', ctypes.POINTER(ctypes.c_char)), ('query_len', ctypes.c_size_t), ('out_status', ctypes.POINTER(ctypes.c_uint16)), ('out_content_type', ctypes.POINTER(apf_text)), ('out_body', ctypes.POINTER(apf_text))]),
     'apf_request_info_parse': (apf_status, [('method', ctypes.POINTER(ctypes.c_char)), ('method_len', ctypes.c_size_t), ('path', ctypes.POINTER(ctypes.c_char)), ('path_len', ctypes.c_size_t), ('watch', ctypes.POINTER(ctypes.c_char)), ('watch_len', ctypes.c_size_t), ('out', ctypes.POINTER(apf_request_info))]),
+    'apf_start_request_ids': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('digest', ctypes.POINTER(apf_request_digest)), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_decision_ids))]),
+    'apf_dispatcher_name': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('id', ctypes.c_uint32), ('out_name', ctypes.POINTER(apf_str)), ('out_uid', ctypes.POINTER(apf_str))]),
     'apf_metrics_options_default': (apf_status, [('out', ctypes.POINTER(apf_metrics_options))]),
     'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),

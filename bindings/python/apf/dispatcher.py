@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _bindings as b
 from ._library import ApfError, ClosedError, call, last_error, lib
@@ -140,17 +140,21 @@ _DIGEST_FIELDS = {
 }
 
 
-def _decision(raw: b.apf_decision) -> Decision:
+def _decision(raw: b.apf_decision_ids, schema: Tuple[str, str],
+              level: Tuple[str, str]) -> Decision:
     outcome = Outcome(raw.outcome)
     return Decision(
         outcome=outcome,
         reject_reason=RejectReason(raw.reject_reason) if outcome == Outcome.REJECTED else None,
         request=raw.request,
-        flow_schema=_read_str(raw.flow_schema_name),
-        flow_schema_uid=_read_str(raw.flow_schema_uid),
-        priority_level=_read_str(raw.priority_level_name),
-        priority_level_uid=_read_str(raw.priority_level_uid),
+        flow_schema=schema[0],
+        flow_schema_uid=schema[1],
+        priority_level=level[0],
+        priority_level_uid=level[1],
     )
+
+
+_DECISION_IDS_SIZE = ctypes.sizeof(b.apf_decision_ids)
 
 
 class Dispatcher(Managed):
@@ -178,6 +182,9 @@ class Dispatcher(Managed):
         self._manual_clock = bool(raw.manual_clock)
         self._callback = None
         self._hub = None
+        # (name, uid) by the ids of apf_start_request_ids: libapf never
+        # reuses an id within a dispatcher, so entries never go stale.
+        self._names: Dict[int, Tuple[str, str]] = {}
         self._set_ptr(out)
 
     @classmethod
@@ -337,10 +344,23 @@ class Dispatcher(Managed):
         (``decision.request``); :meth:`request` does all that for you.
         ``deadline_ns`` (dispatcher clock, 0 = none) bounds the wait."""
         m = _Marshalled(digest, estimate)
-        out = b.apf_decision()
-        self._call("apf_start_request", ctypes.byref(m.digest), ctypes.byref(m.estimate),
+        # The decision names the schema and level by id: decoding four C
+        # strings per request cost more than two dict look-ups.
+        out = b.apf_decision_ids(struct_size=_DECISION_IDS_SIZE)
+        self._call("apf_start_request_ids", ctypes.byref(m.digest), ctypes.byref(m.estimate),
                    deadline_ns, ctypes.byref(out))
-        return _decision(out)
+        names = self._names
+        schema = names.get(out.flow_schema_id) or self._name(out.flow_schema_id)
+        level = names.get(out.priority_level_id) or self._name(out.priority_level_id)
+        return _decision(out, schema, level)
+
+    def _name(self, id_: int) -> Tuple[str, str]:
+        """The name and UID behind an id (``apf_dispatcher_name``), cached."""
+        name, uid = b.apf_str(), b.apf_str()
+        self._call("apf_dispatcher_name", id_, ctypes.byref(name), ctypes.byref(uid))
+        pair = (_read_str(name), _read_str(uid))
+        self._names[id_] = pair
+        return pair
 
     def wait(self, request: int, timeout_ns: Optional[int] = None) -> Tuple[Outcome, Optional[RejectReason]]:
         """Block (without the GIL) until a queued request is decided or

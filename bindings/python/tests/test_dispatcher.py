@@ -120,6 +120,30 @@ def test_reconfigure_switches_levels(dispatcher):
     dispatcher.finish(decision.request)
 
 
+def test_names_by_id_follow_a_rename_and_stay_per_dispatcher(dispatcher):
+    # start_request learns names by id (apf_start_request_ids) and caches
+    # them per dispatcher: a renamed level gets a new id, and another
+    # dispatcher's ids name its own objects.
+    first = dispatcher.start_request(digest("alice"))
+    dispatcher.finish(first.request)
+    assert (first.priority_level, first.priority_level_uid) == ("tight", "uid-pl-tight")
+    assert (first.flow_schema, first.flow_schema_uid) == ("tight", "uid-fs-tight")
+    renamed = TEST_CONFIG.replace("{name: tight, uid: uid-pl-tight}", "{name: snug, uid: uid-pl-snug}")
+    renamed = renamed.replace("priorityLevelConfiguration: {name: tight}", "priorityLevelConfiguration: {name: snug}")
+    dispatcher.reconfigure(renamed)
+    after = dispatcher.start_request(digest("alice"))
+    dispatcher.finish(after.request)
+    assert (after.priority_level, after.priority_level_uid) == ("snug", "uid-pl-snug")
+    assert after.flow_schema == "tight"
+    other = apf.Dispatcher()
+    try:
+        builtin = other.start_request(digest("alice"))
+        other.finish(builtin.request)
+        assert builtin.flow_schema in ("global-default", "catch-all")
+    finally:
+        other.close()
+
+
 def test_reconfigure_error_keeps_the_old_config(dispatcher):
     bad = TEST_CONFIG.replace("queues: 1, handSize: 1", "queues: 1, handSize: 9")
     with pytest.raises(apf.ApfError) as info:

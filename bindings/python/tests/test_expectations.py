@@ -110,7 +110,7 @@ def check(step, status, headers, body, expect):
 def test_the_middleware_meets_the_shared_expectations(make_app):
     dispatcher = apf.Dispatcher.from_config(
         DOC["config"], server_concurrency_limit=DOC["server_concurrency_limit"],
-        manual_clock=True)
+        wait_limit_ns=DOC["wait_limit_seconds"] * 1_000_000_000, manual_clock=True)
     request = make_app(dispatcher)
     held = []
     assert len(DOC["steps"]) >= 10

@@ -84,6 +84,27 @@ def test_metrics_follow_the_requests(dispatcher):
     assert waited == pytest.approx(0.007)
 
 
+def test_requests_by_kind_demand_and_virtual_time_are_exposed(dispatcher):
+    """The metrics are the library's one exposition: the binding sees the
+    last ones added (read_vs_write_current_requests, demand_seats, the
+    virtual-time gauges)."""
+    running = dispatcher.start_request(digest("alice"))
+    waiting = dispatcher.start_request(digest("alice", verb="create"))
+    assert waiting.outcome == apf.Outcome.QUEUED
+    dispatcher.advance_clock(7_000_000)
+    dispatcher.finish(running.request)
+    settle(dispatcher, waiting)
+    text = dispatcher.metrics_text()
+    # A read executed for 7 ms while a write waited (counts x nanoseconds).
+    by_kind = "read_vs_write_current_requests_sum"
+    assert sample(text, by_kind, '{phase="executing",request_kind="readOnly"}') == 7e6
+    assert sample(text, by_kind, '{phase="waiting",request_kind="mutating"}') == 7e6
+    assert sample(text, by_kind, '{phase="waiting",request_kind="readOnly"}') == 0
+    assert sample(text, "demand_seats_count", '{priority_level="tight"}') == 7e6
+    assert sample(text, "latest_s", '{priority_level="tight"}') > 0
+    assert sample(text, "next_s_bounds", '{priority_level="tight",bound="min"}') > 0
+
+
 def test_long_texts_are_read_whole_in_one_call(builtin):
     text = builtin.metrics_text()
     assert len(text) > 4096

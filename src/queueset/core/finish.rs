@@ -5,6 +5,7 @@
 
 use super::{charged_seats, Core, Lingering};
 use crate::clock::Instant;
+use crate::queueset::read_write::Phase;
 use crate::work_estimate::WorkEstimate;
 use std::cmp::Reverse;
 
@@ -26,6 +27,7 @@ impl Core {
     ) -> u32 {
         let queue = self.flow_leaves(queue, flow);
         self.tallies.get(tag).end(start, now);
+        self.tallies.note(Phase::Executing, tag, -1, now);
         self.end_executing(queue, charged_seats(estimate, held), start, now);
         // Only the seats still held are given back, held for the flow or
         // kept for an additional latency: those released early went back
