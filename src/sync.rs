@@ -247,6 +247,44 @@ impl<T> ArcCell<T> {
     }
 }
 
+/// A small number for the calling thread, fixed for its lifetime (0 for
+/// the first thread that asks, then 1, 2, …): picks the thread's shard of a
+/// sharded structure (`queueset::shards`). Under loom and shuttle the
+/// counter and the thread-local are theirs, so every model run numbers its
+/// threads afresh, in the order the schedule makes them ask.
+#[cfg(not(any(loom, shuttle)))]
+#[inline]
+pub fn thread_index() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    std::thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i)
+}
+
+#[cfg(loom)]
+pub fn thread_index() -> usize {
+    loom::lazy_static! {
+        static ref NEXT: loom::sync::atomic::AtomicUsize = loom::sync::atomic::AtomicUsize::new(0);
+    }
+    loom::thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i)
+}
+
+#[cfg(all(shuttle, not(loom)))]
+pub fn thread_index() -> usize {
+    shuttle::lazy_static! {
+        static ref NEXT: shuttle::sync::atomic::AtomicUsize =
+            shuttle::sync::atomic::AtomicUsize::new(0);
+    }
+    shuttle::thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    INDEX.with(|i| *i)
+}
+
 /// A process-wide unique number (never 0). A plain counter, outside any
 /// concurrent protocol, so it uses std's atomic directly even under loom
 /// (loom's atomics cannot live in a `static`).

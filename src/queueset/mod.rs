@@ -71,6 +71,7 @@ pub mod read_write;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
+mod shards;
 pub mod tally;
 pub mod utilization;
 pub mod vtime;
@@ -88,11 +89,12 @@ pub use utilization::Utilization;
 
 use self::admission::AdmissionWord;
 use self::core::{Core, FLOW_QUEUE, NO_QUEUE};
-use self::paths::{Locked, Routing, Shared, RING_CAPACITY};
+use self::paths::{Locked, Routing, Shared};
+use self::shards::{Shards, ANY_SHARD};
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
 use crate::clock::{Clock, Instant};
-use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex};
+use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -230,15 +232,16 @@ impl QueueSet {
             core,
             timer: None,
             next_seq: 0,
+            replay_buffers: Vec::new(),
         };
         let shared = Arc::new(Shared {
             word: AdmissionWord::new(limit),
             enqueues: CachePadded::new(AtomicU64::new(0)),
+            shards: Shards::new(),
             routing: ArcCell::new(Arc::new(Routing {
                 dealer,
                 fairness: cfg_fairness,
             })),
-            ring: EventRing::new(RING_CAPACITY),
             locked: Mutex::new(locked),
             failed: AtomicBool::new(false),
             clock: clock.clone(),
@@ -310,7 +313,8 @@ impl QueueSet {
     #[inline]
     pub(crate) fn admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
         match self.shared.try_fast_start(request, tag) {
-            Some((queue, flow, start)) => RawAdmission::Execute(Execution {
+            Some((queue, flow, start, shard)) => RawAdmission::Execute(Execution {
+                shard,
                 queue,
                 flow,
                 tag,
@@ -334,6 +338,7 @@ impl QueueSet {
     /// Finish at `now`, a time just read from this queueset's clock.
     fn finish_execution_now(&self, exec: Execution, now: Instant) {
         self.shared.finish(
+            exec.shard,
             exec.queue,
             exec.flow,
             exec.tag,
@@ -404,6 +409,7 @@ impl QueueSet {
             }) => {
                 self.finish_execution_now(
                     Execution {
+                        shard: ANY_SHARD,
                         queue,
                         flow,
                         tag,
@@ -577,6 +583,9 @@ pub enum RawAdmission {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "an execution holds seats until it is finished"]
 pub struct Execution {
+    /// The shard whose ring holds its start record ([`ANY_SHARD`] when the
+    /// slow path accounted its start): its finish record goes there too.
+    shard: u32,
     /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
     /// (the queue is then chosen at replay and found in the flow table).
     queue: u32,
@@ -731,6 +740,7 @@ fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
             estimate,
             start,
         } => Ok(Execution {
+            shard: ANY_SHARD,
             queue,
             flow,
             tag,

@@ -1,19 +1,22 @@
 //! The hot path and the slow path of one level: the shared state both
-//! work on (the admission word, the event ring, the level lock) and every
-//! operation on it. The protocol between them is documented at
-//! [`AdmissionWord`](super::admission::AdmissionWord).
+//! work on (the admission word, the sharded event rings, the level lock) and
+//! every operation on it. The protocol between them is documented at
+//! [`AdmissionWord`](super::admission::AdmissionWord), the rings' at
+//! [`shards`](super::shards).
 
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
 use super::read_write::Phase;
+use super::shards::{next_in_order, Busy, Shards};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
-use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, EventRing, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
 use std::time::Duration;
 
 // ----- the event ring --------------------------------------------------------
@@ -67,20 +70,33 @@ pub(super) enum Record {
     },
 }
 
-// Two under loom, so a model with a few hot-path events fills the ring and
-// exercises the full-ring fallback (tests/loom_configs.rs).
-pub(super) const RING_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
+impl Record {
+    /// The drain's merge order (see [`shards`](super::shards)): the
+    /// record's time, then finishes before starts.
+    #[inline]
+    pub(super) fn order_key(&self) -> (Instant, bool) {
+        match *self {
+            Record::Start { at, .. } | Record::StartFlow { at, .. } => (at, true),
+            Record::Finish { at, .. } | Record::FinishFlow { at, .. } => (at, false),
+        }
+    }
+}
 
 // A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
 const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
+    /// Kubernetes' `enqueues`: the rotating offset into a flow's hand.
+    /// Level-wide, not per shard: the slow path's choices, made in the
+    /// lock's order, must follow Kubernetes' one sequence
+    /// (tests/shuttle_queueset.rs compares them with the reference model).
     pub(super) enqueues: CachePadded<AtomicU64>,
+    /// The per-thread event rings.
+    pub(super) shards: Shards,
     /// The current dealer and fairness policy, read by the hot path
     /// without the lock; replaced under the lock on reconfiguration.
     pub(super) routing: ArcCell<Routing>,
-    pub(super) ring: EventRing<Record>,
     pub(super) locked: Mutex<Locked>,
     /// Set when a panic left the locked state half-updated (see the module
     /// documentation): the level then rejects every new request.
@@ -99,19 +115,22 @@ pub(super) struct Locked {
     pub(super) core: Core,
     pub(super) timer: Option<Timer>,
     pub(super) next_seq: u64,
+    /// The drain's per-shard buffers, kept between drains so a drain does
+    /// not allocate.
+    pub(super) replay_buffers: Vec<VecDeque<Record>>,
 }
 
 impl Shared {
     /// The hot path: take seats with one CAS if nothing waits and they fit.
     /// Returns the request's queue ([`FLOW_QUEUE`] under the flow policy:
-    /// chosen at replay), its flow under the flow policy, and its start
-    /// time.
+    /// chosen at replay), its flow under the flow policy, its start time
+    /// and the shard whose ring holds its start record.
     #[inline]
     pub(super) fn try_fast_start(
         &self,
         request: &Request,
         tag: u32,
-    ) -> Option<(u32, Option<u64>, Instant)> {
+    ) -> Option<(u32, Option<u64>, Instant, u32)> {
         let estimate = request.estimate;
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
@@ -119,32 +138,39 @@ impl Shared {
         if !self.word.try_take_fast(estimate.max_seats()) {
             return None;
         }
+        let (shard_index, _) = self.shards.mine();
         let queue = self.deal_queue(request.flow_hash);
         let at = self.clock.now();
         if queue == FLOW_QUEUE {
             // Whole nanoseconds, saturated (584 years): computed only under
             // the flow policy, so Kubernetes' hot path pays nothing for it.
             let latency_nanos = duration_nanos(estimate.additional_latency);
-            self.record(Record::StartFlow {
-                flow_hash: request.flow_hash,
+            self.record(
+                shard_index,
+                Record::StartFlow {
+                    flow_hash: request.flow_hash,
+                    tag,
+                    initial_seats: estimate.initial_seats,
+                    final_seats: estimate.final_seats,
+                    latency_nanos,
+                    at,
+                },
+            );
+            return Some((queue, Some(request.flow_hash), at, shard_index));
+        }
+        self.record(
+            shard_index,
+            Record::Start {
+                queue,
                 tag,
                 initial_seats: estimate.initial_seats,
                 final_seats: estimate.final_seats,
-                latency_nanos,
+                latency_secs: estimate.additional_latency.as_secs(),
+                latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
                 at,
-            });
-            return Some((queue, Some(request.flow_hash), at));
-        }
-        self.record(Record::Start {
-            queue,
-            tag,
-            initial_seats: estimate.initial_seats,
-            final_seats: estimate.final_seats,
-            latency_secs: estimate.additional_latency.as_secs(),
-            latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
-            at,
-        });
-        Some((queue, None, at))
+            },
+        );
+        Some((queue, None, at, shard_index))
     }
 
     /// The queue Kubernetes picks when no queue has waiting work: the card
@@ -163,11 +189,11 @@ impl Shared {
         })
     }
 
-    /// Push a hot-path record; if the ring is full, replay it (and this
-    /// record) under the lock instead.
+    /// Push a hot-path record to shard `shard`'s ring; if the ring is full,
+    /// replay the rings (and this record) under the lock instead.
     #[inline]
-    pub(super) fn record(&self, record: Record) {
-        if let Err(record) = self.ring.push(record) {
+    pub(super) fn record(&self, shard: u32, record: Record) {
+        if let Err(record) = self.shards.get(shard).ring.push(record) {
             let mut st = self.lock_and_drain();
             Self::replay(&mut st.core, record);
         }
@@ -227,30 +253,51 @@ impl Shared {
     pub(super) fn lock_and_drain(&self) -> MutexGuard<'_, Locked> {
         let mut st = self.lock();
         if self.is_failed() {
-            while self.ring.pop().is_some() {}
+            self.shards.discard();
         } else {
-            self.drain(&mut st.core);
+            let Locked {
+                core,
+                replay_buffers,
+                ..
+            } = &mut *st;
+            self.drain(core, replay_buffers);
         }
         st
     }
 
-    /// Replay the records that were in the ring when the drain began.
+    /// Replay the records that were in the rings when the drain looked at
+    /// them, merged in time order (see [`shards`](super::shards)).
     /// Bounded by that count, so producers that keep pushing cannot keep
     /// the lock holder replaying forever; what they push meanwhile is
     /// replayed by the next holder (every record is replayed before the
     /// core decides anything that depends on it, since the decision's own
     /// caller drained first, and later records belong to later events).
-    pub(super) fn drain(&self, core: &mut Core) {
-        let mut budget = self.ring.len();
-        let mut next = || {
-            if budget == 0 {
-                return None;
+    pub(super) fn drain(&self, core: &mut Core, buffers: &mut Vec<VecDeque<Record>>) {
+        match self.shards.busy() {
+            Busy::None => {}
+            // The common case (one thread, or threads that took turns):
+            // replay straight from the ring, without the merge's copies.
+            Busy::One(ring) => {
+                let mut budget = ring.len();
+                Self::replay_all(core, || {
+                    if budget == 0 {
+                        return None;
+                    }
+                    budget -= 1;
+                    ring.pop()
+                })
             }
-            budget -= 1;
-            self.ring.pop()
-        };
+            Busy::Several => {
+                self.shards.take(buffers);
+                Self::replay_all(core, || next_in_order(buffers))
+            }
+        }
+    }
+
+    /// Apply the records `next` yields, feeding the demand observer under
+    /// one lock for the whole batch.
+    fn replay_all(core: &mut Core, mut next: impl FnMut() -> Option<Record>) {
         let Some(first) = next() else { return };
-        // Feed the demand observer under one lock for the whole batch.
         let Some(observer) = core.take_demand_observer() else {
             Self::apply(core, first);
             while let Some(record) = next() {
@@ -348,6 +395,7 @@ impl Shared {
             st.core.replay_start(NO_QUEUE, tag, estimate, now);
             st.core.observe_demand();
             return RawAdmission::Execute(Execution {
+                shard: super::shards::ANY_SHARD,
                 queue: NO_QUEUE,
                 flow: None,
                 tag,
@@ -459,6 +507,7 @@ impl Shared {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn finish(
         &self,
+        shard: u32,
         queue: u32,
         flow: Option<u64>,
         tag: u32,
@@ -489,7 +538,8 @@ impl Shared {
                     at: end,
                 },
             };
-            if self.ring.push(record).is_ok() {
+            let ring = &self.shards.for_finish(shard).ring;
+            if ring.push(record).is_ok() {
                 // The record is in the ring before the seats are free, so a
                 // start that takes these seats is recorded after this finish
                 // (see the admission word's protocol).

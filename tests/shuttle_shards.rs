@@ -1,0 +1,113 @@
+//! Randomised schedules of the sharded event rings (src/queueset/shards.rs)
+//! with shuttle: several threads (two shards under shuttle) start requests
+//! and hand their executions to one another, so finishes land on threads of
+//! other shards, while the clock advances and the level drains its rings.
+//! Checks at every step that the seats in use stay within the limit and,
+//! at quiescence, that every start and finish was replayed exactly once.
+//! Run with `scripts/shuttle.sh` (SHUTTLE_ITERATIONS for longer runs).
+#![cfg(shuttle)]
+
+use apf::clock::Clock;
+use apf::queueset::{Execution, QueueSet, QueueSetConfig, RawAdmission, Request};
+use apf::work_estimate::WorkEstimate;
+use shuttle::rand::Rng;
+use shuttle::sync::{Arc, Mutex};
+use shuttle::thread;
+use std::time::Duration;
+
+const LIMIT: u32 = 3;
+
+fn iterations() -> usize {
+    std::env::var("SHUTTLE_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000)
+}
+
+fn request(flow: u64) -> Request {
+    Request {
+        flow_hash: flow,
+        estimate: WorkEstimate::new(1, 0, Duration::ZERO),
+        deadline: None,
+    }
+}
+
+fn check(qs: &QueueSet) {
+    let stats = qs.stats();
+    assert!(
+        stats.seats_in_use <= LIMIT,
+        "{} seats in use at limit {LIMIT}",
+        stats.seats_in_use
+    );
+}
+
+fn run(queues: u32) {
+    let (clock, manual) = Clock::manual();
+    let cfg = QueueSetConfig {
+        name: "shuttle-shards".into(),
+        concurrency_limit: LIMIT,
+        queues,
+        hand_size: queues.clamp(1, 2),
+        queue_length_limit: 2,
+        ..QueueSetConfig::default()
+    };
+    let qs = Arc::new(QueueSet::new(cfg, clock.clone()).expect("valid config"));
+    // Executions any thread may finish: most are finished by a thread other
+    // than the one that started them.
+    let mailbox: Arc<Mutex<Vec<Execution>>> = Arc::new(Mutex::new(Vec::new()));
+    let threads: Vec<_> = (0..3u64)
+        .map(|t| {
+            let qs = qs.clone();
+            let mailbox = mailbox.clone();
+            let clock = clock.clone();
+            thread::spawn(move || {
+                let mut rng = shuttle::rand::thread_rng();
+                for round in 0..4u64 {
+                    match rng.gen_range(0..4) {
+                        0 | 1 => match qs.admit(&request(t * 10 + round)) {
+                            RawAdmission::Execute(e) => mailbox.lock().unwrap().push(e),
+                            // Gives up at once; a dispatch that won the race
+                            // is finished by the cancellation itself.
+                            RawAdmission::Queued(w) => {
+                                qs.cancel_waiting(w);
+                            }
+                            RawAdmission::Rejected(_) => {}
+                        },
+                        2 => {
+                            let e = mailbox.lock().unwrap().pop();
+                            if let Some(e) = e {
+                                qs.finish_execution(e, clock.now());
+                            }
+                        }
+                        _ => check(&qs),
+                    }
+                }
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        manual.advance(Duration::from_micros(1));
+        check(&qs);
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    let left: Vec<_> = mailbox.lock().unwrap().drain(..).collect();
+    for e in left {
+        qs.finish_execution(e, clock.now());
+    }
+    let stats = qs.stats();
+    assert_eq!(stats.seats_in_use, 0, "every seat given back");
+    assert_eq!(stats.requests_executing, 0, "every finish replayed");
+    assert_eq!(stats.requests_waiting, 0);
+}
+
+#[test]
+fn executions_finished_on_other_shards() {
+    shuttle::check_random(|| run(2), iterations());
+}
+
+#[test]
+fn executions_finished_on_other_shards_without_queues() {
+    shuttle::check_random(|| run(0), iterations());
+}
