@@ -286,6 +286,18 @@ fn dispatch_by_queue_count(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("queueset", queues), &queues, |b, _| {
             b.iter(|| s.step())
         });
+        // Diagnostic (issue 14): the same queue count with the waiting
+        // population of the 16-queue case, to separate the cost of more
+        // queues from the cost of 128 times more waiting requests.
+        if queues == 16384 {
+            let qs = QueueSet::new(cfg(1, queues, hand), Clock::real()).unwrap();
+            let mut s = Saturated::new(&qs, 256);
+            g.bench_with_input(
+                BenchmarkId::new("queueset_256_waiting", queues),
+                &queues,
+                |b, _| b.iter(|| s.step()),
+            );
+        }
         let mut bs = BaselineSaturated::new(cfg(1, queues, hand), waiting);
         g.bench_with_input(
             BenchmarkId::new("mutex_reference", queues),
