@@ -172,6 +172,10 @@ struct Latencies {
     /// first (the start barrier releases every consumer at once).
     slow_gets: u64,
     slow_first_gets: u64,
+    /// The same for `done` (which still takes the lock after a lock-free
+    /// get, so the start stampede lands on the first `done`s).
+    slow_dones: u64,
+    slow_first_dones: u64,
     add: Histogram<u64>,
     get: Histogram<u64>,
     done: Histogram<u64>,
@@ -183,6 +187,8 @@ impl Latencies {
         Latencies {
             slow_gets: 0,
             slow_first_gets: 0,
+            slow_dones: 0,
+            slow_first_dones: 0,
             add: h(),
             get: h(),
             done: h(),
@@ -192,6 +198,8 @@ impl Latencies {
     fn merge(&mut self, other: &Latencies) {
         self.slow_gets += other.slow_gets;
         self.slow_first_gets += other.slow_first_gets;
+        self.slow_dones += other.slow_dones;
+        self.slow_first_dones += other.slow_first_dones;
         self.add.add(&other.add).expect("same bounds");
         self.get.add(&other.get).expect("same bounds");
         self.done.add(&other.done).expect("same bounds");
@@ -206,7 +214,7 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid bounds")
 }
 
-/// A get this slow waited through many other threads' turns.
+/// A call this slow waited through many other threads' turns.
 const SLOW: u64 = 1_000_000;
 
 fn nanos_since(t: Instant) -> u64 {
@@ -225,7 +233,12 @@ fn consume<Q: Queue>(q: &Q, mut lat: Latencies, rounds: usize, add_back: bool) -
         }
         let t = Instant::now();
         q.done(item);
-        lat.done.saturating_record(nanos_since(t));
+        let took = nanos_since(t);
+        lat.done.saturating_record(took);
+        if took > SLOW {
+            lat.slow_dones += 1;
+            lat.slow_first_dones += u64::from(round == 0);
+        }
         if !add_back {
             continue;
         }
@@ -325,6 +338,12 @@ fn run<Q: Queue>(name: &str, q: Arc<Q>, args: &Args) {
         SLOW / 1_000_000,
         all.slow_gets,
         all.slow_first_gets
+    );
+    println!(
+        "  dones over {} ms: {} ({} of them their thread's first)",
+        SLOW / 1_000_000,
+        all.slow_dones,
+        all.slow_first_dones
     );
     if let Some(p) = producer {
         let h = p.join().expect("producer finished");

@@ -34,7 +34,7 @@ const SMALL: usize = 64;
 /// level's limit) stays the same, a small numerator's nanoseconds go to a
 /// counter of that very numerator; the buckets and the integral are worked
 /// out from those counters only when the denominator changes or the
-/// histogram is read ([`RatioHistogram::settle`]). Larger numerators find
+/// histogram is read (`RatioHistogram::settle`). Larger numerators find
 /// their bucket among precomputed integer thresholds at once. Either way
 /// every numerator lands in the bucket its `f64` ratio falls in (the
 /// thresholds are found with that very comparison), and the integral is

@@ -15,7 +15,7 @@
 //! level), so R advances by ⌊num × dt × 2^20 / den⌋, exactly as the
 //! reference model's sort-and-scan computes it.
 //!
-//! [`DemandIndex`] keeps the active queues' demands in a binary trie over
+//! `DemandIndex` keeps the active queues' demands in a binary trie over
 //! the demand's b bits, b = ⌈log2(limit + 1)⌉ (10 at a limit of 1000, at
 //! most 31), each node counting the demands below it and their sum, so a
 //! demand change and the water level both cost b steps (O(log limit),
