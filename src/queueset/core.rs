@@ -31,11 +31,9 @@ use std::task::Waker;
 mod checks;
 pub(crate) mod dispatch_gauges;
 mod finish;
-mod ready_key;
 mod release;
 mod water;
 
-use self::ready_key::ReadyKey;
 pub(crate) use self::release::charged_seats;
 
 /// Marks a request that belongs to no queue (the level does not queue).
@@ -98,7 +96,7 @@ pub(crate) struct Core {
     pub(crate) cfg: QueueSetConfig,
     pub(crate) dealer: Option<Dealer>,
     pub(crate) queues: Vec<Queue>,
-    ready: BTreeSet<ReadyKey>,
+    ready: BTreeSet<(VTime, usize)>,
     pub(crate) r: VTime,
     last_sync: Instant,
     robin: Option<usize>,
@@ -506,15 +504,13 @@ impl Core {
     /// The queue to dispatch from: least virtual finish, ties broken
     /// round-robin from the queue after the last one chosen.
     fn next_queue(&self) -> Option<usize> {
-        let first = *self.ready.first()?;
+        let &(min_vf, first) = self.ready.first()?;
         let from = self.robin.map_or(0, |r| r + 1) % self.queues.len().max(1);
-        let from = ReadyKey::new(first.vf(), from);
         Some(
             self.ready
-                .range(from..=first.last_of_vf())
+                .range((min_vf, from)..=(min_vf, usize::MAX))
                 .next()
-                .unwrap_or(&first)
-                .queue(),
+                .map_or(first, |&(_, q)| q),
         )
     }
 
@@ -741,10 +737,10 @@ impl Core {
             .map(|head| queue.next_dispatch_r + head.work);
         if key != queue.ready_key {
             if let Some(old) = queue.ready_key {
-                self.ready.remove(&ReadyKey::new(old, q));
+                self.ready.remove(&(old, q));
             }
             if let Some(new) = key {
-                self.ready.insert(ReadyKey::new(new, q));
+                self.ready.insert((new, q));
             }
             self.queues[q].ready_key = key;
         }

@@ -23,10 +23,7 @@ impl Core {
             let key = q.waiting.front().map(|head| q.next_dispatch_r + head.work);
             debug_assert_eq!(q.ready_key, key, "queue {i}: ready-index key");
             if let Some(key) = key {
-                debug_assert!(
-                    self.ready.contains(&super::ReadyKey::new(key, i)),
-                    "queue {i} indexed"
-                );
+                debug_assert!(self.ready.contains(&(key, i)), "queue {i} indexed");
             }
         }
         let lingering: u64 = self
