@@ -63,10 +63,14 @@
 //!   freed them. It fails with `Relaxed`: a failed attempt takes the slow
 //!   path, whose lock orders everything.
 //! - `give_back` is `Release` on the hot path: the finish record was pushed
-//!   to the event ring *before* the seats are given back, so any thread that
-//!   takes those seats (an `Acquire` CAS reading this value) pushes its own
-//!   start record after the finish record: replaying the ring never shows
-//!   more seats in use than the word ever held. (It is not true that
+//!   to its event ring *before* the seats are given back, so any thread that
+//!   takes those seats (an `Acquire` CAS reading this value) reads its clock
+//!   and pushes its own start record after the finish record: a drain that
+//!   holds both replays the finish first (by time, finishes first on ties),
+//!   so it never shows more seats in use than the word ever held. With
+//!   rings sharded by thread, a drain can hold the start without that
+//!   finish for one drain; src/queueset/shards.rs says why no decision
+//!   depends on it (only this word decides seats). (It is not true that
 //!   "whoever sees the free seats replays the finish first": a hot-path start
 //!   replays nothing; the ordering is about the ring's order.) It is also
 //!   `Acquire` so that a finisher that sees `SLOW` in the replaced value sees
