@@ -2,21 +2,32 @@
 //!
 //! A `Vec` that doubles keeps up to half of its memory unused right after it
 //! grows; per-slot arrays here can be large (one element per tracked item),
-//! so they grow a chunk at a time instead and waste at most one chunk, and
-//! growing never moves (or copies) what is already stored.
+//! so past their first chunk they grow a chunk at a time instead and waste
+//! at most one chunk, and growing never moves (or copies) those chunks. The
+//! first chunk's worth of elements is a `Vec` that doubles up to a chunk:
+//! a queue has one table per shard, and most shards of a small queue hold
+//! a few dozen items, so a whole chunk each would cost more than the items.
 
 const CHUNK_BITS: u32 = 9;
 const CHUNK: usize = 1 << CHUNK_BITS;
+/// The first chunk's smallest allocation.
+const HEAD_MIN: usize = 16;
 
 pub(crate) struct ChunkVec<V> {
-    /// Fixed-size chunks: an offset masked to `CHUNK - 1` needs no bounds
-    /// check (these arrays are indexed several times per queue operation).
+    /// Elements `0..CHUNK`, grown by doubling.
+    head: Vec<V>,
+    /// Elements from `CHUNK` on, in fixed-size chunks: an offset masked to
+    /// `CHUNK - 1` needs no bounds check (these arrays are indexed several
+    /// times per queue operation).
     chunks: Vec<Box<[V; CHUNK]>>,
 }
 
 impl<V: Default> ChunkVec<V> {
     pub(crate) const fn new() -> Self {
-        ChunkVec { chunks: Vec::new() }
+        ChunkVec {
+            head: Vec::new(),
+            chunks: Vec::new(),
+        }
     }
 
     /// Add a chunk of `V::default()`s.
@@ -29,11 +40,24 @@ impl<V: Default> ChunkVec<V> {
         self.chunks.push(chunk);
     }
 
+    /// Make the first chunk's `index` addressable, doubling.
+    #[cold]
+    fn grow_head(&mut self, index: usize) {
+        let len = (index + 1)
+            .max(self.head.len() * 2)
+            .clamp(HEAD_MIN, CHUNK);
+        self.head.reserve_exact(len - self.head.len());
+        self.head.resize_with(len, V::default);
+    }
+
     /// The element at `index`, if it was ever made addressable.
     #[inline]
     pub(crate) fn get(&self, index: usize) -> Option<&V> {
+        if index < CHUNK {
+            return self.head.get(index);
+        }
         self.chunks
-            .get(index >> CHUNK_BITS)
+            .get((index >> CHUNK_BITS) - 1)
             .map(|c| &c[index & (CHUNK - 1)])
     }
 
@@ -41,7 +65,13 @@ impl<V: Default> ChunkVec<V> {
     /// with `V::default()`) if needed.
     #[inline]
     pub(crate) fn at(&mut self, index: usize) -> &mut V {
-        let chunk = index >> CHUNK_BITS;
+        if index < CHUNK {
+            if index >= self.head.len() {
+                self.grow_head(index);
+            }
+            return &mut self.head[index];
+        }
+        let chunk = (index >> CHUNK_BITS) - 1;
         while chunk >= self.chunks.len() {
             self.grow();
         }
@@ -64,11 +94,15 @@ mod tests {
         let mut v: ChunkVec<u32> = ChunkVec::new();
         assert!(v.get(0).is_none());
         *v.at(3) = 7;
+        assert_eq!(v.head.len(), HEAD_MIN, "a small first allocation");
+        *v.at(HEAD_MIN + 1) = 8;
+        assert_eq!(v.head.len(), 2 * HEAD_MIN, "then doubling");
         *v.at(CHUNK + 1) = 9;
         assert_eq!(v.get(3), Some(&7));
+        assert_eq!(v.get(HEAD_MIN + 1), Some(&8));
         assert_eq!(v.get(CHUNK + 1), Some(&9));
         assert_eq!(v.get(CHUNK), Some(&0));
         assert!(v.get(2 * CHUNK).is_none());
-        assert_eq!(v.chunks.len(), 2);
+        assert_eq!(v.chunks.len(), 1);
     }
 }

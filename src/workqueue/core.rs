@@ -1,8 +1,8 @@
 //! The state machine every queue of the family shares.
 //!
-//! Each tracked item has one slab entry whose [`Phase`] encodes client-go's
-//! dirty and processing sets; waiting for a ready time is kept apart in the
-//! [`DelayHeap`]. Two add policies exist:
+//! Each tracked item has one entry in the item table whose [`Phase`]
+//! encodes client-go's dirty and processing sets; waiting for a ready time
+//! is kept apart in the [`DelayHeap`]. Two add policies exist:
 //! - [`Mode::Independent`] (client-go's delaying queue): a ready add and a
 //!   delayed add are independent; an item may be queued and waiting at once,
 //!   and the wait, when it ends, is one more add.
@@ -12,46 +12,89 @@
 //!
 //! Workers that find nothing queued park on a [`Waiter`] of their own; an
 //! item that becomes ready while workers are parked is handed to one of them
-//! directly (it is then already processing), after the lock is released.
+//! directly (it is then already processing), after the locks are released.
 //!
-//! # Gets without the lock (FIFO)
+//! # Locks and what they guard
 //!
-//! With the [`Fifo`](super::Fifo) strategy the ready items live in a
-//! lock-free list ([`Shared::ready`], crossbeam's `SegQueue` of
-//! [`Ticket`]s) and `get` takes one without the lock, so a getter never
-//! waits for a thread that holds the lock and was descheduled (with many
-//! more threads than cores that wait is a scheduler round: the 1,000
-//! consumers' first gets waited milliseconds for it). The protocol:
-//! - Tickets are pushed only under the lock, by the one transition into
-//!   [`Phase::Queued`]; an item leaves `Queued` only through a get. So a
-//!   slot has at most one ticket, it is never freed while its ticket is
-//!   out, and under the lock the list only shrinks. Hence "a worker is
-//!   parked ⇒ the list is empty" holds as with the lock: a worker parks
-//!   only after finding the list empty under the lock, and an add hands
-//!   the item to a parked worker instead of pushing a ticket.
-//! - A lock-free get pops a ticket (the item and hint were cloned into it
-//!   under the lock) and then pushes the slot and its time onto
-//!   [`Shared::taken`] before it returns. Every lock acquisition
-//!   ([`Shared::lock`]) first applies the taken list (the slot becomes
-//!   processing, the metrics count the get), so any operation that follows
-//!   a get (its `done`, an add made after it returned, a metrics snapshot,
-//!   a draining shutdown) sees the item processing. The get takes effect
-//!   at its push onto the taken list: an operation under the lock between
-//!   the pop and that push sees the item still `Queued`, which is the
-//!   state just before the get (an add then changes nothing, a `done`
-//!   reports that the item is not processing), so each history is one that
-//!   the locked queue also allows.
-//! - Both lists are linearizable queues; their push and pop order the
-//!   ticket's contents and the taken record between threads. No other
-//!   field is read without the lock.
+//! - **The item table is sharded by hash** ([`super::shard`]): an item's
+//!   entry (its phase, its re-queue hint, whether it is in the delay heap),
+//!   its per-item metrics and its shard's processing count are guarded by
+//!   the lock of the shard its hash picks. So `add` and `done` of items in
+//!   different shards never wait for each other, and a holder that is
+//!   descheduled stalls only the calls for its shard's items.
+//! - **The queue's lock** ([`Shared::state`], [`Inner`]) guards the strategy
+//!   (two lanes, priorities), the delay heap, the parked workers, the
+//!   shutdown flags and the timer.
+//! - **Lock order: the queue's lock, then one shard's lock.** Nothing takes
+//!   the queue's lock while holding a shard's, and nothing holds two shards'
+//!   locks at once (shutdown and snapshots visit the shards one by one).
+//!
+//! Strategies other than FIFO, and the priority queue's merged adds, take
+//! the queue's lock and then the item's shard lock for every operation: the
+//! strategy's order and the delay heap are queue-wide. A FIFO queue
+//! ([`Shared::fast`]) takes only the item's shard lock in `add` and `done`,
+//! and no lock at all in a `get` that finds an item ready:
+//!
+//! # FIFO without the queue's lock
+//!
+//! - **The ready list** ([`Shared::ready`], a lock-free FIFO of
+//!   [`Ticket`]s) holds the queued items in order. A ticket is pushed under
+//!   its item's shard lock by the one transition into [`Phase::Queued`], and
+//!   an item leaves `Queued` only through a get, so an item has at most one
+//!   ticket and its slot is never freed while the ticket is out.
+//! - **A get** pops a ticket (item and hint were cloned into it when it was
+//!   pushed) and pushes the slot and time onto its shard's *taken* list
+//!   before it returns. Every acquisition of a shard's lock first applies
+//!   that shard's taken list (the item becomes processing, the metrics count
+//!   the get), so every operation that follows a get (its `done`, an add
+//!   made after it returned, a snapshot, a draining shutdown) sees the item
+//!   processing. The get takes effect at its push onto the taken list: an
+//!   operation between the pop and that push sees the item still `Queued`,
+//!   the state just before the get, which the locked queue also allows.
+//! - **Parking is a handshake** between a worker that found the list empty
+//!   and a pusher that holds no queue lock. The parker, under the queue's
+//!   lock, appends itself to the parked list, stores the list's length in
+//!   [`Shared::parked`], issues a `SeqCst` fence and looks at the ready list
+//!   once more (taking an item, and un-parking, if there is one). A pusher
+//!   (a FIFO `add` or `done` that pushed a ticket under a shard lock) issues
+//!   a `SeqCst` fence after its push and then reads `parked`; if it is not
+//!   zero it takes the queue's lock and hands ready items to parked workers,
+//!   longest parked first, until one of the two runs out. Of the two fences
+//!   one comes first: either the pusher reads the parker's count (and serves
+//!   it, or finds the list emptied by others) or the parker's last look sees
+//!   the push. So no worker stays parked while an item is ready. Pushes made
+//!   under the queue's lock (the timer, delayed adds, shutdown) serve the
+//!   parked workers before releasing it; parkers register under that lock,
+//!   so they need no fence.
+//! - **Shutdown** sets its flags under the queue's lock, then takes and
+//!   releases every shard's lock in turn: an add that found the queue open
+//!   under its shard lock has pushed its ticket before that pass, and one
+//!   after it sees the flag. Only then does shutdown hand ready items to the
+//!   parked workers and release the rest with nothing, so a released worker
+//!   never leaves behind an item added before the shutdown.
+//! - **A draining shutdown** sums the shards' processing counts, each under
+//!   its shard's lock, while holding the queue's lock, and waits on
+//!   [`Shared::drained`]. A `done` that brings its shard's count to zero
+//!   reads the draining flag after releasing the shard lock and, if set,
+//!   takes the queue's lock to signal. The shard lock orders the two: a
+//!   `done` after the sum's visit of its shard reads the flag set before it;
+//!   one before is counted by the sum. The signal needs the queue's lock,
+//!   which the shutdown holds from its sum until it waits: no signal is lost.
+//!
+//! Items are stored once, in their shard's slab; the strategies, the delay
+//! heap and the tickets hold queue-wide slot numbers that name the shard.
 
 use super::heap::DelayHeap;
-use super::metrics::{QueueMetrics, WorkqueueMetrics};
+use super::metrics::{Totals, WorkqueueMetrics};
+use super::shard::{new_shards, shard_of_hash, shard_of_slot, Locked, Shards, SHARDS};
 use super::strategy::{QueueStrategy, Slot};
-use super::table::{short_hash, ItemTable, Phase};
+use super::table::{short_hash, Phase};
+use super::waiter::{wait, Waiter, Wakes};
 use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Instant, Timer};
-use crate::sync::{lock, Arc, Condvar, Mutex, MutexGuard, SegQueue};
+use crate::sync::{
+    fence, lock, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, SegQueue,
+};
 use std::any::TypeId;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -62,137 +105,36 @@ pub(crate) enum Mode {
     Merged,
 }
 
-/// A parked worker's private rendezvous.
-pub(crate) struct Waiter<T, H> {
-    slot: Mutex<Handoff<T, H>>,
-    signal: Condvar,
-}
-
-enum Handoff<T, H> {
-    Pending,
-    Item(T, H),
-    Closed,
-}
-
-impl<T, H> Waiter<T, H> {
-    fn new() -> Self {
-        Waiter {
-            slot: Mutex::new(Handoff::Pending),
-            signal: Condvar::new(),
-        }
-    }
-
-    fn deliver(&self, payload: Option<(T, H)>) {
-        let mut slot = lock(&self.slot);
-        *slot = match payload {
-            Some((item, hint)) => Handoff::Item(item, hint),
-            None => Handoff::Closed,
-        };
-        drop(slot);
-        self.signal.notify_one();
-    }
-
-    fn wait(&self) -> Option<(T, H)> {
-        match self.wait_until(None) {
-            Some(got) => got,
-            None => unreachable!("a wait without a deadline does not time out"),
-        }
-    }
-
-    /// Wait for a hand-off until `deadline` (real time; `None`: forever).
-    /// The outer `None` means the deadline passed with nothing handed off.
-    fn wait_until(&self, deadline: Option<std::time::Instant>) -> Option<Option<(T, H)>> {
-        let mut slot = lock(&self.slot);
-        loop {
-            match std::mem::replace(&mut *slot, Handoff::Pending) {
-                Handoff::Item(item, hint) => return Some(Some((item, hint))),
-                Handoff::Closed => return Some(None),
-                Handoff::Pending => match deadline {
-                    None => slot = wait(&self.signal, slot),
-                    Some(deadline) => {
-                        let left = deadline.saturating_duration_since(std::time::Instant::now());
-                        if left.is_zero() {
-                            return None;
-                        }
-                        slot = match self.signal.wait_timeout(slot, left) {
-                            Ok((g, _)) => g,
-                            Err(poisoned) => poisoned.into_inner().0,
-                        };
-                    }
-                },
-            }
-        }
-    }
-}
-
-fn wait<'a, G>(cv: &Condvar, guard: MutexGuard<'a, G>) -> MutexGuard<'a, G> {
-    match cv.wait(guard) {
-        Ok(g) => g,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
-/// A parked worker and what to hand it (`None`: the queue shut down).
-type Wake<T, H> = (Arc<Waiter<T, H>>, Option<(T, H)>);
-
-/// Hand-offs decided under the lock and carried out after it is released.
-/// An operation hands off at most one item except when a timer releases
-/// many at once, so the first is kept apart and the rest in a `Vec` that
-/// costs nothing while empty (this is built and dropped on every call).
-pub(crate) struct Wakes<T, H> {
-    first: Option<Wake<T, H>>,
-    more: Vec<Wake<T, H>>,
-}
-
-impl<T, H> Wakes<T, H> {
-    #[inline]
-    fn new() -> Self {
-        Wakes {
-            first: None,
-            more: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, wake: Wake<T, H>) {
-        if self.first.is_none() {
-            self.first = Some(wake);
-        } else {
-            self.more.push(wake);
-        }
-    }
-
-    #[inline]
-    fn run(self) {
-        if let Some((waiter, payload)) = self.first {
-            waiter.deliver(payload);
-            for (waiter, payload) in self.more {
-                waiter.deliver(payload);
-            }
-        }
-    }
-}
-
-/// A ready item in the lock-free list: its slot, and a clone of the item
-/// and hint taken under the lock when it became ready.
+/// A ready item in the lock-free list: its queue-wide slot, and a clone of
+/// the item and hint taken under its shard lock when it became ready.
 pub(crate) struct Ticket<T, H> {
     slot: u32,
     item: T,
     hint: H,
 }
 
-type Tickets<T, S> = SegQueue<Ticket<T, <S as QueueStrategy<T>>::Hint>>;
+type Hint<T, S> = <S as QueueStrategy<T>>::Hint;
 
 pub(crate) struct Shared<T, S: QueueStrategy<T>> {
+    /// The queue's lock (see the module docs for what it guards).
     state: Mutex<Inner<T, S>>,
-    /// The ready items when [`Inner::lock_free`] (FIFO), in order; the same
-    /// list as [`Inner::ready`]. Popped without the lock (see the module
-    /// docs).
-    ready: Arc<Tickets<T, S>>,
-    /// Gets made without the lock: slot and time, applied by the next lock
-    /// holder.
-    taken: SegQueue<(u32, u64)>,
-    /// Signalled when the last processing item is done during a draining
-    /// shutdown, and when a plain shutdown cancels the drain.
+    shards: Shards<T, Hint<T, S>>,
+    /// FIFO only: the ready items, in order; popped without any lock.
+    ready: SegQueue<Ticket<T, Hint<T, S>>>,
+    /// FIFO only: how many workers are parked. Written under the queue's
+    /// lock; read by pushers without it (the parking handshake).
+    parked: AtomicUsize,
+    /// Shutdown has begun (mirrors [`Inner::shutting_down`] for adds that
+    /// take only a shard lock).
+    closed: AtomicBool,
+    /// A draining shutdown waits (mirrors [`Inner::drain`] for dones that
+    /// take only a shard lock).
+    draining: AtomicBool,
+    /// FIFO with independent adds: `add` and `done` take only the item's
+    /// shard lock, `get` none while an item is ready.
+    fast: bool,
+    /// Signalled when a shard's last processing item is done during a
+    /// draining shutdown, and when a plain shutdown cancels the drain.
     drained: Condvar,
     hasher: ahash::RandomState,
     clock: Clock,
@@ -202,27 +144,27 @@ pub(crate) struct Shared<T, S: QueueStrategy<T>> {
 }
 
 pub(crate) struct Inner<T, S: QueueStrategy<T>> {
-    table: ItemTable<T, S::Hint>,
+    /// Unused by FIFO queues, whose ready items are in [`Shared::ready`].
     strategy: S,
-    /// Whether ready items go to `ready` instead of the strategy: FIFO
-    /// only, whose `touch` never moves an item.
-    lock_free: bool,
-    /// Pushed under the lock; see [`Shared::ready`].
-    ready: Arc<Tickets<T, S>>,
     waiting: DelayHeap<S::Hint>,
     /// Parked workers in the order they parked; the hand-off serves the
     /// longest parked first, so no worker is passed over while others that
     /// parked later are served (with many more workers than items, serving
     /// the most recent one left early parkers waiting 100+ ms).
     waiters: VecDeque<Arc<Waiter<T, S::Hint>>>,
-    processing: usize,
     shutting_down: bool,
     drain: bool,
     timer: Option<Timer>,
-    metrics: QueueMetrics,
+    retries: u64,
 }
 
-type Hint<T, S> = <S as QueueStrategy<T>>::Hint;
+/// What a look for a ready item found.
+enum Next<T, H> {
+    Got((T, H)),
+    Empty,
+    Closed,
+    Parked(Arc<Waiter<T, H>>),
+}
 
 impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     pub(crate) fn new(config: Config, mode: Mode, strategy: S) -> Arc<Self> {
@@ -232,25 +174,25 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             timed_metrics: timed,
             capacity,
         } = config;
-        let ready = Arc::new(SegQueue::new());
+        let fifo = TypeId::of::<S>() == TypeId::of::<super::Fifo>();
         Arc::new(Shared {
-            ready: ready.clone(),
-            taken: SegQueue::new(),
             state: Mutex::new(Inner {
-                table: ItemTable::with_capacity(capacity),
                 strategy,
-                lock_free: TypeId::of::<S>() == TypeId::of::<super::Fifo>(),
-                ready,
                 waiting: DelayHeap::new(),
                 waiters: VecDeque::new(),
-                processing: 0,
                 shutting_down: false,
                 drain: false,
                 timer: None,
-                metrics: QueueMetrics::new(timed),
+                retries: 0,
             }),
+            shards: new_shards(capacity, timed),
+            ready: SegQueue::new(),
+            parked: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            fast: fifo && mode == Mode::Independent,
             drained: Condvar::new(),
-            hasher: ahash::RandomState::new(),
+            hasher: hasher(),
             clock,
             timed,
             mode,
@@ -258,21 +200,87 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         })
     }
 
-    /// Hold the queue's lock, with every get made without it applied.
     fn lock(&self) -> MutexGuard<'_, Inner<T, S>> {
-        let mut inner = lock(&self.state);
-        while let Some((slot, now)) = self.taken.pop() {
-            inner.start(slot, now);
-        }
-        inner
+        lock(&self.state)
     }
 
-    /// A get without the lock (FIFO), if an item is ready.
+    /// The shard of the item whose short hash is `hash`, locked.
+    #[inline]
+    fn shard(&self, hash: u32) -> Locked<'_, T, Hint<T, S>> {
+        let i = shard_of_hash(hash);
+        self.shards[i].lock(i)
+    }
+
+    /// The shard of a queue-wide slot, locked.
+    #[inline]
+    fn shard_of(&self, slot: u32) -> Locked<'_, T, Hint<T, S>> {
+        let i = shard_of_slot(slot);
+        self.shards[i].lock(i)
+    }
+
+    /// A get without any lock (FIFO), if an item is ready.
     #[inline]
     fn take_ready(&self, now: u64) -> Option<(T, Hint<T, S>)> {
         let Ticket { slot, item, hint } = self.ready.pop()?;
-        self.taken.push((slot, now));
+        self.shards[shard_of_slot(slot)].record_taken(slot, now);
         Some((item, hint))
+    }
+
+    /// Queue the item in `slot` on the ready list (FIFO); the caller then
+    /// serves parked workers (see the module docs).
+    #[inline]
+    fn push_ticket(&self, shard: &mut Locked<'_, T, Hint<T, S>>, slot: u32, hint: Hint<T, S>) {
+        let entry = shard.entry_mut(slot);
+        entry.phase = Phase::Queued;
+        self.ready.push(Ticket {
+            slot,
+            item: entry.item.clone(),
+            hint,
+        });
+    }
+
+    /// Publish the parked list's length for pushers (under the queue's lock).
+    fn set_parked(&self, inner: &Inner<T, S>) {
+        self.parked.store(inner.waiters.len(), Ordering::Relaxed);
+    }
+
+    /// Park a new waiter (under the queue's lock), then fence: the parker's
+    /// half of the handshake, before its last look at the ready list.
+    fn park(&self, inner: &mut Inner<T, S>) -> Arc<Waiter<T, Hint<T, S>>> {
+        let waiter = Arc::new(Waiter::new());
+        inner.waiters.push_back(waiter.clone());
+        self.set_parked(inner);
+        fence(Ordering::SeqCst);
+        waiter
+    }
+
+    /// Hand ready items to parked workers (FIFO, under the queue's lock).
+    fn serve_parked(&self, inner: &mut Inner<T, S>, now: u64, wakes: &mut Wakes<T, Hint<T, S>>) {
+        while !inner.waiters.is_empty() {
+            let Some(got) = self.take_ready(now) else {
+                break;
+            };
+            if let Some(waiter) = inner.waiters.pop_front() {
+                wakes.push((waiter, Some(got)));
+            }
+        }
+        self.set_parked(inner);
+    }
+
+    /// The pusher's half of the handshake, after a ticket was pushed
+    /// without the queue's lock.
+    #[inline]
+    fn wake_parked(&self, now: u64) {
+        fence(Ordering::SeqCst);
+        if self.parked.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut wakes = Wakes::new();
+        {
+            let mut inner = self.lock();
+            self.serve_parked(&mut inner, now, &mut wakes);
+        }
+        wakes.run();
     }
 
     /// Give the queue a timer for delayed adds. The timer's callback holds
@@ -280,7 +288,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     pub(crate) fn install_timer(this: &Arc<Self>) {
         let shared = this.clone();
         let timer = this.clock.timer(move |now| shared.fire(now));
-        lock(&this.state).timer = Some(timer);
+        this.lock().timer = Some(timer);
     }
 
     /// Drop the timer, breaking the cycle queue -> timer -> callback -> queue.
@@ -310,9 +318,33 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     pub(crate) fn add(&self, item: T, hint: Hint<T, S>) {
         let hash = self.hash(&item);
         let now = self.stamp();
+        if self.fast {
+            let queued = {
+                let mut shard = self.shard(hash);
+                if self.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                match track(&mut shard, hash, item, hint) {
+                    Some(slot) => self.add_tracked(None, &mut shard, slot, hint, now, None),
+                    None => false,
+                }
+            };
+            if queued {
+                self.wake_parked(now);
+            }
+            return;
+        }
         let mut wakes = Wakes::new();
-        self.lock()
-            .add(self.mode, hash, item, hint, now, &mut wakes);
+        {
+            let mut inner = self.lock();
+            if inner.shutting_down {
+                return;
+            }
+            let mut shard = self.shard(hash);
+            if let Some(slot) = track(&mut shard, hash, item, hint) {
+                self.add_tracked(Some(&mut inner), &mut shard, slot, hint, now, Some(&mut wakes));
+            }
+        }
         wakes.run();
     }
 
@@ -327,14 +359,22 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 return;
             }
             if count_retry {
-                inner.metrics.on_retry();
+                inner.retries += 1;
             }
+            let mut shard = self.shard(hash);
+            let Some(slot) = track(&mut shard, hash, item, hint) else {
+                return;
+            };
             if delay == 0 {
                 let now = self.stamp();
-                inner.add(self.mode, hash, item, hint, now, &mut wakes);
+                self.add_tracked(Some(&mut inner), &mut shard, slot, hint, now, Some(&mut wakes));
+                drop(shard);
+                if self.fast {
+                    self.serve_parked(&mut inner, now, &mut wakes);
+                }
             } else {
                 let at = self.clock.now().as_nanos().saturating_add(delay);
-                inner.add_waiting(self.mode, hash, item, at, hint);
+                self.add_waiting(&mut inner, &mut shard, slot, at, hint);
             }
         }
         wakes.run();
@@ -347,7 +387,12 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             let mut inner = self.lock();
             let now = now.as_nanos();
             while let Some((slot, hint)) = inner.waiting.pop_due(now) {
-                inner.add_existing(self.mode, slot, hint, now, &mut wakes);
+                let mut shard = self.shard_of(slot);
+                shard.entry_mut(slot).delayed = false;
+                self.add_tracked(Some(&mut inner), &mut shard, slot, hint, now, Some(&mut wakes));
+            }
+            if self.fast {
+                self.serve_parked(&mut inner, now, &mut wakes);
             }
             inner.arm_timer();
         }
@@ -355,23 +400,11 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     pub(crate) fn get(&self) -> Option<(T, Hint<T, S>)> {
-        let now = self.stamp();
-        if let Some(got) = self.take_ready(now) {
-            return Some(got);
+        match self.next(true) {
+            Next::Got(got) => Some(got),
+            Next::Parked(waiter) => waiter.wait(),
+            Next::Empty | Next::Closed => None,
         }
-        let waiter = {
-            let mut inner = self.lock();
-            if let Some(got) = inner.pop_ready(now) {
-                return Some(got);
-            }
-            if inner.shutting_down {
-                return None;
-            }
-            let waiter = Arc::new(Waiter::new());
-            inner.waiters.push_back(waiter.clone());
-            waiter
-        };
-        waiter.wait()
     }
 
     /// [`Shared::get`], giving up after `timeout` of real time (whatever the
@@ -380,30 +413,62 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         &self,
         timeout: Duration,
     ) -> Result<(T, Hint<T, S>), GetTimeoutError> {
-        let now = self.stamp();
         // A deadline too far to represent is no deadline.
         let deadline = std::time::Instant::now().checked_add(timeout);
-        if let Some(got) = self.take_ready(now) {
-            return Ok(got);
+        match self.next(!timeout.is_zero()) {
+            Next::Got(got) => Ok(got),
+            Next::Empty => Err(GetTimeoutError::TimedOut),
+            Next::Closed => Err(GetTimeoutError::ShutDown),
+            Next::Parked(waiter) => match waiter.wait_until(deadline) {
+                Some(got) => got.ok_or(GetTimeoutError::ShutDown),
+                None => self.abandon(&waiter),
+            },
         }
-        let waiter = {
-            let mut inner = self.lock();
-            if let Some(got) = inner.pop_ready(now) {
-                return Ok(got);
+    }
+
+    pub(crate) fn try_get(&self) -> Result<(T, Hint<T, S>), TryGetError> {
+        match self.next(false) {
+            Next::Got(got) => Ok(got),
+            Next::Closed => Err(TryGetError::ShutDown),
+            Next::Empty | Next::Parked(_) => Err(TryGetError::Empty),
+        }
+    }
+
+    /// Take a ready item, or say why there is none; with `park`, a worker
+    /// that finds none (and the queue open) is parked.
+    fn next(&self, park: bool) -> Next<T, Hint<T, S>> {
+        let now = self.stamp();
+        if self.fast {
+            if let Some(got) = self.take_ready(now) {
+                return Next::Got(got);
             }
-            if inner.shutting_down {
-                return Err(GetTimeoutError::ShutDown);
-            }
-            if timeout.is_zero() {
-                return Err(GetTimeoutError::TimedOut);
-            }
-            let waiter = Arc::new(Waiter::new());
-            inner.waiters.push_back(waiter.clone());
-            waiter
+        }
+        let mut inner = self.lock();
+        // FIFO: announce before the last look (the parking handshake).
+        let parked = (self.fast && park && !inner.shutting_down).then(|| self.park(&mut inner));
+        let ready = if self.fast {
+            self.take_ready(now)
+        } else {
+            inner.strategy.pop().map(|(Slot(slot), hint)| {
+                let mut shard = self.shard_of(slot);
+                shard.start(slot, now);
+                (shard.entry(slot).item.clone(), hint)
+            })
         };
-        match waiter.wait_until(deadline) {
-            Some(got) => got.ok_or(GetTimeoutError::ShutDown),
-            None => self.abandon(&waiter),
+        match (ready, parked) {
+            (Some(got), parked) => {
+                if parked.is_some() {
+                    // Still last: parking and un-parking happen under the
+                    // queue's lock, which is held since.
+                    inner.waiters.pop_back();
+                    self.set_parked(&inner);
+                }
+                Next::Got(got)
+            }
+            (None, Some(waiter)) => Next::Parked(waiter),
+            (None, None) if inner.shutting_down => Next::Closed,
+            (None, None) if !park => Next::Empty,
+            (None, None) => Next::Parked(self.park(&mut inner)),
         }
     }
 
@@ -420,60 +485,224 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 // `remove`, not `swap_remove`: the list's order is the
                 // hand-off order.
                 inner.waiters.remove(i);
+                self.set_parked(&inner);
                 return Err(GetTimeoutError::TimedOut);
             }
         }
         waiter.wait().ok_or(GetTimeoutError::ShutDown)
     }
 
-    pub(crate) fn try_get(&self) -> Result<(T, Hint<T, S>), TryGetError> {
-        let now = self.stamp();
-        if let Some(got) = self.take_ready(now) {
-            return Ok(got);
-        }
-        let mut inner = self.lock();
-        match inner.pop_ready(now) {
-            Some(got) => Ok(got),
-            None if inner.shutting_down => Err(TryGetError::ShutDown),
-            None => Err(TryGetError::Empty),
-        }
-    }
-
     pub(crate) fn done(&self, item: &T) -> Result<(), WorkqueueError> {
         let hash = self.hash(item);
         let now = self.stamp();
+        if self.fast {
+            let (queued, left) = {
+                let mut shard = self.shard(hash);
+                self.finish(None, &mut shard, hash, item, now, None)?
+            };
+            if queued {
+                self.wake_parked(now);
+            }
+            if left == 0 && self.draining.load(Ordering::Acquire) {
+                let _inner = self.lock();
+                self.drained.notify_all();
+            }
+            return Ok(());
+        }
         let mut wakes = Wakes::new();
         let result = {
             let mut inner = self.lock();
-            let result = inner.done(hash, item, now, &mut wakes);
-            if inner.drain && inner.processing == 0 {
-                self.drained.notify_all();
+            let mut shard = self.shard(hash);
+            let result = self.finish(Some(&mut inner), &mut shard, hash, item, now, Some(&mut wakes));
+            if let Ok((_, 0)) = result {
+                if inner.drain {
+                    self.drained.notify_all();
+                }
             }
             result
         };
         wakes.run();
-        result
+        result.map(|_| ())
+    }
+
+    /// `done` under the item's shard lock (and the queue's, `inner`, unless
+    /// FIFO). Returns whether a ticket was pushed (FIFO: serve parked
+    /// workers) and how many of the shard's items are still processing.
+    fn finish(
+        &self,
+        inner: Option<&mut Inner<T, S>>,
+        shard: &mut Locked<'_, T, Hint<T, S>>,
+        hash: u32,
+        item: &T,
+        now: u64,
+        wakes: Option<&mut Wakes<T, Hint<T, S>>>,
+    ) -> Result<(bool, usize), WorkqueueError> {
+        let slot = shard
+            .find(hash, item)
+            .ok_or(WorkqueueError::NotProcessing)?;
+        let entry = shard.entry_mut(slot);
+        let requeue = match entry.phase {
+            Phase::Running => None,
+            Phase::RunningDirty => Some(entry.hint),
+            Phase::Idle | Phase::Queued => return Err(WorkqueueError::NotProcessing),
+        };
+        entry.phase = Phase::Idle;
+        let delayed = entry.delayed;
+        let left = shard.finish(slot, now);
+        let queued = match requeue {
+            Some(hint) => self.make_available(inner, shard, slot, hint, now, wakes),
+            None => {
+                if !delayed {
+                    shard.remove(slot);
+                }
+                false
+            }
+        };
+        Ok((queued, left))
+    }
+
+    /// An add (or the end of a wait) for a tracked item, under its shard
+    /// lock and, unless FIFO, the queue's lock. Returns whether a ticket was
+    /// pushed.
+    fn add_tracked(
+        &self,
+        mut inner: Option<&mut Inner<T, S>>,
+        shard: &mut Locked<'_, T, Hint<T, S>>,
+        slot: u32,
+        hint: Hint<T, S>,
+        now: u64,
+        wakes: Option<&mut Wakes<T, Hint<T, S>>>,
+    ) -> bool {
+        let entry = shard.entry_mut(slot);
+        let mut hint = hint;
+        match entry.phase {
+            Phase::Queued => {
+                if let (false, Some(inner)) = (self.fast, inner) {
+                    inner.strategy.touch(Slot(slot), &entry.item, hint);
+                }
+                return false;
+            }
+            Phase::RunningDirty => {
+                entry.hint = S::merge(entry.hint, hint);
+                return false;
+            }
+            Phase::Idle | Phase::Running => {
+                if self.mode == Mode::Merged {
+                    if let Some(waited) = inner.as_deref_mut().and_then(|i| i.waiting.remove(slot)) {
+                        entry.delayed = false;
+                        hint = S::merge(waited, hint);
+                    }
+                }
+            }
+        }
+        // Into the dirty set.
+        shard.on_add(slot, now);
+        let entry = shard.entry_mut(slot);
+        if entry.phase == Phase::Running {
+            entry.phase = Phase::RunningDirty;
+            entry.hint = hint;
+            return false;
+        }
+        self.make_available(inner, shard, slot, hint, now, wakes)
+    }
+
+    /// A dirty item that nobody processes: FIFO pushes its ticket (returns
+    /// true; the caller serves parked workers); otherwise, under the
+    /// queue's lock, it goes to a parked worker or into the strategy.
+    fn make_available(
+        &self,
+        inner: Option<&mut Inner<T, S>>,
+        shard: &mut Locked<'_, T, Hint<T, S>>,
+        slot: u32,
+        hint: Hint<T, S>,
+        now: u64,
+        wakes: Option<&mut Wakes<T, Hint<T, S>>>,
+    ) -> bool {
+        if self.fast {
+            self.push_ticket(shard, slot, hint);
+            return true;
+        }
+        let (Some(inner), Some(wakes)) = (inner, wakes) else {
+            unreachable!("only FIFO queues change items without the queue's lock")
+        };
+        if let Some(waiter) = inner.waiters.pop_front() {
+            shard.start(slot, now);
+            wakes.push((waiter, Some((shard.entry(slot).item.clone(), hint))));
+        } else {
+            let entry = shard.entry_mut(slot);
+            entry.phase = Phase::Queued;
+            inner.strategy.push(Slot(slot), &entry.item, hint);
+        }
+        false
+    }
+
+    /// A delayed add: wait until `at` (or keep an earlier wait).
+    fn add_waiting(
+        &self,
+        inner: &mut Inner<T, S>,
+        shard: &mut Locked<'_, T, Hint<T, S>>,
+        slot: u32,
+        at: u64,
+        hint: Hint<T, S>,
+    ) {
+        let entry = shard.entry_mut(slot);
+        if self.mode == Mode::Merged {
+            // Already ready: no delay is shorter than none, but the hint
+            // still merges.
+            match entry.phase {
+                Phase::Queued => return inner.strategy.touch(Slot(slot), &entry.item, hint),
+                Phase::RunningDirty => {
+                    entry.hint = S::merge(entry.hint, hint);
+                    return;
+                }
+                Phase::Idle | Phase::Running => {}
+            }
+        }
+        match inner.waiting.get(slot) {
+            Some((_, held)) => inner.waiting.update(slot, at, S::merge(held, hint)),
+            None => {
+                inner.waiting.push(slot, at, hint);
+                entry.delayed = true;
+            }
+        }
+        inner.arm_timer();
     }
 
     pub(crate) fn len(&self) -> usize {
-        let inner = self.lock();
-        if inner.lock_free {
-            inner.ready.len()
+        if self.fast {
+            self.ready.len()
         } else {
-            inner.strategy.len()
+            self.lock().strategy.len()
         }
     }
 
     /// Items tracked at all: queued, processing or waiting.
     #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
-        self.lock().table.len()
+        (0..SHARDS)
+            .map(|i| self.shards[i].lock(i).state.tracked())
+            .sum()
     }
 
     #[cfg(all(test, not(loom)))]
     pub(crate) fn while_locked<R>(&self, f: impl FnOnce() -> R) -> R {
         let _held = lock(&self.state);
         f()
+    }
+
+    /// Run `f` while holding the lock of `item`'s shard (tests of what
+    /// does not wait for it).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn while_shard_locked<R>(&self, item: &T, f: impl FnOnce() -> R) -> R {
+        let _held = self.shard(self.hash(item));
+        f()
+    }
+
+    /// The shard `item` lives in (tests that need two items in one shard,
+    /// or in two).
+    #[cfg(test)]
+    pub(crate) fn shard_index(&self, item: &T) -> usize {
+        shard_of_hash(self.hash(item))
     }
 
     /// Workers parked in `get` (tests, and the C ABI's test aid).
@@ -490,17 +719,36 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         self.lock().shutting_down
     }
 
+    /// Items processing in every shard (under the queue's lock).
+    fn processing(&self) -> usize {
+        (0..SHARDS)
+            .map(|i| self.shards[i].lock(i).state.processing)
+            .sum()
+    }
+
     /// Stop accepting adds and release parked workers. With `drain`, also
     /// wait until no item is processing (or a plain shutdown cancels that).
     pub(crate) fn shut_down(&self, drain: bool) {
+        let now = self.stamp();
         let mut wakes = Wakes::new();
         let mut inner = self.lock();
         inner.shutting_down = true;
         inner.drain = drain;
+        self.closed.store(true, Ordering::Release);
+        self.draining.store(drain, Ordering::Release);
+        // Every add that found the queue open has queued its item once
+        // each shard's lock was taken after the flag (module docs).
+        for i in 0..SHARDS {
+            drop(self.shards[i].lock(i));
+        }
+        if self.fast {
+            self.serve_parked(&mut inner, now, &mut wakes);
+        }
         for waiter in inner.waiters.drain(..) {
             wakes.push((waiter, None));
         }
-        inner.forget_waiting();
+        self.set_parked(&inner);
+        self.forget_waiting(&mut inner);
         if !drain {
             self.drained.notify_all();
         }
@@ -508,17 +756,41 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         wakes.run();
         if drain {
             let mut inner = self.lock();
-            while inner.processing > 0 && inner.drain {
+            while inner.drain && self.processing() > 0 {
                 inner = wait(&self.drained, inner);
             }
         }
     }
 
+    /// Shutdown ends every wait: items that were only waiting are dropped.
+    fn forget_waiting(&self, inner: &mut Inner<T, S>) {
+        for slot in inner.waiting.drain() {
+            let mut shard = self.shard_of(slot);
+            let entry = shard.entry_mut(slot);
+            entry.delayed = false;
+            if entry.phase == Phase::Idle {
+                shard.remove(slot);
+            }
+        }
+        if let Some(timer) = &inner.timer {
+            timer.cancel();
+        }
+    }
+
     pub(crate) fn metrics(&self) -> WorkqueueMetrics {
-        let now = self.clock.now().as_nanos();
+        let now = if self.timed {
+            self.clock.now().as_nanos()
+        } else {
+            0
+        };
         let inner = self.lock();
-        let now = if inner.metrics.timed() { now } else { 0 };
-        inner.metrics.snapshot(&self.name, now)
+        let mut totals = Totals::new(now);
+        totals.add_retries(inner.retries);
+        for i in 0..SHARDS {
+            self.shards[i].lock(i).state.metrics.add_to(&mut totals);
+        }
+        drop(inner);
+        totals.finish(&self.name)
     }
 
     /// Run `f` on the strategy, under the lock.
@@ -531,187 +803,33 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 }
 
+/// The slot of `item` in its locked shard, tracking it if it is not; `None`
+/// (counted as rejected) when the shard is full.
+#[inline]
+fn track<T: Item, H: Copy>(shard: &mut Locked<'_, T, H>, hash: u32, item: T, hint: H) -> Option<u32> {
+    if let Some(slot) = shard.find(hash, &item) {
+        return Some(slot);
+    }
+    let slot = shard.insert(hash, item, hint);
+    if slot.is_none() {
+        shard.on_reject();
+    }
+    slot
+}
+
+/// The item hasher. Fixed seeds under loom: an item's shard must be the
+/// same in every execution of a model.
+fn hasher() -> ahash::RandomState {
+    #[cfg(loom)]
+    return ahash::RandomState::with_seeds(1, 2, 3, 4);
+    #[cfg(not(loom))]
+    ahash::RandomState::new()
+}
+
 impl<T: Item, S: QueueStrategy<T>> Inner<T, S> {
-    fn add(
-        &mut self,
-        mode: Mode,
-        hash: u32,
-        item: T,
-        hint: Hint<T, S>,
-        now: u64,
-        wakes: &mut Wakes<T, S::Hint>,
-    ) {
-        if self.shutting_down {
-            return;
-        }
-        match self.table.find(hash, &item) {
-            Some(slot) => self.add_existing(mode, slot, hint, now, wakes),
-            None => match self.table.insert(hash, item, Phase::Idle, hint) {
-                Some(slot) => self.mark_dirty(slot, hint, now, wakes),
-                None => self.metrics.on_reject(),
-            },
-        }
-    }
-
-    /// An add (or the end of a wait) for a tracked item.
-    fn add_existing(
-        &mut self,
-        mode: Mode,
-        slot: u32,
-        hint: Hint<T, S>,
-        now: u64,
-        wakes: &mut Wakes<T, S::Hint>,
-    ) {
-        let entry = self.table.entry_mut(slot);
-        match entry.phase {
-            Phase::Queued => self.strategy.touch(Slot(slot), &entry.item, hint),
-            Phase::RunningDirty => entry.hint = S::merge(entry.hint, hint),
-            Phase::Idle | Phase::Running => {
-                let hint = match mode {
-                    Mode::Merged => match self.waiting.remove(slot) {
-                        Some(waited) => S::merge(waited, hint),
-                        None => hint,
-                    },
-                    Mode::Independent => hint,
-                };
-                self.mark_dirty(slot, hint, now, wakes);
-            }
-        }
-    }
-
-    /// Put an item that is not dirty into the dirty set.
-    fn mark_dirty(&mut self, slot: u32, hint: Hint<T, S>, now: u64, wakes: &mut Wakes<T, S::Hint>) {
-        self.metrics.on_add(slot, now);
-        let entry = self.table.entry_mut(slot);
-        if entry.phase == Phase::Running {
-            entry.phase = Phase::RunningDirty;
-            entry.hint = hint;
-        } else {
-            self.make_available(slot, hint, now, wakes);
-        }
-    }
-
-    /// A dirty item that nobody processes: hand it to a parked worker, or
-    /// queue it.
-    fn make_available(
-        &mut self,
-        slot: u32,
-        hint: Hint<T, S>,
-        now: u64,
-        wakes: &mut Wakes<T, S::Hint>,
-    ) {
-        if let Some(waiter) = self.waiters.pop_front() {
-            let item = self.begin(slot, now);
-            wakes.push((waiter, Some((item, hint))));
-        } else {
-            let entry = self.table.entry_mut(slot);
-            entry.phase = Phase::Queued;
-            if self.lock_free {
-                self.ready.push(Ticket {
-                    slot,
-                    item: entry.item.clone(),
-                    hint,
-                });
-            } else {
-                self.strategy.push(Slot(slot), &entry.item, hint);
-            }
-        }
-    }
-
-    /// A worker took the item in `slot` at `now`: it is processing.
-    fn start(&mut self, slot: u32, now: u64) {
-        self.processing += 1;
-        self.metrics.on_get(slot, now);
-        self.table.entry_mut(slot).phase = Phase::Running;
-    }
-
-    fn begin(&mut self, slot: u32, now: u64) -> T {
-        self.start(slot, now);
-        self.table.entry(slot).item.clone()
-    }
-
-    fn pop_ready(&mut self, now: u64) -> Option<(T, Hint<T, S>)> {
-        if self.lock_free {
-            let Ticket { slot, item, hint } = self.ready.pop()?;
-            self.start(slot, now);
-            return Some((item, hint));
-        }
-        let (slot, hint) = self.strategy.pop()?;
-        Some((self.begin(slot.0, now), hint))
-    }
-
-    fn done(
-        &mut self,
-        hash: u32,
-        item: &T,
-        now: u64,
-        wakes: &mut Wakes<T, S::Hint>,
-    ) -> Result<(), WorkqueueError> {
-        let slot = self
-            .table
-            .find(hash, item)
-            .ok_or(WorkqueueError::NotProcessing)?;
-        let entry = self.table.entry_mut(slot);
-        let requeue = match entry.phase {
-            Phase::Running => None,
-            Phase::RunningDirty => Some(entry.hint),
-            Phase::Idle | Phase::Queued => return Err(WorkqueueError::NotProcessing),
-        };
-        entry.phase = Phase::Idle;
-        self.processing -= 1;
-        self.metrics.on_done(slot, now);
-        match requeue {
-            Some(hint) => self.make_available(slot, hint, now, wakes),
-            None if !self.waiting.contains(slot) => self.table.remove(slot),
-            None => {}
-        }
-        Ok(())
-    }
-
-    /// A delayed add: wait until `at` (or keep an earlier wait).
-    fn add_waiting(&mut self, mode: Mode, hash: u32, item: T, at: u64, hint: Hint<T, S>) {
-        let slot = match self.table.find(hash, &item) {
-            Some(slot) => slot,
-            None => match self.table.insert(hash, item, Phase::Idle, hint) {
-                Some(slot) => slot,
-                None => return self.metrics.on_reject(),
-            },
-        };
-        let entry = self.table.entry_mut(slot);
-        if mode == Mode::Merged {
-            // Already ready: no delay is shorter than none, but the hint
-            // still merges.
-            match entry.phase {
-                Phase::Queued => return self.strategy.touch(Slot(slot), &entry.item, hint),
-                Phase::RunningDirty => {
-                    entry.hint = S::merge(entry.hint, hint);
-                    return;
-                }
-                Phase::Idle | Phase::Running => {}
-            }
-        }
-        match self.waiting.get(slot) {
-            Some((_, held)) => self.waiting.update(slot, at, S::merge(held, hint)),
-            None => self.waiting.push(slot, at, hint),
-        }
-        self.arm_timer();
-    }
-
     fn arm_timer(&self) {
         if let (Some(timer), Some(at)) = (&self.timer, self.waiting.peek_at()) {
             timer.set_if_earlier(Instant::from_nanos(at));
-        }
-    }
-
-    /// Shutdown ends every wait: items that were only waiting are dropped.
-    fn forget_waiting(&mut self) {
-        for slot in self.waiting.drain() {
-            if self.table.entry(slot).phase == Phase::Idle {
-                self.table.remove(slot);
-            }
-        }
-        if let Some(timer) = &self.timer {
-            timer.cancel();
         }
     }
 }

@@ -55,6 +55,7 @@ impl<H: Copy> DelayHeap<H> {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn contains(&self, slot: u32) -> bool {
         self.position(slot).is_some()
     }

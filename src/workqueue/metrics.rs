@@ -1,4 +1,5 @@
-//! client-go's workqueue metrics, kept inside the queue under its lock.
+//! client-go's workqueue metrics, kept per item-table shard under the
+//! shard's lock and summed when a snapshot is taken.
 
 use super::chunk::ChunkVec;
 use super::table::NONE;
@@ -53,16 +54,36 @@ struct Recorder {
     count: u64,
     sum_nanos: u128,
     last_nanos: u64,
+    /// When the last observation was made: a snapshot sums one recorder per
+    /// shard, and the last observation is the latest of theirs.
+    last_at: u64,
 }
 
 impl Recorder {
-    fn observe(&mut self, nanos: u64) {
+    fn observe(&mut self, nanos: u64, at: u64) {
+        self.last_at = at;
         if let Some(i) = BUCKET_BOUNDS_NANOS.iter().position(|&b| nanos <= b) {
             self.per_bucket[i] += 1;
         }
         self.count += 1;
         self.sum_nanos += u128::from(nanos);
         self.last_nanos = nanos;
+    }
+
+    /// Add `other`'s observations to these.
+    fn merge(&mut self, other: &Recorder) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 || other.last_at >= self.last_at {
+            self.last_nanos = other.last_nanos;
+            self.last_at = other.last_at;
+        }
+        for (mine, theirs) in self.per_bucket.iter_mut().zip(other.per_bucket) {
+            *mine += theirs;
+        }
+        self.count += other.count;
+        self.sum_nanos += other.sum_nanos;
     }
 
     fn snapshot(&self) -> Histogram {
@@ -133,13 +154,13 @@ impl Default for RunPos {
     }
 }
 
-/// The queue's live metrics. Time stamps are only taken when `timed` is
-/// set; the counters are always kept.
+/// One shard's live metrics (the retries are counted queue-wide, under
+/// the queue's lock, and added to a snapshot's [`Totals`]). Time stamps are only taken when `timed` is set; the
+/// counters are always kept. Slots here are the shard's own numbers.
 pub(crate) struct QueueMetrics {
     timed: bool,
     depth: u64,
     adds: u64,
-    retries: u64,
     rejected: u64,
     queue_duration: Recorder,
     work_duration: Recorder,
@@ -157,7 +178,6 @@ impl QueueMetrics {
             timed,
             depth: 0,
             adds: 0,
-            retries: 0,
             rejected: 0,
             queue_duration: Recorder::default(),
             work_duration: Recorder::default(),
@@ -165,10 +185,6 @@ impl QueueMetrics {
             running: Vec::new(),
             run_pos: ChunkVec::new(),
         }
-    }
-
-    pub(crate) fn timed(&self) -> bool {
-        self.timed
     }
 
     /// An item became dirty.
@@ -185,7 +201,7 @@ impl QueueMetrics {
         self.depth = self.depth.saturating_sub(1);
         if self.timed {
             let added = self.added_at.get(slot as usize).copied().unwrap_or(now);
-            self.queue_duration.observe(now.saturating_sub(added));
+            self.queue_duration.observe(now.saturating_sub(added), now);
             self.run_pos.at(slot as usize).0 = self.running.len() as u32;
             self.running.push((slot, now));
         }
@@ -205,32 +221,71 @@ impl QueueMetrics {
         if let Some(&(moved, _)) = self.running.get(i as usize) {
             self.run_pos.at(moved as usize).0 = i;
         }
-        self.work_duration.observe(now.saturating_sub(started));
-    }
-
-    pub(crate) fn on_retry(&mut self) {
-        self.retries += 1;
+        self.work_duration.observe(now.saturating_sub(started), now);
     }
 
     pub(crate) fn on_reject(&mut self) {
         self.rejected += 1;
     }
 
-    pub(crate) fn snapshot(&self, name: &str, now: u64) -> WorkqueueMetrics {
-        let (mut total, mut longest) = (0u128, 0u64);
+    /// Add these metrics to a snapshot being summed over the shards.
+    pub(crate) fn add_to(&self, totals: &mut Totals) {
         for &(_, started) in &self.running {
-            let age = now.saturating_sub(started);
-            total += u128::from(age);
-            longest = longest.max(age);
+            let age = totals.now.saturating_sub(started);
+            totals.unfinished += u128::from(age);
+            totals.longest = totals.longest.max(age);
         }
+        totals.depth += self.depth;
+        totals.adds += self.adds;
+        totals.rejected += self.rejected;
+        totals.queue_duration.merge(&self.queue_duration);
+        totals.work_duration.merge(&self.work_duration);
+    }
+}
+
+/// A metrics snapshot being summed over the shards of a queue.
+pub(crate) struct Totals {
+    now: u64,
+    depth: u64,
+    adds: u64,
+    retries: u64,
+    rejected: u64,
+    queue_duration: Recorder,
+    work_duration: Recorder,
+    unfinished: u128,
+    longest: u64,
+}
+
+impl Totals {
+    /// An empty sum; the unfinished-work gauges are ages at `now`.
+    pub(crate) fn new(now: u64) -> Self {
+        Totals {
+            now,
+            depth: 0,
+            adds: 0,
+            retries: 0,
+            rejected: 0,
+            queue_duration: Recorder::default(),
+            work_duration: Recorder::default(),
+            unfinished: 0,
+            longest: 0,
+        }
+    }
+
+    /// The queue-wide count of delayed adds (kept under the queue's lock).
+    pub(crate) fn add_retries(&mut self, retries: u64) {
+        self.retries += retries;
+    }
+
+    pub(crate) fn finish(self, name: &str) -> WorkqueueMetrics {
         WorkqueueMetrics {
             name: name.to_owned(),
             depth: self.depth,
             adds: self.adds,
             queue_duration: self.queue_duration.snapshot(),
             work_duration: self.work_duration.snapshot(),
-            unfinished_work_seconds: total as f64 / 1e9,
-            longest_running_processor_seconds: seconds(longest),
+            unfinished_work_seconds: self.unfinished as f64 / 1e9,
+            longest_running_processor_seconds: seconds(self.longest),
             retries: self.retries,
             rejected: self.rejected,
         }
@@ -244,9 +299,9 @@ mod tests {
     #[test]
     fn histogram_buckets_are_cumulative_and_inclusive() {
         let mut r = Recorder::default();
-        r.observe(10);
-        r.observe(11);
-        r.observe(20_000_000_000);
+        r.observe(10, 1);
+        r.observe(11, 2);
+        r.observe(20_000_000_000, 3);
         let h = r.snapshot();
         assert_eq!(h.cumulative[0], 1);
         assert_eq!(h.cumulative[1], 2);
@@ -256,6 +311,28 @@ mod tests {
         assert_eq!(h.last_seconds, 20.0);
     }
 
+    fn snapshot(parts: &[&QueueMetrics], now: u64) -> WorkqueueMetrics {
+        let mut totals = Totals::new(now);
+        for part in parts {
+            part.add_to(&mut totals);
+        }
+        totals.finish("q")
+    }
+
+    #[test]
+    fn shards_sum_and_the_last_observation_is_the_latest() {
+        let (mut a, mut b) = (QueueMetrics::new(true), QueueMetrics::new(true));
+        a.on_add(1, 0);
+        b.on_add(1, 5);
+        b.on_get(1, 30);
+        a.on_get(1, 20);
+        let s = snapshot(&[&b, &a], 40);
+        assert_eq!((s.adds, s.depth, s.queue_duration.count), (2, 0, 2));
+        assert_eq!(s.queue_duration.last_seconds, 25e-9, "b's get came last");
+        assert_eq!(s.unfinished_work_seconds, 30e-9);
+        assert_eq!(s.longest_running_processor_seconds, 20e-9);
+    }
+
     #[test]
     fn running_list_tracks_starts_and_finishes() {
         let mut m = QueueMetrics::new(true);
@@ -263,18 +340,18 @@ mod tests {
         m.on_add(2, 0);
         m.on_get(1, 10);
         m.on_get(2, 20);
-        let s = m.snapshot("q", 100);
+        let s = snapshot(&[&m], 100);
         assert_eq!(s.depth, 0);
         assert_eq!(s.unfinished_work_seconds, 170e-9);
         assert_eq!(s.longest_running_processor_seconds, 90e-9);
         m.on_done(1, 100);
-        let s = m.snapshot("q", 100);
+        let s = snapshot(&[&m], 100);
         assert_eq!(s.longest_running_processor_seconds, 80e-9);
         assert_eq!(s.work_duration.count, 1);
         assert_eq!(s.work_duration.last_seconds, 90e-9);
         m.on_done(1, 100);
         assert_eq!(
-            m.snapshot("q", 100).work_duration.count,
+            snapshot(&[&m], 100).work_duration.count,
             1,
             "done twice counts once"
         );

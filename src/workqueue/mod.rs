@@ -81,8 +81,10 @@ mod limiter;
 mod metrics;
 mod priority;
 mod queue;
+mod shard;
 mod strategy;
 mod table;
+mod waiter;
 
 #[cfg(all(not(loom), any(test, feature = "testing")))]
 #[doc(hidden)]

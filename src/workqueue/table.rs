@@ -32,6 +32,9 @@ pub(crate) struct Entry<T, H> {
     /// The hint to queue the item with once `done` is called
     /// ([`Phase::RunningDirty`]).
     pub(crate) hint: H,
+    /// Whether the item is in the delay heap (kept here so that `done`
+    /// can tell, under the item's shard lock alone, whether to forget it).
+    pub(crate) delayed: bool,
 }
 
 enum SlotEntry<T, H> {
@@ -51,6 +54,8 @@ pub(crate) struct ItemTable<T, H> {
     free_head: u32,
     /// Slots below this number have been handed out at least once.
     high_water: u32,
+    /// Slot numbers stay below this.
+    limit: u32,
     len: usize,
 }
 
@@ -68,13 +73,15 @@ pub(crate) fn short_hash(full: u64) -> u32 {
 }
 
 impl<T: Eq, H: Copy> ItemTable<T, H> {
-    /// A table whose index holds `capacity` items before it first grows.
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
+    /// A table whose index holds `capacity` items before it first grows,
+    /// and whose slot numbers stay below `limit`.
+    pub(crate) fn with_capacity(capacity: usize, limit: u32) -> Self {
         ItemTable {
             slots: ChunkVec::new(),
             index: HashTable::with_capacity(capacity),
             free_head: NONE,
             high_water: 0,
+            limit: limit.min(NONE),
             len: 0,
         }
     }
@@ -95,8 +102,8 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
             .copied()
     }
 
-    /// Store an item known to be absent; `None` once `u32::MAX - 1` items
-    /// are tracked at once.
+    /// Store an item known to be absent; `None` once `limit` items are
+    /// tracked at once.
     pub(crate) fn insert(&mut self, hash: u32, item: T, phase: Phase, hint: H) -> Option<u32> {
         let slot = if self.free_head != NONE {
             let slot = self.free_head;
@@ -104,7 +111,7 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
                 self.free_head = next_free;
             }
             slot
-        } else if self.high_water < NONE {
+        } else if self.high_water < self.limit {
             self.high_water += 1;
             self.high_water - 1
         } else {
@@ -115,6 +122,7 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
             hash,
             phase,
             hint,
+            delayed: false,
         });
         let slots = &self.slots;
         self.index
@@ -170,7 +178,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove_and_reuse() {
-        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0);
+        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0, NONE);
         let a = t.insert(1, 10, Phase::Queued, ()).unwrap();
         let b = t.insert(2, 20, Phase::Queued, ()).unwrap();
         assert_ne!(a, b);
@@ -187,7 +195,7 @@ mod tests {
 
     #[test]
     fn many_items_with_colliding_short_hashes() {
-        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0);
+        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0, NONE);
         for i in 0..5000u64 {
             t.insert((i % 7) as u32, i, Phase::Queued, ()).unwrap();
         }
