@@ -240,3 +240,47 @@ fn a_lock_free_get_racing_an_add_a_done_and_a_draining_shutdown() {
         assert_eq!((m.depth, q.len()), (0, 0));
     });
 }
+
+/// Two items in different shards (loom runs two shards; the hasher's seeds
+/// are fixed under loom, so the pair is the same in every execution).
+fn two_shards(q: &DelayingQueue<u8>) -> (u8, u8) {
+    let a = 0u8;
+    let b = (1..=u8::MAX)
+        .find(|b| q.shard_index(b) != q.shard_index(&a))
+        .expect("some item hashes to the other shard");
+    (a, b)
+}
+
+#[test]
+fn an_add_during_processing_racing_done_on_another_shard_and_a_parking_get() {
+    // `a` (one shard) and `b` (the other) are processing. A producer re-adds
+    // `a` while the main thread finishes it; a worker finishes `b` and then
+    // gets, parking if nothing is ready. The re-queue of `a` by whichever of
+    // add and done comes second pushes a ticket under `a`'s shard lock
+    // alone, racing the worker's park under the queue's lock: the parking
+    // handshake must hand `a` to the worker in every order, exactly once.
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let (a, b) = two_shards(&q);
+        q.add(a);
+        q.add(b);
+        assert_eq!((q.try_get(), q.try_get()), (Ok(a), Ok(b)));
+        let q2 = q.clone();
+        let producer = thread::spawn(move || q2.add(a));
+        let q3 = q.clone();
+        let worker = thread::spawn(move || {
+            q3.done(&b).unwrap();
+            let got = q3.get();
+            if let Some(x) = got {
+                q3.done(&x).unwrap();
+            }
+            got
+        });
+        q.done(&a).unwrap();
+        producer.join().unwrap();
+        assert_eq!(worker.join().unwrap(), Some(a), "the re-add reached the worker");
+        assert_eq!(q.try_get(), Err(TryGetError::Empty), "and only once");
+        assert_eq!((q.len(), q.metrics().depth), (0, 0));
+        q.shut_down_with_drain();
+    });
+}

@@ -77,6 +77,19 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
         self.shared.parked()
     }
 
+    /// Run `f` while holding the lock of `item`'s shard (tests of what does
+    /// not wait for it).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn while_shard_locked<R>(&self, item: &T, f: impl FnOnce() -> R) -> R {
+        self.shared.while_shard_locked(item, f)
+    }
+
+    /// The index of the shard `item` lives in (tests).
+    #[cfg(test)]
+    pub(crate) fn shard_index(&self, item: &T) -> usize {
+        self.shared.shard_index(item)
+    }
+
     /// Mark `item` as needing processing, with the strategy's default hint.
     /// Ignored once the queue is shutting down.
     pub fn add(&self, item: T) {

@@ -10,6 +10,7 @@ trait Harness: Send + Sync + 'static {
     fn done(&self, k: u32);
     fn tracked(&self) -> usize;
     fn shut_down(&self);
+    fn shut_down_with_drain(&self);
     fn depth(&self) -> u64;
 }
 
@@ -31,6 +32,9 @@ impl<S: QueueStrategy<u32>> Harness for Plain<S> {
     }
     fn shut_down(&self) {
         self.0.shut_down();
+    }
+    fn shut_down_with_drain(&self) {
+        self.0.shut_down_with_drain();
     }
     fn depth(&self) -> u64 {
         self.0.metrics().depth
@@ -60,6 +64,9 @@ impl Harness for PriorityQueue<u32> {
     fn shut_down(&self) {
         PriorityQueue::shut_down(self);
     }
+    fn shut_down_with_drain(&self) {
+        PriorityQueue::shut_down_with_drain(self);
+    }
     fn depth(&self) -> u64 {
         self.metrics().depth
     }
@@ -68,6 +75,21 @@ impl Harness for PriorityQueue<u32> {
 #[test]
 fn stress_many_producers_and_consumers() {
     stress(Plain(Workqueue::with_config(manual().0), |q, k| q.add(k)));
+}
+
+/// The sharded FIFO's handshakes: keys spread over every shard, and more
+/// consumers than producers so that workers park and are handed items by
+/// adds and dones that hold no queue lock; ends with a draining shutdown.
+#[test]
+fn stress_fifo_shards_and_parked_workers() {
+    let shape = Shape {
+        keys: 4096,
+        producers: 2,
+        consumers: 6,
+        adds: 6000,
+        drain: true,
+    };
+    stress_shaped(Plain(Workqueue::with_config(manual().0), |q, k| q.add(k)), shape);
 }
 
 #[test]
@@ -91,14 +113,39 @@ fn stress_priority_queue() {
     stress(PriorityQueue::with_config(manual().0));
 }
 
-/// Producers add keys from a small set while consumers process them.
+struct Shape {
+    keys: usize,
+    producers: usize,
+    consumers: usize,
+    /// Adds per producer.
+    adds: u64,
+    /// End with a draining shutdown while consumers still run (instead of
+    /// waiting for the queue to go idle first).
+    drain: bool,
+}
+
+fn stress(q: impl Harness) {
+    let shape = Shape {
+        keys: 64,
+        producers: 4,
+        consumers: 4,
+        adds: 4000,
+        drain: false,
+    };
+    stress_shaped(q, shape);
+}
+
+/// Producers add keys from a set while consumers process them.
 /// Checks that no key is processed by two consumers at once and that
 /// every add is followed by a processing that starts after it.
-fn stress(q: impl Harness) {
-    const KEYS: usize = 64;
-    const PRODUCERS: usize = 4;
-    const CONSUMERS: usize = 4;
-    const ADDS: u64 = 4000;
+fn stress_shaped(q: impl Harness, shape: Shape) {
+    let Shape {
+        keys: KEYS,
+        producers: PRODUCERS,
+        consumers: CONSUMERS,
+        adds: ADDS,
+        drain,
+    } = shape;
     let q = Arc::new(q);
     let seq = Arc::new(AtomicU64::new(1));
     let last_add: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
@@ -148,11 +195,20 @@ fn stress(q: impl Harness) {
     for p in producers {
         p.join_within();
     }
-    wait_until("queue goes idle", || q.tracked() == 0);
-    q.shut_down();
+    if drain {
+        // Consumers are still taking what is queued: the drain must end
+        // (its wake-up comes from dones that hold only a shard lock), and
+        // every add made before it is still processed.
+        let q2 = q.clone();
+        thread::spawn(move || q2.shut_down_with_drain()).join_within();
+    } else {
+        wait_until("queue goes idle", || q.tracked() == 0);
+        q.shut_down();
+    }
     for c in consumers {
         c.join_within();
     }
+    assert_eq!(q.tracked(), 0, "every item done and forgotten");
     for k in 0..KEYS {
         assert_eq!(
             covered[k].load(Ordering::SeqCst),

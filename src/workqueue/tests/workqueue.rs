@@ -179,6 +179,63 @@ fn a_ready_fifo_item_is_taken_while_another_thread_holds_the_lock() {
     assert_eq!(q.done(&2), Err(WorkqueueError::NotProcessing));
 }
 
+/// A FIFO queue's add and done take only their item's shard lock, never
+/// the queue's (issue 14: a `done` that queued on the one lock was the
+/// backlog drain's remaining tail).
+#[test]
+fn fifo_adds_and_dones_do_not_wait_for_the_queue_lock() {
+    let q = Arc::new(Workqueue::with_config(manual().0));
+    q.add(1u8);
+    let one = q.try_get().unwrap();
+    let got = q.while_locked(|| {
+        let q2 = q.clone();
+        thread::spawn(move || {
+            q2.add(2);
+            q2.add(1); // processing: dirty again
+            q2.done(&1).unwrap(); // queued again, behind 2
+            let two = q2.try_get();
+            q2.done(&2).unwrap();
+            (two, q2.try_get(), q2.done(&3))
+        })
+        .join_within()
+    });
+    assert_eq!(got, (Ok(2), Ok(one), Err(WorkqueueError::NotProcessing)));
+    q.done(&1).unwrap();
+    assert_eq!((q.len(), q.tracked()), (0, 0));
+    let m = q.metrics();
+    assert_eq!((m.adds, m.depth, m.queue_duration.count), (3, 0, 3));
+}
+
+/// Two items in different shards: calls for one never wait for a thread
+/// that holds the other's shard lock, whatever the strategy.
+#[test]
+fn a_held_shard_does_not_stall_items_of_other_shards() {
+    fn check<S: QueueStrategy<u32>>(q: Workqueue<u32, S>) {
+        let q = Arc::new(q);
+        let a = 0u32;
+        let b = (1..)
+            .find(|b| q.shard_index(b) != q.shard_index(&a))
+            .unwrap();
+        let got = q.while_shard_locked(&a, || {
+            let q2 = q.clone();
+            thread::spawn(move || {
+                q2.add(b);
+                let got = q2.try_get();
+                q2.add(b);
+                q2.done(&b).unwrap();
+                (got, q2.len())
+            })
+            .join_within()
+        });
+        assert_eq!(got, (Ok(b), 1), "b queued again by its done");
+        let m = q.metrics();
+        assert_eq!((m.adds, m.depth), (2, 1));
+    }
+    check(Workqueue::with_config(manual().0));
+    check(Workqueue::with_strategy(manual().0, TwoLane::default()));
+    check(Workqueue::with_strategy(manual().0, Priority::default()));
+}
+
 /// The hand-off is first parked, first served: with more workers than
 /// items, a worker parked early is not passed over by every worker that
 /// parks after it (issue 14: rare gets waited 100+ ms).
