@@ -43,9 +43,7 @@ impl<V: Default> ChunkVec<V> {
     /// Make the first chunk's `index` addressable, doubling.
     #[cold]
     fn grow_head(&mut self, index: usize) {
-        let len = (index + 1)
-            .max(self.head.len() * 2)
-            .clamp(HEAD_MIN, CHUNK);
+        let len = (index + 1).max(self.head.len() * 2).clamp(HEAD_MIN, CHUNK);
         self.head.reserve_exact(len - self.head.len());
         self.head.resize_with(len, V::default);
     }

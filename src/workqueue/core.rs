@@ -342,7 +342,14 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             }
             let mut shard = self.shard(hash);
             if let Some(slot) = track(&mut shard, hash, item, hint) {
-                self.add_tracked(Some(&mut inner), &mut shard, slot, hint, now, Some(&mut wakes));
+                self.add_tracked(
+                    Some(&mut inner),
+                    &mut shard,
+                    slot,
+                    hint,
+                    now,
+                    Some(&mut wakes),
+                );
             }
         }
         wakes.run();
@@ -367,7 +374,14 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             };
             if delay == 0 {
                 let now = self.stamp();
-                self.add_tracked(Some(&mut inner), &mut shard, slot, hint, now, Some(&mut wakes));
+                self.add_tracked(
+                    Some(&mut inner),
+                    &mut shard,
+                    slot,
+                    hint,
+                    now,
+                    Some(&mut wakes),
+                );
                 drop(shard);
                 if self.fast {
                     self.serve_parked(&mut inner, now, &mut wakes);
@@ -389,7 +403,14 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             while let Some((slot, hint)) = inner.waiting.pop_due(now) {
                 let mut shard = self.shard_of(slot);
                 shard.entry_mut(slot).delayed = false;
-                self.add_tracked(Some(&mut inner), &mut shard, slot, hint, now, Some(&mut wakes));
+                self.add_tracked(
+                    Some(&mut inner),
+                    &mut shard,
+                    slot,
+                    hint,
+                    now,
+                    Some(&mut wakes),
+                );
             }
             if self.fast {
                 self.serve_parked(&mut inner, now, &mut wakes);
@@ -513,7 +534,14 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let result = {
             let mut inner = self.lock();
             let mut shard = self.shard(hash);
-            let result = self.finish(Some(&mut inner), &mut shard, hash, item, now, Some(&mut wakes));
+            let result = self.finish(
+                Some(&mut inner),
+                &mut shard,
+                hash,
+                item,
+                now,
+                Some(&mut wakes),
+            );
             if let Ok((_, 0)) = result {
                 if inner.drain {
                     self.drained.notify_all();
@@ -588,7 +616,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             }
             Phase::Idle | Phase::Running => {
                 if self.mode == Mode::Merged {
-                    if let Some(waited) = inner.as_deref_mut().and_then(|i| i.waiting.remove(slot)) {
+                    if let Some(waited) = inner.as_deref_mut().and_then(|i| i.waiting.remove(slot))
+                    {
                         entry.delayed = false;
                         hint = S::merge(waited, hint);
                     }
@@ -806,7 +835,12 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 /// The slot of `item` in its locked shard, tracking it if it is not; `None`
 /// (counted as rejected) when the shard is full.
 #[inline]
-fn track<T: Item, H: Copy>(shard: &mut Locked<'_, T, H>, hash: u32, item: T, hint: H) -> Option<u32> {
+fn track<T: Item, H: Copy>(
+    shard: &mut Locked<'_, T, H>,
+    hash: u32,
+    item: T,
+    hint: H,
+) -> Option<u32> {
     if let Some(slot) = shard.find(hash, &item) {
         return Some(slot);
     }

@@ -278,7 +278,11 @@ fn an_add_during_processing_racing_done_on_another_shard_and_a_parking_get() {
         });
         q.done(&a).unwrap();
         producer.join().unwrap();
-        assert_eq!(worker.join().unwrap(), Some(a), "the re-add reached the worker");
+        assert_eq!(
+            worker.join().unwrap(),
+            Some(a),
+            "the re-add reached the worker"
+        );
         assert_eq!(q.try_get(), Err(TryGetError::Empty), "and only once");
         assert_eq!((q.len(), q.metrics().depth), (0, 0));
         q.shut_down_with_drain();

@@ -42,7 +42,10 @@ impl<T, H> Waiter<T, H> {
 
     /// Wait for a hand-off until `deadline` (real time; `None`: forever).
     /// The outer `None` means the deadline passed with nothing handed off.
-    pub(crate) fn wait_until(&self, deadline: Option<std::time::Instant>) -> Option<Option<(T, H)>> {
+    pub(crate) fn wait_until(
+        &self,
+        deadline: Option<std::time::Instant>,
+    ) -> Option<Option<(T, H)>> {
         let mut slot = lock(&self.slot);
         loop {
             match std::mem::replace(&mut *slot, Handoff::Pending) {
@@ -112,4 +115,3 @@ impl<T, H> Wakes<T, H> {
         }
     }
 }
-

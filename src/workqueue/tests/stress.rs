@@ -89,7 +89,10 @@ fn stress_fifo_shards_and_parked_workers() {
         adds: 6000,
         drain: true,
     };
-    stress_shaped(Plain(Workqueue::with_config(manual().0), |q, k| q.add(k)), shape);
+    stress_shaped(
+        Plain(Workqueue::with_config(manual().0), |q, k| q.add(k)),
+        shape,
+    );
 }
 
 #[test]
