@@ -4,17 +4,18 @@
 //! grows; per-slot arrays here can be large (one element per tracked item),
 //! so past their first chunk they grow a chunk at a time instead and waste
 //! at most one chunk, and growing never moves (or copies) those chunks. The
-//! first chunk's worth of elements is a `Vec` that doubles up to a chunk:
+//! first chunk's worth of elements is a `Vec` that grows in small steps:
 //! a queue has one table per shard, and most shards of a small queue hold
 //! a few dozen items, so a whole chunk each would cost more than the items.
 
 const CHUNK_BITS: u32 = 9;
 const CHUNK: usize = 1 << CHUNK_BITS;
-/// The first chunk's smallest allocation.
+/// The first chunk's smallest allocation, and how it grows after that.
 const HEAD_MIN: usize = 16;
+const HEAD_STEP: usize = 64;
 
 pub(crate) struct ChunkVec<V> {
-    /// Elements `0..CHUNK`, grown by doubling.
+    /// Elements `0..CHUNK`, grown in steps.
     head: Vec<V>,
     /// Elements from `CHUNK` on, in fixed-size chunks: an offset masked to
     /// `CHUNK - 1` needs no bounds check (these arrays are indexed several
@@ -40,10 +41,17 @@ impl<V: Default> ChunkVec<V> {
         self.chunks.push(chunk);
     }
 
-    /// Make the first chunk's `index` addressable, doubling.
+    /// Make the first chunk's `index` addressable: 16 elements, then steps
+    /// of 64 (each a reallocation that copies at most a chunk), so a table
+    /// that holds a few hundred items wastes at most 63 slots where
+    /// doubling would waste up to half.
     #[cold]
     fn grow_head(&mut self, index: usize) {
-        let len = (index + 1).max(self.head.len() * 2).clamp(HEAD_MIN, CHUNK);
+        let len = if index < HEAD_MIN {
+            HEAD_MIN
+        } else {
+            (index + 1).next_multiple_of(HEAD_STEP).min(CHUNK)
+        };
         self.head.reserve_exact(len - self.head.len());
         self.head.resize_with(len, V::default);
     }
@@ -94,10 +102,13 @@ mod tests {
         *v.at(3) = 7;
         assert_eq!(v.head.len(), HEAD_MIN, "a small first allocation");
         *v.at(HEAD_MIN + 1) = 8;
-        assert_eq!(v.head.len(), 2 * HEAD_MIN, "then doubling");
+        assert_eq!(v.head.len(), HEAD_STEP, "then in steps");
+        *v.at(HEAD_STEP) = 8;
+        assert_eq!(v.head.len(), 2 * HEAD_STEP);
         *v.at(CHUNK + 1) = 9;
         assert_eq!(v.get(3), Some(&7));
         assert_eq!(v.get(HEAD_MIN + 1), Some(&8));
+        assert_eq!(v.get(HEAD_STEP), Some(&8));
         assert_eq!(v.get(CHUNK + 1), Some(&9));
         assert_eq!(v.get(CHUNK), Some(&0));
         assert!(v.get(2 * CHUNK).is_none());

@@ -86,7 +86,7 @@
 
 use super::heap::DelayHeap;
 use super::metrics::{Totals, WorkqueueMetrics};
-use super::shard::{new_shards, shard_of_hash, shard_of_slot, Locked, Shards, SHARDS};
+use super::shard::{Locked, Shards};
 use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, Phase};
 use super::waiter::{wait, Waiter, Wakes};
@@ -185,7 +185,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 timer: None,
                 retries: 0,
             }),
-            shards: new_shards(capacity, timed),
+            shards: Shards::new(capacity, timed),
             ready: SegQueue::new(),
             parked: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
@@ -207,22 +207,20 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     /// The shard of the item whose short hash is `hash`, locked.
     #[inline]
     fn shard(&self, hash: u32) -> Locked<'_, T, Hint<T, S>> {
-        let i = shard_of_hash(hash);
-        self.shards[i].lock(i)
+        self.shards.lock_hash(hash)
     }
 
     /// The shard of a queue-wide slot, locked.
     #[inline]
     fn shard_of(&self, slot: u32) -> Locked<'_, T, Hint<T, S>> {
-        let i = shard_of_slot(slot);
-        self.shards[i].lock(i)
+        self.shards.lock_slot(slot)
     }
 
     /// A get without any lock (FIFO), if an item is ready.
     #[inline]
     fn take_ready(&self, now: u64) -> Option<(T, Hint<T, S>)> {
         let Ticket { slot, item, hint } = self.ready.pop()?;
-        self.shards[shard_of_slot(slot)].record_taken(slot, now);
+        self.shards.record_taken(slot, now);
         Some((item, hint))
     }
 
@@ -708,8 +706,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     /// Items tracked at all: queued, processing or waiting.
     #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
-        (0..SHARDS)
-            .map(|i| self.shards[i].lock(i).state.tracked())
+        (0..self.shards.len())
+            .map(|i| self.shards.lock(i).state.tracked())
             .sum()
     }
 
@@ -731,7 +729,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     /// or in two).
     #[cfg(test)]
     pub(crate) fn shard_index(&self, item: &T) -> usize {
-        shard_of_hash(self.hash(item))
+        self.shards.index_of_hash(self.hash(item))
     }
 
     /// Workers parked in `get` (tests, and the C ABI's test aid).
@@ -750,8 +748,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 
     /// Items processing in every shard (under the queue's lock).
     fn processing(&self) -> usize {
-        (0..SHARDS)
-            .map(|i| self.shards[i].lock(i).state.processing)
+        (0..self.shards.len())
+            .map(|i| self.shards.lock(i).state.processing)
             .sum()
     }
 
@@ -767,8 +765,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         self.draining.store(drain, Ordering::Release);
         // Every add that found the queue open has queued its item once
         // each shard's lock was taken after the flag (module docs).
-        for i in 0..SHARDS {
-            drop(self.shards[i].lock(i));
+        for i in 0..self.shards.len() {
+            drop(self.shards.lock(i));
         }
         if self.fast {
             self.serve_parked(&mut inner, now, &mut wakes);
@@ -815,8 +813,8 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let inner = self.lock();
         let mut totals = Totals::new(now);
         totals.add_retries(inner.retries);
-        for i in 0..SHARDS {
-            self.shards[i].lock(i).state.metrics.add_to(&mut totals);
+        for i in 0..self.shards.len() {
+            self.shards.lock(i).state.metrics.add_to(&mut totals);
         }
         drop(inner);
         totals.finish(&self.name)

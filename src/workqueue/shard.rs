@@ -7,7 +7,8 @@
 //! how the two interact: the `core` module's protocol).
 //!
 //! Slot numbers outside this module are queue-wide: the shard's own slot
-//! number shifted left by [`SHARD_BITS`], or'ed with the shard's index. So
+//! number shifted left by log2 of the shard count, or'ed with the shard's
+//! index ([`Layout`]). So
 //! they stay dense (the strategies and the delay heap index arrays by
 //! them) and name their shard without a look-up.
 
@@ -16,78 +17,154 @@ use super::table::{ItemTable, Phase, NONE};
 use crate::sync::{lock, Mutex, MutexGuard, SegQueue};
 use crossbeam_utils::CachePadded;
 
-/// log2 of the number of shards. 32 shards: with many more threads than
-/// cores, a shard's holder that is descheduled stalls only the calls for
-/// that shard's items (1/32 of them); more would cost memory for small
-/// queues (each shard's arrays start small, see `ChunkVec`). Two under loom,
-/// whose models then cover both the same-shard and the other-shard cases
-/// without exploring 32 locks.
-#[cfg(not(loom))]
-pub(crate) const SHARD_BITS: u32 = 5;
-#[cfg(loom)]
-pub(crate) const SHARD_BITS: u32 = 1;
-
-pub(crate) const SHARDS: usize = 1 << SHARD_BITS;
-const SHARD_MASK: u32 = SHARDS as u32 - 1;
-
-/// The shard an item whose short hash is `hash` lives in. Fibonacci
-/// hashing of the whole hash: the index inside the shard reads the hash's
-/// low and top bits, so the shard must not be a plain slice of them (all of
-/// a shard's items would then share their index buckets' low bits).
-#[inline]
-pub(crate) fn shard_of_hash(hash: u32) -> usize {
-    (hash.wrapping_mul(0x9E37_79B9) >> (32 - SHARD_BITS)) as usize
+/// How many shards a queue has and how queue-wide slot numbers name them.
+///
+/// The count follows [`Config::capacity`](super::Config::capacity): one
+/// shard per 4,096 items the queue is sized for, at least 4 and at most
+/// 256 (a power of two). With many more threads than cores, a shard's holder
+/// that is descheduled stalls the calls for that shard's items until the
+/// scheduler runs it again, so the more shards, the fewer calls stall: at
+/// 1,000,000 items and 1,000 consumers, 256 shards had a quarter to a
+/// ninth of 32 shards' slow `done`s (docs/benchmarks.md). Each shard costs
+/// about 900 bytes even when empty, so small queues get fewer. Two under
+/// loom, whose models then cover both the same-shard and the other-shard
+/// cases without exploring many locks.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Layout {
+    /// log2 of the number of shards.
+    bits: u32,
 }
 
-/// The shard of a queue-wide slot number.
-#[inline]
-pub(crate) fn shard_of_slot(slot: u32) -> usize {
-    (slot & SHARD_MASK) as usize
-}
+impl Layout {
+    pub(crate) fn for_capacity(capacity: usize) -> Self {
+        if cfg!(loom) {
+            return Layout { bits: 1 };
+        }
+        let shards = (capacity / 4096).clamp(4, 256).next_power_of_two();
+        Layout {
+            bits: shards.trailing_zeros(),
+        }
+    }
 
-#[inline]
-fn local(slot: u32) -> u32 {
-    slot >> SHARD_BITS
-}
+    #[inline]
+    pub(crate) fn shards(self) -> usize {
+        1 << self.bits
+    }
 
-#[inline]
-fn global(shard: usize, local: u32) -> u32 {
-    (local << SHARD_BITS) | shard as u32
-}
+    /// The shard an item whose short hash is `hash` lives in. Fibonacci
+    /// hashing of the whole hash: the index inside the shard reads the
+    /// hash's low and top bits, so the shard must not be a plain slice of
+    /// them (a shard's items would then share their buckets' low bits).
+    #[inline]
+    pub(crate) fn of_hash(self, hash: u32) -> usize {
+        (hash.wrapping_mul(0x9E37_79B9) >> (32 - self.bits)) as usize
+    }
 
-/// The most items one shard tracks at once: its slot numbers must fit in a
-/// queue-wide one.
-const SHARD_SLOTS: u32 = NONE >> SHARD_BITS;
+    /// The shard of a queue-wide slot number.
+    #[inline]
+    pub(crate) fn of_slot(self, slot: u32) -> usize {
+        (slot & ((1 << self.bits) - 1)) as usize
+    }
+
+    #[inline]
+    fn local(self, slot: u32) -> u32 {
+        slot >> self.bits
+    }
+
+    #[inline]
+    fn global(self, shard: usize, local: u32) -> u32 {
+        (local << self.bits) | shard as u32
+    }
+
+    /// The most items one shard tracks at once: its slot numbers must fit
+    /// in a queue-wide one.
+    fn slots(self) -> u32 {
+        NONE >> self.bits
+    }
+}
 
 /// A shard: its lock and state, and the gets made without any lock that
 /// the next holder applies. Cache-padded so that two shards' locks never
 /// share a line.
-pub(crate) struct Shard<T, H> {
+struct Shard<T, H> {
     state: Mutex<ShardState<T, H>>,
     /// Gets made without the lock (FIFO): the shard's slot and the time,
     /// applied by the next holder of `state` before anything else.
     taken: SegQueue<(u32, u64)>,
 }
 
-pub(crate) type Shards<T, H> = Box<[CachePadded<Shard<T, H>>]>;
+/// A queue's shards.
+pub(crate) struct Shards<T, H> {
+    layout: Layout,
+    shards: Box<[CachePadded<Shard<T, H>>]>,
+}
 
-pub(crate) fn new_shards<T: Eq, H: Copy>(capacity: usize, timed: bool) -> Shards<T, H> {
-    // Hashing spreads items unevenly over the shards: give each a little
-    // more than its share so that a queue sized for its items never grows.
-    let each = capacity.div_ceil(SHARDS);
-    let each = each + each / 8;
-    (0..SHARDS)
-        .map(|_| {
-            CachePadded::new(Shard {
-                state: Mutex::new(ShardState {
-                    table: ItemTable::with_capacity(each, SHARD_SLOTS),
-                    metrics: QueueMetrics::new(timed),
-                    processing: 0,
-                }),
-                taken: SegQueue::new(),
+impl<T: Eq, H: Copy> Shards<T, H> {
+    pub(crate) fn new(capacity: usize, timed: bool) -> Self {
+        let layout = Layout::for_capacity(capacity);
+        // Hashing spreads items unevenly over the shards: give each a
+        // little more than its share so that a queue sized for its items
+        // never grows.
+        let each = capacity.div_ceil(layout.shards());
+        let each = each + each / 8;
+        let shards = (0..layout.shards())
+            .map(|_| {
+                CachePadded::new(Shard {
+                    state: Mutex::new(ShardState {
+                        table: ItemTable::with_capacity(each, layout.slots()),
+                        metrics: QueueMetrics::new(timed),
+                        processing: 0,
+                    }),
+                    taken: SegQueue::new(),
+                })
             })
-        })
-        .collect()
+            .collect();
+        Shards { layout, shards }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The index of the shard of the item whose short hash is `hash`.
+    #[cfg(test)]
+    pub(crate) fn index_of_hash(&self, hash: u32) -> usize {
+        self.layout.of_hash(hash)
+    }
+
+    /// Shard `index`, locked, with every get made without its lock applied.
+    #[inline]
+    pub(crate) fn lock(&self, index: usize) -> Locked<'_, T, H> {
+        let shard = &self.shards[index];
+        let mut state = lock(&shard.state);
+        while let Some((local, now)) = shard.taken.pop() {
+            state.start(local, now);
+        }
+        Locked {
+            index,
+            layout: self.layout,
+            state,
+        }
+    }
+
+    /// The shard of the item whose short hash is `hash`, locked.
+    #[inline]
+    pub(crate) fn lock_hash(&self, hash: u32) -> Locked<'_, T, H> {
+        self.lock(self.layout.of_hash(hash))
+    }
+
+    /// The shard of a queue-wide slot, locked.
+    #[inline]
+    pub(crate) fn lock_slot(&self, slot: u32) -> Locked<'_, T, H> {
+        self.lock(self.layout.of_slot(slot))
+    }
+
+    /// Record a get of `slot` made without its shard's lock.
+    #[inline]
+    pub(crate) fn record_taken(&self, slot: u32, now: u64) {
+        let shard = &self.shards[self.layout.of_slot(slot)];
+        shard.taken.push((self.layout.local(slot), now));
+    }
 }
 
 pub(crate) struct ShardState<T, H> {
@@ -100,26 +177,9 @@ pub(crate) struct ShardState<T, H> {
 
 /// A shard's state, locked, with its queue-wide identity.
 pub(crate) struct Locked<'a, T, H> {
-    pub(crate) index: usize,
+    index: usize,
+    layout: Layout,
     pub(crate) state: MutexGuard<'a, ShardState<T, H>>,
-}
-
-impl<T: Eq, H: Copy> Shard<T, H> {
-    /// Hold the shard's lock, with every get made without it applied.
-    #[inline]
-    pub(crate) fn lock(&self, index: usize) -> Locked<'_, T, H> {
-        let mut state = lock(&self.state);
-        while let Some((local, now)) = self.taken.pop() {
-            state.start(local, now);
-        }
-        Locked { index, state }
-    }
-
-    /// Record a get made without the shard's lock.
-    #[inline]
-    pub(crate) fn record_taken(&self, slot: u32, now: u64) {
-        self.taken.push((local(slot), now));
-    }
 }
 
 impl<T: Eq, H: Copy> ShardState<T, H> {
@@ -143,41 +203,41 @@ impl<T: Eq, H: Copy> Locked<'_, T, H> {
     #[inline]
     pub(crate) fn find(&self, hash: u32, item: &T) -> Option<u32> {
         let local = self.state.table.find(hash, item)?;
-        Some(global(self.index, local))
+        Some(self.layout.global(self.index, local))
     }
 
     /// Track an absent item; `None` when the shard is full.
     #[inline]
     pub(crate) fn insert(&mut self, hash: u32, item: T, hint: H) -> Option<u32> {
         let local = self.state.table.insert(hash, item, Phase::Idle, hint)?;
-        Some(global(self.index, local))
+        Some(self.layout.global(self.index, local))
     }
 
     /// Forget the item in `slot`.
     pub(crate) fn remove(&mut self, slot: u32) {
-        self.state.table.remove(local(slot));
+        self.state.table.remove(self.layout.local(slot));
     }
 
     #[inline]
     pub(crate) fn entry(&self, slot: u32) -> &super::table::Entry<T, H> {
-        self.state.table.entry(local(slot))
+        self.state.table.entry(self.layout.local(slot))
     }
 
     #[inline]
     pub(crate) fn entry_mut(&mut self, slot: u32) -> &mut super::table::Entry<T, H> {
-        self.state.table.entry_mut(local(slot))
+        self.state.table.entry_mut(self.layout.local(slot))
     }
 
     /// A worker took the item in `slot` at `now` (under this lock).
     #[inline]
     pub(crate) fn start(&mut self, slot: u32, now: u64) {
-        self.state.start(local(slot), now);
+        self.state.start(self.layout.local(slot), now);
     }
 
     /// The item in `slot` became dirty at `now`.
     #[inline]
     pub(crate) fn on_add(&mut self, slot: u32, now: u64) {
-        self.state.metrics.on_add(local(slot), now);
+        self.state.metrics.on_add(self.layout.local(slot), now);
     }
 
     /// The item in `slot` was done at `now`: one fewer processing. Returns
@@ -185,7 +245,7 @@ impl<T: Eq, H: Copy> Locked<'_, T, H> {
     #[inline]
     pub(crate) fn finish(&mut self, slot: u32, now: u64) -> usize {
         self.state.processing -= 1;
-        self.state.metrics.on_done(local(slot), now);
+        self.state.metrics.on_done(self.layout.local(slot), now);
         self.state.processing
     }
 

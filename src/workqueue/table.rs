@@ -81,7 +81,7 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
             index: HashTable::with_capacity(capacity),
             free_head: NONE,
             high_water: 0,
-            limit: limit.min(NONE),
+            limit,
             len: 0,
         }
     }

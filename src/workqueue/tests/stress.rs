@@ -143,19 +143,19 @@ fn stress(q: impl Harness) {
 /// every add is followed by a processing that starts after it.
 fn stress_shaped(q: impl Harness, shape: Shape) {
     let Shape {
-        keys: KEYS,
-        producers: PRODUCERS,
-        consumers: CONSUMERS,
-        adds: ADDS,
+        keys,
+        producers: n_producers,
+        consumers: n_consumers,
+        adds,
         drain,
     } = shape;
     let q = Arc::new(q);
     let seq = Arc::new(AtomicU64::new(1));
-    let last_add: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
-    let covered: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
-    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+    let last_add: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
+    let covered: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
+    let busy: Arc<Vec<AtomicBool>> = Arc::new((0..keys).map(|_| AtomicBool::new(false)).collect());
     let processed = Arc::new(AtomicUsize::new(0));
-    let consumers: Vec<_> = (0..CONSUMERS)
+    let consumers: Vec<_> = (0..n_consumers)
         .map(|_| {
             let (q, last_add, covered, busy, processed) = (
                 q.clone(),
@@ -182,12 +182,12 @@ fn stress_shaped(q: impl Harness, shape: Shape) {
             })
         })
         .collect();
-    let producers: Vec<_> = (0..PRODUCERS)
+    let producers: Vec<_> = (0..n_producers)
         .map(|p| {
             let (q, seq, last_add) = (q.clone(), seq.clone(), last_add.clone());
             thread::spawn(move || {
-                for i in 0..ADDS {
-                    let k = ((i * 7 + p as u64 * 13) % KEYS as u64) as u32;
+                for i in 0..adds {
+                    let k = ((i * 7 + p as u64 * 13) % keys as u64) as u32;
                     let s = seq.fetch_add(1, Ordering::SeqCst);
                     last_add[k as usize].fetch_max(s, Ordering::SeqCst);
                     q.add(k);
@@ -212,7 +212,7 @@ fn stress_shaped(q: impl Harness, shape: Shape) {
         c.join_within();
     }
     assert_eq!(q.tracked(), 0, "every item done and forgotten");
-    for k in 0..KEYS {
+    for k in 0..keys {
         assert_eq!(
             covered[k].load(Ordering::SeqCst),
             last_add[k].load(Ordering::SeqCst),
@@ -220,6 +220,6 @@ fn stress_shaped(q: impl Harness, shape: Shape) {
         );
     }
     let n = processed.load(Ordering::Relaxed);
-    assert!(n >= KEYS && n as u64 <= PRODUCERS as u64 * ADDS);
+    assert!(n >= keys && n as u64 <= n_producers as u64 * adds);
     assert_eq!(q.depth(), 0);
 }
