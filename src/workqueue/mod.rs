@@ -17,17 +17,23 @@
 //!
 //! # Design
 //!
-//! One mutex guards each queue's state, and every operation but a FIFO
-//! queue's get of a ready item holds it for one short step (that get takes
-//! the item from a lock-free list instead: see the `core` module's
-//! protocol): a hash lookup and an O(1) strategy operation (O(log p) for p
+//! The item table (every tracked item's phase, its hash-index bucket and
+//! per-item metrics) is sharded by hash, each shard its own lock; a second,
+//! queue-wide lock guards the strategy, the delay heap, the parked workers
+//! and shutdown. A FIFO queue's `add` and `done` take only their item's
+//! shard lock, and its `get` of a ready item takes no lock at all (a
+//! lock-free list); other strategies take the queue's lock, then the
+//! item's shard lock (the `core` module's protocol). Every step is short:
+//! a hash lookup and an O(1) strategy operation (O(log p) for p
 //! distinct priorities, O(log w) for w waiting items), plus the clone of the
 //! item `get` returns. Growth is amortised: the slab and per-slot arrays grow
-//! a chunk at a time, the hash index rehashes (see [`Config::capacity`]).
-//! Nothing waits with the lock held: a worker that finds the queue empty parks
+//! in small steps, then a chunk at a time, the hash index rehashes (see
+//! [`Config::capacity`], which also sets the number of shards).
+//! Nothing waits with a lock held: a worker that finds the queue empty parks
 //! on a private slot and the next item that becomes ready is handed straight
 //! to it, so a wake-up delivers exactly one item, the woken worker never
-//! competes for the lock again, and idle workers cost nothing. Items are stored once, in a slab;
+//! competes for a lock again, and idle workers cost nothing. Items are stored
+//! once, in their shard's slab;
 //! the hash index and the strategies hold 4-byte slot numbers (see
 //! [`QueueStrategy`]). Delays run on one [`Timer`](crate::clock::Timer) of the
 //! queue's [`Clock`], so the manual clock drives them deterministically.
@@ -127,8 +133,9 @@ pub struct Config {
     /// counters (depth, adds, retries) are kept either way.
     pub timed_metrics: bool,
     /// How many items the hash index holds before it first grows. Growing
-    /// rehashes every tracked item under the queue's lock, so a queue that
-    /// will hold a million items avoids a latency spike by saying so here.
+    /// rehashes a shard's items under its lock, so a queue that will hold a
+    /// million items avoids a latency spike by saying so here. It also sets
+    /// the number of shards: one per 4,096 items, 4 to 256.
     pub capacity: usize,
 }
 
