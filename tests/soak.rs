@@ -396,13 +396,27 @@ fn reshared(builtin: &Config) -> Config {
 /// bumped before each add and read right after each get.
 #[test]
 fn fifo_workqueue_under_real_threads() {
-    use apf::workqueue::Workqueue;
-    const KEYS: usize = 16;
-    let queue: Arc<Workqueue<u32>> = Arc::new(Workqueue::new());
+    soak_fifo_workqueue(16, 0);
+}
+
+/// The same with the item table sharded 256 ways (a queue sized for a
+/// million items) and keys over every shard: adds and dones of different
+/// shards run at once, and re-queued keys reach parked consumers through
+/// the parking handshake (src/workqueue/core.rs).
+#[test]
+fn sharded_fifo_workqueue_under_real_threads() {
+    soak_fifo_workqueue(4096, 1 << 20);
+}
+
+fn soak_fifo_workqueue(keys: usize, capacity: usize) {
+    use apf::workqueue::{Config as QueueConfig, Workqueue};
+    let mut config = QueueConfig::default();
+    config.capacity = capacity;
+    let queue: Arc<Workqueue<u32>> = Arc::new(Workqueue::with_config(config));
     let processing: Arc<Vec<AtomicBool>> =
-        Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
-    let added: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
-    let seen: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+        Arc::new((0..keys).map(|_| AtomicBool::new(false)).collect());
+    let added: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
+    let seen: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let consumers: Vec<_> = (0..3)
         .map(|_| {
@@ -439,7 +453,7 @@ fn fifo_workqueue_under_real_threads() {
                 let mut rng = Rng::new(p + 101);
                 let mut adds = 0u64;
                 while !stop.load(SeqCst) {
-                    let k = (rng.next() % KEYS as u64) as usize;
+                    let k = (rng.next() % keys as u64) as usize;
                     added[k].fetch_add(1, SeqCst);
                     queue.add(k as u32);
                     adds += 1;
@@ -461,7 +475,7 @@ fn fifo_workqueue_under_real_threads() {
         "adds {adds}, taken {taken}"
     );
     assert_eq!(queue.len(), 0);
-    for k in 0..KEYS {
+    for k in 0..keys {
         assert_eq!(
             seen[k].load(SeqCst),
             added[k].load(SeqCst),
