@@ -410,8 +410,10 @@ fn sharded_fifo_workqueue_under_real_threads() {
 
 fn soak_fifo_workqueue(keys: usize, capacity: usize) {
     use apf::workqueue::{Config as QueueConfig, Workqueue};
-    let mut config = QueueConfig::default();
-    config.capacity = capacity;
+    let config = QueueConfig {
+        capacity,
+        ..QueueConfig::default()
+    };
     let queue: Arc<Workqueue<u32>> = Arc::new(Workqueue::with_config(config));
     let processing: Arc<Vec<AtomicBool>> =
         Arc::new((0..keys).map(|_| AtomicBool::new(false)).collect());
