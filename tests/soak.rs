@@ -399,7 +399,7 @@ fn fifo_workqueue_under_real_threads() {
     soak_fifo_workqueue(16, 0);
 }
 
-/// The same with the item table sharded 256 ways (a queue sized for a
+/// The same with the item table sharded 1,024 ways (a queue sized for a
 /// million items) and keys over every shard: adds and dones of different
 /// shards run at once, and re-queued keys reach parked consumers through
 /// the parking handshake (src/workqueue/core.rs).

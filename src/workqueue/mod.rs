@@ -135,7 +135,7 @@ pub struct Config {
     /// How many items the hash index holds before it first grows. Growing
     /// rehashes a shard's items under its lock, so a queue that will hold a
     /// million items avoids a latency spike by saying so here. It also sets
-    /// the number of shards: one per 4,096 items, 4 to 256.
+    /// the number of shards: one per 1,024 items, 4 to 1,024.
     pub capacity: usize,
 }
 

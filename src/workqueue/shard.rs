@@ -20,13 +20,15 @@ use crossbeam_utils::CachePadded;
 /// How many shards a queue has and how queue-wide slot numbers name them.
 ///
 /// The count follows [`Config::capacity`](super::Config::capacity): one
-/// shard per 4,096 items the queue is sized for, at least 4 and at most
-/// 256 (a power of two). With many more threads than cores, a shard's holder
-/// that is descheduled stalls the calls for that shard's items until the
-/// scheduler runs it again, so the more shards, the fewer calls stall: at
-/// 1,000,000 items and 1,000 consumers, 256 shards had a quarter to a
-/// ninth of 32 shards' slow `done`s (docs/benchmarks.md). Each shard costs
-/// about 900 bytes even when empty, so small queues get fewer. Two under
+/// shard per 1,024 items the queue is sized for, at least 4 and at most
+/// 1,024 (a power of two). With many more threads than cores, a shard's
+/// holder that is descheduled stalls the calls for that shard's items until
+/// the scheduler runs it again, so the more shards, the fewer calls stall:
+/// at 1,000,000 items and 1,000 consumers, 256 shards had a quarter to a
+/// ninth of 32 shards' slow `done`s, and 1,024 a third to a seventh of
+/// 256's in two of three rounds (docs/benchmarks.md). Each shard costs
+/// about 900 bytes even when empty (under 1 byte per item the queue is
+/// sized for), so small queues get fewer. Two under
 /// loom, whose models then cover both the same-shard and the other-shard
 /// cases without exploring many locks.
 #[derive(Copy, Clone, Debug)]
@@ -40,7 +42,7 @@ impl Layout {
         if cfg!(loom) {
             return Layout { bits: 1 };
         }
-        let shards = (capacity / 4096).clamp(4, 256).next_power_of_two();
+        let shards = (capacity / 1024).clamp(4, 1024).next_power_of_two();
         Layout {
             bits: shards.trailing_zeros(),
         }
