@@ -288,3 +288,34 @@ fn an_add_during_processing_racing_done_on_another_shard_and_a_parking_get() {
         q.shut_down_with_drain();
     });
 }
+
+#[test]
+fn a_worker_released_by_shutdown_leaves_no_item_behind() {
+    // An add that found the queue open (under its shard lock only) races a
+    // shutdown that releases a parked worker: either the add is ignored or
+    // its item reaches a worker; a worker released with nothing never
+    // leaves an item added before the shutdown in the queue. (Shutdown's
+    // pass over every shard lock before it releases parked workers.)
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let q2 = q.clone();
+        let worker = thread::spawn(move || {
+            let got = q2.get();
+            if let Some(x) = got {
+                q2.done(&x).unwrap();
+            }
+            got
+        });
+        let q3 = q.clone();
+        let producer = thread::spawn(move || q3.add(1));
+        q.shut_down();
+        producer.join().unwrap();
+        if worker.join().unwrap().is_none() {
+            assert_eq!(
+                q.try_get(),
+                Err(TryGetError::ShutDown),
+                "released with nothing while an item was queued"
+            );
+        }
+    });
+}
