@@ -51,6 +51,7 @@
 //! or shared cache line to the hot path, and no decision reads them.
 
 mod admission;
+mod budget;
 pub mod config;
 mod core;
 #[cfg(any(test, feature = "testing"))]
@@ -234,10 +235,11 @@ impl QueueSet {
             next_seq: 0,
             replay_buffers: Vec::new(),
         };
+        let shards = Shards::new();
         let shared = Arc::new(Shared {
-            word: AdmissionWord::new(limit),
+            word: AdmissionWord::new(limit, budget::batch_for(limit, shards.len())),
             enqueues: CachePadded::new(AtomicU64::new(0)),
-            shards: Shards::new(),
+            shards,
             routing: ArcCell::new(Arc::new(Routing {
                 dealer,
                 fairness: cfg_fairness,
@@ -477,6 +479,9 @@ impl QueueSet {
     /// A consistent snapshot of the counters.
     pub fn stats(&self) -> QueueSetStats {
         let mut st = self.shared.lock_and_drain();
+        // Seats parked in budgets are free seats: back to the word, so that
+        // the snapshot counts only seats that requests hold.
+        self.shared.shards.sweep(&self.shared.word);
         let w = self.shared.word.load();
         let core = &mut st.core;
         if !self.shared.is_failed() {
