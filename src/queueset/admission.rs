@@ -19,9 +19,14 @@
 //!   path, under the level lock).** Both are one CAS loop that re-checks the
 //!   room against the value it replaces, so no check-then-add exists: a
 //!   decision and the seats it takes are one atomic step.
+//!   A hot-path take is either a request's own seats or a shard's
+//!   *seat-budget* draw of `seats + B` (src/queueset/budget.rs): seats in
+//!   a budget count as taken here, so every limit check below also bounds
+//!   them.
 //! - Seats are given back by [`AdmissionWord::give_back`] (a finish on the hot
-//!   path, or the level lock's holder for finishes, lingering releases,
-//!   cancelled dispatches and *early releases*).
+//!   path, a budget's return, trim or sweep, or the level lock's holder for
+//!   finishes, lingering releases, cancelled dispatches and *early
+//!   releases*).
 //! - An **early release** (`QueueSet::release_seats`: a request gives back
 //!   part or all of its seats and keeps executing) runs only under the level
 //!   lock, after replaying the ring: the core learns of it (seats, charge,
@@ -30,12 +35,16 @@
 //!   counts what it released; its finish (hot path, slow path or lingering)
 //!   gives back only what it still holds.
 //! - `SLOW` is set and cleared only under the level lock
-//!   ([`AdmissionWord::set_slow`], [`AdmissionWord::clear_slow`]); the
+//!   ([`AdmissionWord::set_slow`], [`AdmissionWord::clear_slow`]); it is
+//!   also the seat budgets' *reclaim fence*: the lock holder sets it before
+//!   a slow-path arrival's or a limit change's decision and sweeps every
+//!   budget, and clears it when it settles with nothing waiting; the
 //!   `LIMIT` field is changed only under the level lock
 //!   ([`AdmissionWord::set_limit`]).
 //!
 //! Invariants:
-//! 1. **While any request waits, `SLOW` is set.** The lock holder sets it
+//! 1. **While any request waits, `SLOW` is set** (it may also be set with
+//!    nothing waiting, while the lock holder decides behind the fence). The lock holder sets it
 //!    before the lock is released after an enqueue, and clears it only when
 //!    the core counts no waiting request. `try_take_fast` fails on `SLOW`,
 //!    so no arrival overtakes a waiter, and a hot-path finish that sees `SLOW`

@@ -253,16 +253,19 @@ mod loom_tests {
         /// Seats executing requests hold (updated right after a take and
         /// right before a give).
         executing: loom::sync::atomic::AtomicU32,
+        /// The slow-path request's width.
+        want: u32,
     }
 
     impl Level {
-        fn new(limit: u32, batch: u32) -> Arc<Level> {
+        fn new(limit: u32, batch: u32, want: u32) -> Arc<Level> {
             Arc::new(Level {
                 word: AdmissionWord::new(limit, batch),
                 budgets: [SeatBudget::new(), SeatBudget::new()],
                 waiting: Mutex::new(false),
                 served: AtomicBool::new(false),
                 executing: loom::sync::atomic::AtomicU32::new(0),
+                want,
             })
         }
 
@@ -302,7 +305,7 @@ mod loom_tests {
         /// The lock holder's part of a finish that saw `SLOW`.
         fn dispatch(&self) {
             let mut waiting = self.waiting.lock().unwrap();
-            if *waiting && self.word.try_take(1, 1, 0) {
+            if *waiting && self.word.try_take(self.want, self.want, 0) {
                 *waiting = false;
                 self.served.store(true, Ordering::Release);
             }
@@ -317,7 +320,7 @@ mod loom_tests {
                     b.sweep(&self.word);
                 }
             }
-            if self.word.try_take(1, 1, 0) {
+            if self.word.try_take(self.want, self.want, 0) {
                 self.served.store(true, Ordering::Release);
                 self.word.clear_slow();
             } else {
@@ -334,7 +337,7 @@ mod loom_tests {
                 "the waiter starved while {} seats sat in budgets",
                 self.budgets[0].parked() + self.budgets[1].parked()
             );
-            self.word.give_back(1);
+            self.word.give_back(self.want);
             for b in &self.budgets {
                 b.sweep(&self.word);
             }
@@ -344,9 +347,12 @@ mod loom_tests {
 
     fn protocol_against_a_waiter(sweep: bool) {
         loom::model(move || {
-            // Limit 2, batch 1: a draw takes both seats.
-            let level = Level::new(2, 1);
-            // Shard 1 holds one seat, taken before the model's race.
+            // Limit 4, batch 1; the slow-path request needs 3 seats, so it
+            // fits only once both requests are done or their seats parked
+            // before the sweep.
+            let level = Level::new(4, 1, 3);
+            // Shard 1 holds one seat and parks another, drawn before the
+            // model's race.
             assert!(level.start(1));
             let l0 = level.clone();
             let t0 = thread::spawn(move || {
@@ -387,7 +393,7 @@ mod loom_tests {
     #[test]
     fn a_limit_change_with_budgets_outstanding() {
         loom::model(|| {
-            let level = Level::new(4, 1);
+            let level = Level::new(4, 1, 1);
             let changed = Arc::new(AtomicBool::new(false));
             // Shard 0 parks a seat: a draw of 2, one of them returned.
             assert!(level.start(0));

@@ -26,7 +26,10 @@
 //! authority on seat availability: every path takes seats from it with one
 //! compare-and-swap that re-checks the room, and the core mirrors them for
 //! accounting. Its module documents the protocol: who may change each
-//! field, the invariants, and why each memory ordering suffices.
+//! field, the invariants, and why each memory ordering suffices. Each shard
+//! draws seats from it in batches into a seat budget
+//! (`src/queueset/budget.rs`), counted in the word as taken, so that on an
+//! unsaturated level a start and a finish do not write the word's line.
 //!
 //! # A panic inside the level lock
 //! The core's state is updated in several steps under the level lock. If
