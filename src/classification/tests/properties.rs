@@ -207,38 +207,96 @@ fn digest() -> impl Strategy<Value = OwnedDigest> {
         )
 }
 
+impl OwnedDigest {
+    fn digest<'a>(&'a self, groups: &'a [&'a str], name: &'a str) -> RequestDigest<'a> {
+        RequestDigest {
+            user: &self.user,
+            groups,
+            verb: &self.verb,
+            is_resource_request: self.is_resource_request,
+            api_group: &self.api_group,
+            resource: &self.resource,
+            subresource: &self.subresource,
+            namespace: &self.namespace,
+            name,
+            path: &self.path,
+        }
+    }
+
+    /// `self` with attribute `field` (0..10) taken from `other`: a
+    /// request that differs from a recent one in one attribute at most,
+    /// which the per-thread classification memo must tell apart.
+    fn with_one_from(&self, other: &OwnedDigest, field: usize) -> OwnedDigest {
+        let mut v = self.clone();
+        match field {
+            0 => v.user.clone_from(&other.user),
+            1 => v.groups.clone_from(&other.groups),
+            2 => v.verb.clone_from(&other.verb),
+            3 => v.is_resource_request = other.is_resource_request,
+            4 => v.api_group.clone_from(&other.api_group),
+            5 => v.resource.clone_from(&other.resource),
+            6 => v.subresource.clone_from(&other.subresource),
+            7 => v.namespace.clone_from(&other.namespace),
+            8 => v.path.clone_from(&other.path),
+            _ => {}
+        }
+        v
+    }
+}
+
+fn check_against_reference(
+    classifier: &Classifier,
+    valid: &ValidConfig,
+    owned: &OwnedDigest,
+    name: &str,
+) -> Result<(), TestCaseError> {
+    let groups: Vec<&str> = owned.groups.iter().map(String::as_str).collect();
+    let d = owned.digest(&groups, name);
+    let got = classifier.classify(&d);
+    let want = reference::classify(valid, &d).expect("catch-all exists");
+    prop_assert_eq!(got.schema_index, want.schema_index, "{:?}", owned);
+    prop_assert_eq!(got.level_index, want.level_index);
+    prop_assert_eq!(got.flow_distinguisher, want.flow_distinguisher.as_str());
+    prop_assert_eq!(got.flow_hash, want.flow_hash);
+    prop_assert_eq!(got.fallback, want.fallback);
+    prop_assert_eq!(
+        classifier.classify_deferred(&d),
+        Classification {
+            flow_hash: 0,
+            ..got
+        },
+        "the deferred classification (no memo) agrees"
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     /// The compiled classifier decides exactly as the plain
-    /// interpreter of Kubernetes' rules.
+    /// interpreter of Kubernetes' rules, memo or not: every request is
+    /// classified, then each variant that differs from it in one
+    /// attribute, then the request again (a memo hit, under another
+    /// object name), alternately by two classifiers of different
+    /// configurations on this one thread (the memo is per thread).
     #[test]
     fn compiled_matches_reference(extra in schemas(), digests in proptest::collection::vec(digest(), 1..16)) {
         let mut config = Config::builtin();
         config.flow_schemas.extend(extra);
         let valid = config.validate().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let classifier = Classifier::new(&valid);
-        for owned in &digests {
-            let groups: Vec<&str> = owned.groups.iter().map(String::as_str).collect();
-            let d = RequestDigest {
-                user: &owned.user,
-                groups: &groups,
-                verb: &owned.verb,
-                is_resource_request: owned.is_resource_request,
-                api_group: &owned.api_group,
-                resource: &owned.resource,
-                subresource: &owned.subresource,
-                namespace: &owned.namespace,
-                name: "",
-                path: &owned.path,
-            };
-            let got = classifier.classify(&d);
-            let want = reference::classify(&valid, &d).expect("catch-all exists");
-            prop_assert_eq!(got.schema_index, want.schema_index, "{:?}", owned);
-            prop_assert_eq!(got.level_index, want.level_index);
-            prop_assert_eq!(got.flow_distinguisher, want.flow_distinguisher.as_str());
-            prop_assert_eq!(got.flow_hash, want.flow_hash);
-            prop_assert_eq!(got.fallback, want.fallback);
+        let builtin_valid = Config::builtin().validate().expect("built-in config is valid");
+        let builtin = Classifier::new(&builtin_valid);
+        for (i, owned) in digests.iter().enumerate() {
+            let other = &digests[(i + 1) % digests.len()];
+            let mut variants = vec![owned.clone()];
+            variants.extend((0..9).map(|f| owned.with_one_from(other, f)));
+            variants.push(owned.clone());
+            for (n, v) in variants.iter().enumerate() {
+                let name = if n % 2 == 0 { "" } else { "object" };
+                check_against_reference(&classifier, &valid, v, name)?;
+                check_against_reference(&builtin, &builtin_valid, v, name)?;
+            }
         }
     }
 }
