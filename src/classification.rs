@@ -35,7 +35,6 @@
 
 mod flow_hash_memo;
 mod matchers;
-mod memo;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
@@ -49,7 +48,6 @@ use crate::config::{
     DistinguisherMethod, ValidConfig, ValidFlowSchema, ValidPriorityLevel, NAME_CATCH_ALL,
 };
 use matchers::{CompiledSchema, SubjectTables};
-use memo::{Decided, DistinguisherSource};
 
 /// What a request is, as far as classification cares. Every field borrows
 /// from the caller; empty strings stand for "none".
@@ -147,9 +145,6 @@ pub struct Classifier {
     /// In matching order; schemas that dangle are left out.
     compiled: Box<[CompiledSchema]>,
     catch_all: usize,
-    /// Unique per compiled configuration (a clone shares it: it decides
-    /// alike): the key of the per-thread classification memo.
-    generation: u64,
 }
 
 impl Classifier {
@@ -185,7 +180,6 @@ impl Classifier {
             tables,
             compiled,
             catch_all,
-            generation: crate::sync::unique_id(),
         }
     }
 
@@ -202,51 +196,28 @@ impl Classifier {
     /// The best matching schema: the first in order of matching precedence,
     /// then name, whose rules accept the request; the catch-all schema when
     /// none does. Computes the flow hash too.
-    ///
-    /// Each thread remembers its last classifications by the attributes
-    /// the rules read (see `memo.rs`), so a request like a recent one costs
-    /// one encoding and one comparison of those attributes.
     pub fn classify<'c, 'r>(&'c self, digest: &RequestDigest<'r>) -> Classification<'c, 'r> {
-        let decided = memo::memoized(self.generation, digest, || {
-            let (mut decided, compiled) = self.find(digest);
-            if let Some(s) = compiled {
-                decided.flow_hash = s.flow_hash(decided.distinguisher.of(digest));
-            }
-            decided
-        });
-        self.classification(decided, digest)
+        let (mut c, compiled) = self.find(digest);
+        if let Some(s) = compiled {
+            c.flow_hash = s.flow_hash(c.flow_distinguisher);
+        }
+        c
     }
 
     /// [`Classifier::classify`] without the flow hash (`flow_hash` is 0),
     /// for a caller that needs it only when a request must be queued: the
-    /// hash (one SHA-256 block) costs about as much as the matching. Not
-    /// memoized.
+    /// hash (one SHA-256 block) costs about as much as the matching.
     pub fn classify_deferred<'c, 'r>(
         &'c self,
         digest: &RequestDigest<'r>,
     ) -> Classification<'c, 'r> {
-        self.classification(self.find(digest).0, digest)
+        self.find(digest).0
     }
 
-    fn classification<'c, 'r>(
+    fn find<'c, 'r>(
         &'c self,
-        decided: Decided,
         digest: &RequestDigest<'r>,
-    ) -> Classification<'c, 'r> {
-        let (schema_index, level_index) = (decided.schema_index, decided.level_index);
-        Classification {
-            schema_index,
-            level_index,
-            schema: &self.schemas[schema_index],
-            level: &self.levels[level_index],
-            flow_distinguisher: decided.distinguisher.of(digest),
-            flow_hash: decided.flow_hash,
-            fallback: decided.fallback,
-        }
-    }
-
-    /// The matching proper (no memo), without the flow hash.
-    fn find(&self, digest: &RequestDigest<'_>) -> (Decided, Option<&CompiledSchema>) {
+    ) -> (Classification<'c, 'r>, Option<&'c CompiledSchema>) {
         let key = self.tables.key(digest.user, digest.groups);
         let is_resource = digest.is_resource_request;
         let (compiled, fallback) = match self
@@ -260,22 +231,24 @@ impl Classifier {
                 true,
             ),
         };
-        let (schema_index, level_index, distinguisher) = match compiled {
-            Some(s) => (s.index, s.level, s.distinguisher_source()),
+        let (schema_index, level_index, flow_distinguisher) = match compiled {
+            Some(s) => (s.index, s.level, s.distinguisher(digest)),
             None => (
                 self.catch_all,
                 self.schemas[self.catch_all].level.unwrap_or(0),
-                DistinguisherSource::Empty,
+                "",
             ),
         };
-        let decided = Decided {
+        let c = Classification {
             schema_index,
             level_index,
+            schema: &self.schemas[schema_index],
+            level: &self.levels[level_index],
+            flow_distinguisher,
             flow_hash: 0,
-            distinguisher,
             fallback,
         };
-        (decided, compiled)
+        (c, compiled)
     }
 
     /// The flow hash of a classification: Kubernetes' `hashFlowID` of its

@@ -14,7 +14,6 @@
 use ahash::{AHashMap, AHashSet};
 use sha2::Sha256;
 
-use super::memo::DistinguisherSource;
 use super::{finish_flow_hash, flow_hash_prefix, LevelInfo, RequestDigest};
 use crate::config::{
     DistinguisherMethod, NonResourcePolicyRule, PolicyRulesWithSubjects, ResourcePolicyRule,
@@ -182,16 +181,15 @@ impl CompiledSchema {
         self.rules.iter().any(|r| r.matches(key, d))
     }
 
-    /// Where the flow distinguisher comes from; empty when no flow is
-    /// computed.
-    pub(super) fn distinguisher_source(&self) -> DistinguisherSource {
+    /// The flow distinguisher, empty when no flow is computed.
+    pub(super) fn distinguisher<'r>(&self, d: &RequestDigest<'r>) -> &'r str {
         if self.flow_hasher.is_none() {
-            return DistinguisherSource::Empty;
+            return "";
         }
         match self.distinguisher {
-            None => DistinguisherSource::Empty,
-            Some(DistinguisherMethod::ByUser) => DistinguisherSource::User,
-            Some(DistinguisherMethod::ByNamespace) => DistinguisherSource::Namespace,
+            None => "",
+            Some(DistinguisherMethod::ByUser) => d.user,
+            Some(DistinguisherMethod::ByNamespace) => d.namespace,
         }
     }
 

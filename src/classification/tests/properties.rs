@@ -224,8 +224,9 @@ impl OwnedDigest {
     }
 
     /// `self` with attribute `field` (0..10) taken from `other`: a
-    /// request that differs from a recent one in one attribute at most,
-    /// which the per-thread classification memo must tell apart.
+    /// request that differs from a recent one in one attribute at most
+    /// (what any cache of classifications, such as the per-thread memo
+    /// tried for issue 14, must tell apart).
     fn with_one_from(&self, other: &OwnedDigest, field: usize) -> OwnedDigest {
         let mut v = self.clone();
         match field {
@@ -265,7 +266,7 @@ fn check_against_reference(
             flow_hash: 0,
             ..got
         },
-        "the deferred classification (no memo) agrees"
+        "the deferred classification agrees"
     );
     Ok(())
 }
@@ -274,11 +275,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     /// The compiled classifier decides exactly as the plain
-    /// interpreter of Kubernetes' rules, memo or not: every request is
+    /// interpreter of Kubernetes' rules: every request is
     /// classified, then each variant that differs from it in one
-    /// attribute, then the request again (a memo hit, under another
+    /// attribute, then the request again (under another
     /// object name), alternately by two classifiers of different
-    /// configurations on this one thread (the memo is per thread).
+    /// configurations on this one thread.
     #[test]
     fn compiled_matches_reference(extra in schemas(), digests in proptest::collection::vec(digest(), 1..16)) {
         let mut config = Config::builtin();
