@@ -135,10 +135,15 @@ impl Shared {
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
         }
-        if !self.word.try_take_fast(estimate.max_seats()) {
+        let (shard_index, shard) = self.shards.mine();
+        let took = shard.budget.take(&self.word, estimate.max_seats());
+        if took.dispatch {
+            // Parked seats went back while requests wait (a fence came).
+            self.dispatch_waiting();
+        }
+        if !took.taken {
             return None;
         }
-        let (shard_index, _) = self.shards.mine();
         let queue = self.deal_queue(request.flow_hash);
         let at = self.clock.now();
         if queue == FLOW_QUEUE {
@@ -378,6 +383,9 @@ impl Shared {
         if self.is_failed() {
             return RawAdmission::Rejected(RejectReason::LevelFailed);
         }
+        // Every decision below reads free seats from the word: none may
+        // sit parked in a budget (src/queueset/budget.rs, invariant 3).
+        self.reclaim();
         let now = self.clock.now();
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Start, now);
@@ -387,7 +395,9 @@ impl Shared {
         let Some(dealer) = st.core.dealer.clone() else {
             // A level that does not queue: the same one-CAS admission as
             // the hot path, with Kubernetes' rule for too-wide requests.
-            if !self.word.try_take(seats, seats, st.core.lingering_seats()) {
+            let admitted = self.word.try_take(seats, seats, st.core.lingering_seats());
+            self.unfence(&st);
+            if !admitted {
                 st.core
                     .reject_at_once(tag, RejectReason::ConcurrencyLimit, seats);
                 return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
@@ -429,6 +439,9 @@ impl Shared {
                 // The seats given back still serve the waiting requests.
                 st.core.dispatch_as_much_as_possible(now, &self.word);
                 self.settle_and_unlock(st);
+            } else {
+                // A full queue: requests wait, so SLOW stays set.
+                self.unfence(&st);
             }
             return RawAdmission::Rejected(RejectReason::QueueFull);
         }
@@ -466,6 +479,25 @@ impl Shared {
                 Err(reason) => RawAdmission::Rejected(reason),
             },
             None => RawAdmission::Queued(Waiting { slot, joined }),
+        }
+    }
+
+    /// The reclaim fence (lock holder, before a decision that reads free
+    /// seats while nothing may wait): set `SLOW`, so no budget keeps or
+    /// draws seats from now on, then sweep every budget back to the word.
+    /// `SLOW` is cleared again when the holder settles with nothing waiting
+    /// ([`Shared::settle`] or [`Shared::unfence`]). Why `SLOW` and not a
+    /// bit of its own: src/queueset/budget.rs.
+    pub(super) fn reclaim(&self) {
+        self.word.set_slow();
+        self.shards.sweep(&self.word);
+    }
+
+    /// The end of a decision that does not settle: lift the reclaim fence
+    /// if nothing waits (invariant 1 of the word keeps `SLOW` otherwise).
+    pub(super) fn unfence(&self, st: &Locked) {
+        if st.core.requests_waiting == 0 {
+            self.word.clear_slow();
         }
     }
 
@@ -543,7 +575,7 @@ impl Shared {
                 // The record is in the ring before the seats are free, so a
                 // start that takes these seats is recorded after this finish
                 // (see the admission word's protocol).
-                if self.word.give_back(seats) {
+                if self.shards.mine().1.budget.give(&self.word, seats) {
                     self.dispatch_waiting();
                 }
                 return;
@@ -669,11 +701,16 @@ impl Shared {
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Reconfigure, now);
         st.core.sync(now);
+        // A limit change with seats parked in budgets: they go back first,
+        // so the new limit and batch apply to the seats requests hold.
+        self.reclaim();
         let limit = cfg.concurrency_limit;
         let fairness = cfg.fairness;
         st.core.reconfigure(cfg, dealer.clone());
         self.routing.store(Arc::new(Routing { dealer, fairness }));
         self.word.set_limit(limit);
+        self.word
+            .set_batch(super::budget::batch_for(limit, self.shards.len()));
         st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);
         Ok(())
