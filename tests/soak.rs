@@ -403,7 +403,7 @@ fn reshared(builtin: &Config) -> Config {
     config
 }
 
-/// The FIFO workqueue's lock-free get (src/workqueue/core.rs) under real
+/// The FIFO workqueue's lock-free get (src/workqueue/core/mod.rs) under real
 /// threads: producers add keys from a small set while consumers get and
 /// finish them. No key is ever processed by two consumers at once, and a
 /// key's last processing starts after its last add (an add while the key
@@ -417,7 +417,7 @@ fn fifo_workqueue_under_real_threads() {
 /// The same with the item table sharded 1,024 ways (a queue sized for a
 /// million items) and keys over every shard: adds and dones of different
 /// shards run at once, and re-queued keys reach parked consumers through
-/// the parking handshake (src/workqueue/core.rs).
+/// the parking handshake (src/workqueue/core/mod.rs).
 #[test]
 fn sharded_fifo_workqueue_under_real_threads() {
     soak_fifo_workqueue(4096, 1 << 20);

@@ -84,6 +84,8 @@
 //! Items are stored once, in their shard's slab; the strategies, the delay
 //! heap and the tickets hold queue-wide slot numbers that name the shard.
 
+mod delay;
+
 use super::heap::DelayHeap;
 use super::metrics::{Totals, WorkqueueMetrics};
 use super::shard::{Locked, Shards};
@@ -91,7 +93,7 @@ use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, Phase};
 use super::waiter::{wait, Waiter, Wakes};
 use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
-use crate::clock::{Clock, Instant, Timer};
+use crate::clock::{Clock, Timer};
 use crate::sync::{
     fence, lock, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, SegQueue,
 };
@@ -353,71 +355,6 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         wakes.run();
     }
 
-    /// Add `item` once `delay` nanoseconds have passed (at once for zero).
-    /// `count_retry` says whether this add counts in `workqueue_retries_total`.
-    pub(crate) fn add_after(&self, item: T, delay: u64, hint: Hint<T, S>, count_retry: bool) {
-        let hash = self.hash(&item);
-        let mut wakes = Wakes::new();
-        {
-            let mut inner = self.lock();
-            if inner.shutting_down {
-                return;
-            }
-            if count_retry {
-                inner.retries += 1;
-            }
-            let mut shard = self.shard(hash);
-            let Some(slot) = track(&mut shard, hash, item, hint) else {
-                return;
-            };
-            if delay == 0 {
-                let now = self.stamp();
-                self.add_tracked(
-                    Some(&mut inner),
-                    &mut shard,
-                    slot,
-                    hint,
-                    now,
-                    Some(&mut wakes),
-                );
-                drop(shard);
-                if self.fast {
-                    self.serve_parked(&mut inner, now, &mut wakes);
-                }
-            } else {
-                let at = self.clock.now().as_nanos().saturating_add(delay);
-                self.add_waiting(&mut inner, &mut shard, slot, at, hint);
-            }
-        }
-        wakes.run();
-    }
-
-    /// The timer's callback: make every item whose time has come ready.
-    fn fire(&self, now: Instant) {
-        let mut wakes = Wakes::new();
-        {
-            let mut inner = self.lock();
-            let now = now.as_nanos();
-            while let Some((slot, hint)) = inner.waiting.pop_due(now) {
-                let mut shard = self.shard_of(slot);
-                shard.entry_mut(slot).delayed = false;
-                self.add_tracked(
-                    Some(&mut inner),
-                    &mut shard,
-                    slot,
-                    hint,
-                    now,
-                    Some(&mut wakes),
-                );
-            }
-            if self.fast {
-                self.serve_parked(&mut inner, now, &mut wakes);
-            }
-            inner.arm_timer();
-        }
-        wakes.run();
-    }
-
     pub(crate) fn get(&self) -> Option<(T, Hint<T, S>)> {
         match self.next(true) {
             Next::Got(got) => Some(got),
@@ -663,38 +600,6 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         false
     }
 
-    /// A delayed add: wait until `at` (or keep an earlier wait).
-    fn add_waiting(
-        &self,
-        inner: &mut Inner<T, S>,
-        shard: &mut Locked<'_, T, Hint<T, S>>,
-        slot: u32,
-        at: u64,
-        hint: Hint<T, S>,
-    ) {
-        let entry = shard.entry_mut(slot);
-        if self.mode == Mode::Merged {
-            // Already ready: no delay is shorter than none, but the hint
-            // still merges.
-            match entry.phase {
-                Phase::Queued => return inner.strategy.touch(Slot(slot), &entry.item, hint),
-                Phase::RunningDirty => {
-                    entry.hint = S::merge(entry.hint, hint);
-                    return;
-                }
-                Phase::Idle | Phase::Running => {}
-            }
-        }
-        match inner.waiting.get(slot) {
-            Some((_, held)) => inner.waiting.update(slot, at, S::merge(held, hint)),
-            None => {
-                inner.waiting.push(slot, at, hint);
-                entry.delayed = true;
-            }
-        }
-        inner.arm_timer();
-    }
-
     pub(crate) fn len(&self) -> usize {
         if self.fast {
             self.ready.len()
@@ -789,21 +694,6 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         }
     }
 
-    /// Shutdown ends every wait: items that were only waiting are dropped.
-    fn forget_waiting(&self, inner: &mut Inner<T, S>) {
-        for slot in inner.waiting.drain() {
-            let mut shard = self.shard_of(slot);
-            let entry = shard.entry_mut(slot);
-            entry.delayed = false;
-            if entry.phase == Phase::Idle {
-                shard.remove(slot);
-            }
-        }
-        if let Some(timer) = &inner.timer {
-            timer.cancel();
-        }
-    }
-
     pub(crate) fn metrics(&self) -> WorkqueueMetrics {
         let now = if self.timed {
             self.clock.now().as_nanos()
@@ -856,12 +746,4 @@ fn hasher() -> ahash::RandomState {
     return ahash::RandomState::with_seeds(1, 2, 3, 4);
     #[cfg(not(loom))]
     ahash::RandomState::new()
-}
-
-impl<T: Item, S: QueueStrategy<T>> Inner<T, S> {
-    fn arm_timer(&self) {
-        if let (Some(timer), Some(at)) = (&self.timer, self.waiting.peek_at()) {
-            timer.set_if_earlier(Instant::from_nanos(at));
-        }
-    }
 }

@@ -1,0 +1,135 @@
+//! Delayed adds: the delay heap, its timer and what shutdown does to the
+//! waits. Everything here runs under the queue's lock, then the item's
+//! shard lock (the lock order of the parent module's protocol).
+
+use super::{track, Inner, Mode, Shared};
+use crate::clock::Instant;
+use crate::workqueue::shard::Locked;
+use crate::workqueue::strategy::{QueueStrategy, Slot};
+use crate::workqueue::table::Phase;
+use crate::workqueue::waiter::Wakes;
+use crate::workqueue::Item;
+
+type Hint<T, S> = <S as QueueStrategy<T>>::Hint;
+
+impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
+    /// Add `item` once `delay` nanoseconds have passed (at once for zero).
+    /// `count_retry` says whether this add counts in `workqueue_retries_total`.
+    pub(crate) fn add_after(&self, item: T, delay: u64, hint: Hint<T, S>, count_retry: bool) {
+        let hash = self.hash(&item);
+        let mut wakes = Wakes::new();
+        {
+            let mut inner = self.lock();
+            if inner.shutting_down {
+                return;
+            }
+            if count_retry {
+                inner.retries += 1;
+            }
+            let mut shard = self.shard(hash);
+            let Some(slot) = track(&mut shard, hash, item, hint) else {
+                return;
+            };
+            if delay == 0 {
+                let now = self.stamp();
+                self.add_tracked(
+                    Some(&mut inner),
+                    &mut shard,
+                    slot,
+                    hint,
+                    now,
+                    Some(&mut wakes),
+                );
+                drop(shard);
+                if self.fast {
+                    self.serve_parked(&mut inner, now, &mut wakes);
+                }
+            } else {
+                let at = self.clock.now().as_nanos().saturating_add(delay);
+                self.add_waiting(&mut inner, &mut shard, slot, at, hint);
+            }
+        }
+        wakes.run();
+    }
+
+    /// The timer's callback: make every item whose time has come ready.
+    pub(super) fn fire(&self, now: Instant) {
+        let mut wakes = Wakes::new();
+        {
+            let mut inner = self.lock();
+            let now = now.as_nanos();
+            while let Some((slot, hint)) = inner.waiting.pop_due(now) {
+                let mut shard = self.shard_of(slot);
+                shard.entry_mut(slot).delayed = false;
+                self.add_tracked(
+                    Some(&mut inner),
+                    &mut shard,
+                    slot,
+                    hint,
+                    now,
+                    Some(&mut wakes),
+                );
+            }
+            if self.fast {
+                self.serve_parked(&mut inner, now, &mut wakes);
+            }
+            inner.arm_timer();
+        }
+        wakes.run();
+    }
+
+    /// A delayed add: wait until `at` (or keep an earlier wait).
+    pub(super) fn add_waiting(
+        &self,
+        inner: &mut Inner<T, S>,
+        shard: &mut Locked<'_, T, Hint<T, S>>,
+        slot: u32,
+        at: u64,
+        hint: Hint<T, S>,
+    ) {
+        let entry = shard.entry_mut(slot);
+        if self.mode == Mode::Merged {
+            // Already ready: no delay is shorter than none, but the hint
+            // still merges.
+            match entry.phase {
+                Phase::Queued => return inner.strategy.touch(Slot(slot), &entry.item, hint),
+                Phase::RunningDirty => {
+                    entry.hint = S::merge(entry.hint, hint);
+                    return;
+                }
+                Phase::Idle | Phase::Running => {}
+            }
+        }
+        match inner.waiting.get(slot) {
+            Some((_, held)) => inner.waiting.update(slot, at, S::merge(held, hint)),
+            None => {
+                inner.waiting.push(slot, at, hint);
+                entry.delayed = true;
+            }
+        }
+        inner.arm_timer();
+    }
+
+    /// Shutdown ends every wait: items that were only waiting are dropped.
+    pub(super) fn forget_waiting(&self, inner: &mut Inner<T, S>) {
+        for slot in inner.waiting.drain() {
+            let mut shard = self.shard_of(slot);
+            let entry = shard.entry_mut(slot);
+            entry.delayed = false;
+            if entry.phase == Phase::Idle {
+                shard.remove(slot);
+            }
+        }
+        if let Some(timer) = &inner.timer {
+            timer.cancel();
+        }
+    }
+}
+
+impl<T: Item, S: QueueStrategy<T>> Inner<T, S> {
+    pub(super) fn arm_timer(&self) {
+        if let (Some(timer), Some(at)) = (&self.timer, self.waiting.peek_at()) {
+            timer.set_if_earlier(Instant::from_nanos(at));
+        }
+    }
+}
