@@ -31,9 +31,13 @@ use std::task::Waker;
 mod checks;
 pub(crate) mod dispatch_gauges;
 mod finish;
+mod fused;
+#[cfg(all(test, not(loom)))]
+mod fused_tests;
 mod release;
 mod water;
 
+pub(crate) use self::fused::Ended;
 pub(crate) use self::release::charged_seats;
 
 /// Marks a request that belongs to no queue (the level does not queue).
