@@ -25,7 +25,6 @@
 use super::{Core, NO_QUEUE};
 use crate::clock::Instant;
 use crate::queueset::read_write::Phase;
-use crate::queueset::vtime::{seats_times, total_work};
 use crate::work_estimate::WorkEstimate;
 
 /// The fields of a finish record (the queue and tag are its start's).
@@ -73,12 +72,7 @@ impl Core {
         let mut idle = false;
         if queued {
             let q = queue as usize;
-            let work = total_work(
-                estimate.initial_seats,
-                estimate.final_seats,
-                estimate.additional_latency,
-                self.cfg.service_time_guess,
-            );
+            let work = self.charge(&estimate);
             let r = self.r;
             let target = &mut self.queues[q];
             idle = target.executing == 0;
@@ -106,13 +100,11 @@ impl Core {
         self.seats_in_use -= u64::from(end.seats);
         if queued {
             let q = queue as usize;
-            let g = self.cfg.service_time_guess;
-            let actual = end.at.saturating_since(end.start);
+            let correction = self.finish_correction(end.initial_seats, end.start, end.at);
             let target = &mut self.queues[q];
             target.executing -= 1;
             target.seats_in_use -= end.seats;
-            target.next_dispatch_r -=
-                seats_times(end.initial_seats, g) - seats_times(end.initial_seats, actual);
+            target.next_dispatch_r -= correction;
             self.queued_seats_in_use -= u64::from(end.seats);
             self.active_queues -= u32::from(idle);
             // Queues beyond the configured count go once empty; with no

@@ -229,3 +229,43 @@ proptest! {
         run(fairness, queues, limit, &steps)?;
     }
 }
+
+/// The precomputed per-seat charge follows the service-time guess of the
+/// configuration in force: the charge and the finish's correction are
+/// `vtime`'s, to the last bit, before and after G changes.
+#[test]
+fn the_charge_follows_a_new_service_time_guess() {
+    use crate::queueset::vtime::{seats_times, total_work};
+    let cfg = |g_micros| QueueSetConfig {
+        concurrency_limit: 10,
+        queues: 4,
+        hand_size: 2,
+        service_time_guess: Duration::from_micros(g_micros),
+        ..QueueSetConfig::default()
+    };
+    let first = cfg(3000);
+    let mut core = Core::new(first.clone(), first.validate().unwrap(), Instant::ZERO);
+    for g_micros in [3000, 17, 250_000] {
+        let c = cfg(g_micros);
+        core.reconfigure(c.clone(), c.validate().unwrap());
+        let g = c.service_time_guess;
+        for (initial, final_seats, latency_ns) in [(1, 0, 0), (3, 2, 999), (7, 1, 0), (2, 0, 5)] {
+            let e = WorkEstimate {
+                initial_seats: initial,
+                final_seats,
+                additional_latency: Duration::from_nanos(latency_ns),
+            };
+            assert_eq!(
+                core.charge(&e),
+                total_work(initial, final_seats, e.additional_latency, g),
+                "G {g:?}, {e:?}"
+            );
+            let (start, end) = (Instant::from_nanos(40), Instant::from_nanos(12_345));
+            assert_eq!(
+                core.finish_correction(initial, start, end),
+                seats_times(initial, g) - seats_times(initial, end.saturating_since(start)),
+                "G {g:?}, {initial} seats"
+            );
+        }
+    }
+}
