@@ -6,7 +6,7 @@
 
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
-use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
+use super::core::{charged_seats, Core, Ended, FLOW_QUEUE, NO_QUEUE};
 use super::read_write::Phase;
 use super::shards::{next_in_order, Busy, Shards};
 use super::wait::{SlotState, WaitSlot};
@@ -304,21 +304,101 @@ impl Shared {
     fn replay_all(core: &mut Core, mut next: impl FnMut() -> Option<Record>) {
         let Some(first) = next() else { return };
         let Some(observer) = core.take_demand_observer() else {
-            Self::apply(core, first);
-            while let Some(record) = next() {
-                Self::apply(core, record);
-            }
+            Self::replay_paired(core, first, next, |_| {});
             return;
         };
         observer.with(|demand| {
-            let mut record = Some(first);
-            while let Some(r) = record {
-                Self::apply(core, r);
-                demand.set(core.demand(), core.last_sync());
-                record = next();
-            }
+            Self::replay_paired(core, first, next, |core| {
+                demand.set(core.demand(), core.last_sync())
+            })
         });
         core.set_demand_observer_quietly(observer);
+    }
+
+    /// Apply `first` and the records `next` yields, calling `after` after
+    /// each. A start followed at once by a finish of the same queue (or
+    /// flow) and tag, the uncontended hot path's pattern, is replayed in
+    /// one step that leaves the same state (`Core::replay_start_finish`).
+    #[inline]
+    pub(super) fn replay_paired(
+        core: &mut Core,
+        first: Record,
+        mut next: impl FnMut() -> Option<Record>,
+        mut after: impl FnMut(&Core),
+    ) {
+        let mut pending = Some(first);
+        while let Some(record) = pending {
+            pending = next();
+            match (record, pending) {
+                (
+                    Record::Start {
+                        queue,
+                        tag,
+                        initial_seats,
+                        final_seats,
+                        latency_secs,
+                        latency_subsec_nanos,
+                        at,
+                    },
+                    Some(Record::Finish {
+                        queue: finish_queue,
+                        tag: finish_tag,
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    }),
+                ) if finish_queue == queue && finish_tag == tag => {
+                    let estimate = WorkEstimate {
+                        initial_seats,
+                        final_seats,
+                        additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
+                    };
+                    let ended = Ended {
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    };
+                    core.replay_start_finish(queue, tag, estimate, at, ended, &mut after);
+                    pending = next();
+                }
+                (
+                    Record::StartFlow {
+                        flow_hash,
+                        tag,
+                        initial_seats,
+                        final_seats,
+                        latency_nanos,
+                        at,
+                    },
+                    Some(Record::FinishFlow {
+                        flow_hash: finish_flow,
+                        tag: finish_tag,
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    }),
+                ) if finish_flow == flow_hash && finish_tag == tag => {
+                    let estimate = WorkEstimate {
+                        initial_seats,
+                        final_seats,
+                        additional_latency: Duration::from_nanos(latency_nanos),
+                    };
+                    let ended = Ended {
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    };
+                    core.replay_start_finish_flow(flow_hash, tag, estimate, at, ended, &mut after);
+                    pending = next();
+                }
+                _ => Self::apply(core, record),
+            }
+            after(core);
+        }
     }
 
     pub(super) fn replay(core: &mut Core, record: Record) {
