@@ -7,7 +7,6 @@
 
 use apf::classification::RequestDigest;
 use apf::clock::{Clock, ManualClock};
-use apf::config::Config;
 use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
 use apf::level::{RequestGuard, RequestTicket};
 use std::time::Duration;
@@ -17,7 +16,7 @@ mod openmetrics;
 use openmetrics::{parse, Exposition};
 #[path = "support/two_levels.rs"]
 mod two_levels;
-use two_levels::{seats, CONFIG};
+use two_levels::{config, seats};
 
 const P: &str = "apiserver_flowcontrol_";
 const MS: f64 = 1e6;
@@ -26,7 +25,7 @@ const MS: f64 = 1e6;
 /// and at most ceil(8 x 0.15) = 2 seats a request; the mandatory exempt
 /// level takes `system:masters`.
 fn dispatcher() -> (Dispatcher, ManualClock) {
-    let config = Config::from_yaml_str(CONFIG).expect("valid config");
+    let config = config(1);
     let (clock, manual) = Clock::manual();
     let options = DispatcherOptions {
         server_concurrency_limit: 18,
