@@ -5,42 +5,25 @@
 //! shard 0, the next shard 1).
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
 use apf::clock::Clock;
-use apf::queueset::{QueueSet, QueueSetConfig, RawAdmission, Request};
-use apf::work_estimate::WorkEstimate;
+use apf::queueset::{QueueSet, RawAdmission, Request};
 use loom::sync::Arc;
 use loom::thread;
-use std::time::Duration;
+use support::{assert_idle, config};
 
+/// A level of `limit` seats and two queues, and its clock (which the models
+/// read, never move).
 fn level(limit: u32) -> (Arc<QueueSet>, Clock) {
-    let (clock, _manual) = Clock::manual();
-    let cfg = QueueSetConfig {
-        name: "loom".into(),
-        concurrency_limit: limit,
-        queues: 2,
-        hand_size: 1,
-        queue_length_limit: 4,
-        ..QueueSetConfig::default()
-    };
-    (
-        Arc::new(QueueSet::new(cfg, clock.clone()).expect("valid config")),
-        clock,
-    )
+    let (qs, _) = support::level(config(limit, 2));
+    let clock = qs.clock().clone();
+    (qs, clock)
 }
 
+/// A one-seat request of `flow`.
 fn request(flow: u64) -> Request {
-    Request {
-        flow_hash: flow,
-        estimate: WorkEstimate::new(1, 0, Duration::ZERO),
-        deadline: None,
-    }
-}
-
-fn assert_idle(qs: &QueueSet) {
-    let stats = qs.stats();
-    assert_eq!(stats.seats_in_use, 0, "every seat given back");
-    assert_eq!(stats.requests_executing, 0, "every finish replayed");
-    assert_eq!(stats.requests_waiting, 0);
+    support::request(flow, 1)
 }
 
 /// A request starts on shard 0 and finishes on a thread of shard 1, which
