@@ -11,7 +11,9 @@ mod dumps;
 mod openmetrics;
 #[path = "support/ffi.rs"]
 mod support;
-use dumps::table;
+use dumps::{
+    table, PRIORITY_LEVEL_COLUMNS, QUEUE_COLUMNS, REQUEST_COLUMNS, REQUEST_DETAIL_COLUMNS,
+};
 use openmetrics::parse;
 use support::*;
 
@@ -173,21 +175,7 @@ fn dump_priority_levels_has_kubernetes_columns_and_counts() {
     let running = start(&d, "alice");
     let waiting = start(&d, "alice");
     let (header, rows) = table(&text(&d, apf_dispatcher_dump_priority_levels));
-    assert_eq!(
-        header,
-        [
-            "PriorityLevelName",
-            "ActiveQueues",
-            "IsIdle",
-            "IsQuiescing",
-            "WaitingRequests",
-            "ExecutingRequests",
-            "DispatchedRequests",
-            "RejectedRequests",
-            "TimedoutRequests",
-            "CancelledRequests"
-        ]
-    );
+    assert_eq!(header, PRIORITY_LEVEL_COLUMNS);
     let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(names, ["catch-all", "exempt", "tiny"]);
     assert_eq!(
@@ -212,20 +200,7 @@ fn dump_queues_has_kubernetes_columns_and_one_row_per_queue() {
     let _running = start(&d, "alice");
     let _waiting = start(&d, "alice");
     let (header, rows) = table(&text(&d, apf_dispatcher_dump_queues));
-    assert_eq!(
-        header,
-        [
-            "PriorityLevelName",
-            "Index",
-            "PendingRequests",
-            "ExecutingRequests",
-            "SeatsInUse",
-            "NextDispatchR",
-            "InitialSeatsSum",
-            "MaxSeatsSum",
-            "TotalWorkSum"
-        ]
-    );
+    assert_eq!(header, QUEUE_COLUMNS);
     let tiny: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "tiny").collect();
     assert_eq!(tiny.len(), 1, "{rows:?}");
     assert_eq!(tiny[0][1..5], ["0", "1", "1", "1"]);
@@ -238,20 +213,8 @@ fn dump_requests_lists_the_waiting_with_and_without_details() {
     let _running = start(&d, "alice");
     advance(&d, 1500 * MS);
     let _waiting = start(&d, "alice");
-    let columns = [
-        "PriorityLevelName",
-        "FlowSchemaName",
-        "QueueIndex",
-        "RequestIndexInQueue",
-        "FlowDistingsher",
-        "ArriveTime",
-        "InitialSeats",
-        "FinalSeats",
-        "AdditionalLatency",
-        "StartTime",
-    ];
     let (header, rows) = table(&text(&d, requests_plain));
-    assert_eq!(header, columns);
+    assert_eq!(header, REQUEST_COLUMNS);
     // With one queue the level does not tell flows apart: no distinguisher.
     assert_eq!(
         rows,
@@ -269,20 +232,8 @@ fn dump_requests_lists_the_waiting_with_and_without_details() {
         ]]
     );
     let (header, rows) = table(&text(&d, requests_detailed));
-    assert_eq!(header[..10], columns);
-    assert_eq!(
-        header[10..],
-        [
-            "UserName",
-            "Verb",
-            "APIPath",
-            "Namespace",
-            "Name",
-            "APIVersion",
-            "Resource",
-            "SubResource"
-        ]
-    );
+    assert_eq!(header[..10], REQUEST_COLUMNS);
+    assert_eq!(header[10..], REQUEST_DETAIL_COLUMNS);
     assert_eq!(
         rows[0][10..],
         [

@@ -2,7 +2,9 @@
 //! waiting request.
 
 use super::*;
-use dumps::table;
+use dumps::{
+    table, PRIORITY_LEVEL_COLUMNS, QUEUE_COLUMNS, REQUEST_COLUMNS, REQUEST_DETAIL_COLUMNS,
+};
 
 #[test]
 fn dump_priority_levels_has_kubernetes_columns_and_one_row_per_level() {
@@ -16,21 +18,7 @@ fn dump_priority_levels_has_kubernetes_columns_and_one_row_per_level() {
     assert!(waiting.cancel());
     drop(a1);
     let (header, rows) = table(&d.dump_priority_levels());
-    assert_eq!(
-        header,
-        [
-            "PriorityLevelName",
-            "ActiveQueues",
-            "IsIdle",
-            "IsQuiescing",
-            "WaitingRequests",
-            "ExecutingRequests",
-            "DispatchedRequests",
-            "RejectedRequests",
-            "TimedoutRequests",
-            "CancelledRequests"
-        ]
-    );
+    assert_eq!(header, PRIORITY_LEVEL_COLUMNS);
     let names: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     assert_eq!(
         names,
@@ -70,20 +58,7 @@ fn dump_queues_has_one_row_per_queue() {
     let _b = executes(&d, &tenant("alice"));
     let _w = queues(&d, &tenant("alice"));
     let (header, rows) = table(&d.dump_queues());
-    assert_eq!(
-        header,
-        [
-            "PriorityLevelName",
-            "Index",
-            "PendingRequests",
-            "ExecutingRequests",
-            "SeatsInUse",
-            "NextDispatchR",
-            "InitialSeatsSum",
-            "MaxSeatsSum",
-            "TotalWorkSum"
-        ]
-    );
+    assert_eq!(header, QUEUE_COLUMNS);
     // Only tight queues: catch-all and strict reject, exempt never waits.
     let tight: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "tight").collect();
     assert_eq!(tight.len(), 1);
@@ -105,21 +80,7 @@ fn dump_requests_lists_waiting_requests_with_their_details() {
     let _w1 = queues(&d, &tenant("alice"));
     let _w2 = queues(&d, &tenant("mallory"));
     let (header, rows) = table(&d.dump_requests(false));
-    assert_eq!(
-        header,
-        [
-            "PriorityLevelName",
-            "FlowSchemaName",
-            "QueueIndex",
-            "RequestIndexInQueue",
-            "FlowDistingsher",
-            "ArriveTime",
-            "InitialSeats",
-            "FinalSeats",
-            "AdditionalLatency",
-            "StartTime"
-        ]
-    );
+    assert_eq!(header, REQUEST_COLUMNS);
     assert_eq!(rows.len(), 2);
     let mut rows = rows;
     rows.sort_by(|a, b| a[4].cmp(&b[4]));
@@ -133,19 +94,7 @@ fn dump_requests_lists_waiting_requests_with_their_details() {
     assert_eq!(rows[1][4], "mallory");
     let (header, mut rows) = table(&d.dump_requests(true));
     rows.sort_by(|a, b| a[4].cmp(&b[4]));
-    assert_eq!(
-        header[10..],
-        [
-            "UserName",
-            "Verb",
-            "APIPath",
-            "Namespace",
-            "Name",
-            "APIVersion",
-            "Resource",
-            "SubResource"
-        ]
-    );
+    assert_eq!(header[10..], REQUEST_DETAIL_COLUMNS);
     assert_eq!(
         rows[1][10..],
         [

@@ -29,3 +29,58 @@ pub fn table(dump: &str) -> (Vec<String>, Vec<Vec<String>>) {
     }
     (header, rows)
 }
+
+/// Kubernetes' columns of `dump_priority_levels`.
+pub const PRIORITY_LEVEL_COLUMNS: [&str; 10] = [
+    "PriorityLevelName",
+    "ActiveQueues",
+    "IsIdle",
+    "IsQuiescing",
+    "WaitingRequests",
+    "ExecutingRequests",
+    "DispatchedRequests",
+    "RejectedRequests",
+    "TimedoutRequests",
+    "CancelledRequests",
+];
+
+/// Kubernetes' columns of `dump_queues`.
+pub const QUEUE_COLUMNS: [&str; 9] = [
+    "PriorityLevelName",
+    "Index",
+    "PendingRequests",
+    "ExecutingRequests",
+    "SeatsInUse",
+    "NextDispatchR",
+    "InitialSeatsSum",
+    "MaxSeatsSum",
+    "TotalWorkSum",
+];
+
+/// Kubernetes' columns of `dump_requests` (its misspelt
+/// "FlowDistingsher" included).
+pub const REQUEST_COLUMNS: [&str; 10] = [
+    "PriorityLevelName",
+    "FlowSchemaName",
+    "QueueIndex",
+    "RequestIndexInQueue",
+    "FlowDistingsher",
+    "ArriveTime",
+    "InitialSeats",
+    "FinalSeats",
+    "AdditionalLatency",
+    "StartTime",
+];
+
+/// The columns `dump_requests` adds after [`REQUEST_COLUMNS`] with
+/// `includeRequestDetails`.
+pub const REQUEST_DETAIL_COLUMNS: [&str; 8] = [
+    "UserName",
+    "Verb",
+    "APIPath",
+    "Namespace",
+    "Name",
+    "APIVersion",
+    "Resource",
+    "SubResource",
+];
