@@ -5,8 +5,9 @@
 #![allow(dead_code)]
 
 use apf::classification::RequestDigest;
+use apf::clock::{Clock, ManualClock};
 use apf::config::Config;
-use apf::dispatcher::{Dispatcher, Outcome};
+use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
 use apf::level::RequestGuard;
 use apf::work_estimate::WorkEstimate;
 use std::time::Duration;
@@ -65,6 +66,24 @@ spec:
 pub fn config(queues: u32) -> Config {
     let yaml = CONFIG.replace("queues: 1,", &format!("queues: {queues},"));
     Config::from_yaml_str(&yaml).expect("valid yaml")
+}
+
+/// 18 seats: NominalCL = ceil(18 × 10 / 25) = 8 for tight and strict,
+/// so at most ceil(8 × 0.15) = 2 seats a request; borrowing adjusts once
+/// an hour, so never on its own in a test.
+pub fn options() -> DispatcherOptions {
+    DispatcherOptions {
+        server_concurrency_limit: 18,
+        borrowing_period: Duration::from_secs(3600),
+        ..DispatcherOptions::default()
+    }
+}
+
+/// A dispatcher of [`CONFIG`] with [`options`] on a manual clock.
+pub fn dispatcher() -> (Dispatcher, ManualClock) {
+    let (clock, manual) = Clock::manual();
+    let d = Dispatcher::new(&config(1), options(), clock).expect("valid config");
+    (d, manual)
 }
 
 /// The labels of tight's and strict's series.
