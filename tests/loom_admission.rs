@@ -13,7 +13,7 @@
 
 #[path = "support/loom.rs"]
 mod support;
-use apf::queueset::{Admission, Fairness, QueueSet, QueueSetConfig};
+use apf::queueset::{Admission, Fairness, Guard, QueueSet, QueueSetConfig};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use std::time::Duration;
@@ -100,6 +100,16 @@ fn race(
     (this, other)
 }
 
+/// Start a request of `flow` for `seats` and wait if it queues: its guard
+/// once it executes, or None when it is rejected or its wait fails.
+fn admit(qs: &QueueSet, flow: u64, seats: u32) -> Option<Guard<'_>> {
+    match qs.start(&request(flow, seats)) {
+        Admission::Execute(g) => Some(g),
+        Admission::Queued(t) => t.wait().ok(),
+        Admission::Rejected(_) => None,
+    }
+}
+
 /// Start, wait if queued, run (observed), finish. Returns whether it ran.
 fn run(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32) -> bool {
     run_probing(qs, seen, flow, seats, false)
@@ -109,13 +119,8 @@ fn run(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32) -> bool {
 /// slow-path operation that replays the ring and runs the core's invariant
 /// checks at that step.
 fn run_probing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, probe: bool) -> bool {
-    let guard = match qs.start(&request(flow, seats)) {
-        Admission::Execute(g) => g,
-        Admission::Queued(t) => match t.wait() {
-            Ok(g) => g,
-            Err(_) => return false,
-        },
-        Admission::Rejected(_) => return false,
+    let Some(guard) = admit(qs, flow, seats) else {
+        return false;
     };
     let held = guard.estimate().max_seats();
     seen.began(held);
@@ -185,13 +190,8 @@ fn a_too_wide_request_runs_only_alone() {
 /// Start, wait if queued, run (observed), release `release` seats early,
 /// then finish. Returns whether it ran.
 fn run_releasing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, release: u32) -> bool {
-    let mut guard = match qs.start(&request(flow, seats)) {
-        Admission::Execute(g) => g,
-        Admission::Queued(t) => match t.wait() {
-            Ok(g) => g,
-            Err(_) => return false,
-        },
-        Admission::Rejected(_) => return false,
+    let Some(mut guard) = admit(qs, flow, seats) else {
+        return false;
     };
     let held = guard.estimate().max_seats();
     seen.began(held);
