@@ -9,6 +9,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0u8..8, 0u8..5, 0u8..4, prop_oneof![4 => Just(0u8), 1 => 1u8..6], proptest::option::weighted(0.2, 0u8..50))
             .prop_map(|(flow, initial, final_seats, latency_ms, deadline_ms)| Op::Start { flow, initial, final_seats, latency_ms, deadline_ms }),
         3 => any::<u8>().prop_map(|pick| Op::Finish { pick }),
+        2 => (0u8..8, 0u8..5, any::<u16>()).prop_map(|(flow, initial, micros)| Op::Burst { flow, initial, micros }),
         1 => any::<u8>().prop_map(|pick| Op::Cancel { pick }),
         1 => (any::<u8>(), 0u8..4).prop_map(|(pick, seats)| Op::Release { pick, seats }),
         2 => any::<u16>().prop_map(|micros| Op::Advance { micros }),

@@ -105,9 +105,24 @@ fn hold(rng: &mut Rng) {
 
 #[test]
 fn one_level_under_real_threads() {
-    let qs = Arc::new(QueueSet::new(level_config(4, 8), Clock::real()).expect("valid"));
+    one_level(1);
+}
+
+/// The same at limits 8 to 48: large enough for per-shard seat budgets
+/// (src/queueset/budget.rs: `B = limit / (4 · shards)`), so the budgets'
+/// draws, returns, trims and the lock holder's sweeps race real threads,
+/// reconfigurations and cancels.
+#[test]
+fn one_level_with_seat_budgets() {
+    one_level(8);
+}
+
+/// One level under workers, a reconfiguring thread (limits `scale` to
+/// `6 · scale`) and a scraping thread.
+fn one_level(scale: u32) {
+    let qs = Arc::new(QueueSet::new(level_config(4 * scale, 8), Clock::real()).expect("valid"));
     let ex = Arc::new(Executing::default());
-    ex.max_limit.store(4, SeqCst);
+    ex.max_limit.store(4 * scale, SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicU64::new(0));
     let mut handles = Vec::new();
@@ -148,7 +163,7 @@ fn one_level_under_real_threads() {
         handles.push(thread::spawn(move || {
             let mut rng = Rng::new(99);
             while !stop.load(SeqCst) {
-                let limit = 1 + rng.below(6) as u32;
+                let limit = scale * (1 + rng.below(6) as u32);
                 ex.max_limit.fetch_max(limit, SeqCst);
                 qs.reconfigure(level_config(limit, 1 + rng.below(10) as u32))
                     .expect("valid");
@@ -163,7 +178,7 @@ fn one_level_under_real_threads() {
         handles.push(thread::spawn(move || {
             while !stop.load(SeqCst) {
                 let stats = qs.stats();
-                assert!(stats.seats_in_use <= 6, "{stats:?}");
+                assert!(stats.seats_in_use <= 6 * scale, "{stats:?}");
                 let _ = qs.tag_stats();
                 let _ = qs.dump();
                 thread::sleep(Duration::from_micros(200));

@@ -55,6 +55,9 @@ impl NameTable {
         Some(1 << (self.names.len() - 1))
     }
 
+    // Always inlined: four look-ups per request (the user and, typically,
+    // three groups) each paid a call's register saves and restores.
+    #[inline(always)]
     fn position(&self, name: &str) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(name).map(|i| *i as usize),
@@ -62,6 +65,7 @@ impl NameTable {
         }
     }
 
+    #[inline(always)]
     fn bit(&self, name: &str) -> u64 {
         self.position(name).map_or(0, |i| 1 << i)
     }

@@ -19,9 +19,14 @@
 //!   path, under the level lock).** Both are one CAS loop that re-checks the
 //!   room against the value it replaces, so no check-then-add exists: a
 //!   decision and the seats it takes are one atomic step.
+//!   A hot-path take is either a request's own seats or a shard's
+//!   *seat-budget* draw of `seats + B` (src/queueset/budget.rs): seats in
+//!   a budget count as taken here, so every limit check below also bounds
+//!   them.
 //! - Seats are given back by [`AdmissionWord::give_back`] (a finish on the hot
-//!   path, or the level lock's holder for finishes, lingering releases,
-//!   cancelled dispatches and *early releases*).
+//!   path, a budget's return, trim or sweep, or the level lock's holder for
+//!   finishes, lingering releases, cancelled dispatches and *early
+//!   releases*).
 //! - An **early release** (`QueueSet::release_seats`: a request gives back
 //!   part or all of its seats and keeps executing) runs only under the level
 //!   lock, after replaying the ring: the core learns of it (seats, charge,
@@ -30,12 +35,16 @@
 //!   counts what it released; its finish (hot path, slow path or lingering)
 //!   gives back only what it still holds.
 //! - `SLOW` is set and cleared only under the level lock
-//!   ([`AdmissionWord::set_slow`], [`AdmissionWord::clear_slow`]); the
+//!   ([`AdmissionWord::set_slow`], [`AdmissionWord::clear_slow`]); it is
+//!   also the seat budgets' *reclaim fence*: the lock holder sets it before
+//!   a slow-path arrival's or a limit change's decision and sweeps every
+//!   budget, and clears it when it settles with nothing waiting; the
 //!   `LIMIT` field is changed only under the level lock
 //!   ([`AdmissionWord::set_limit`]).
 //!
 //! Invariants:
-//! 1. **While any request waits, `SLOW` is set.** The lock holder sets it
+//! 1. **While any request waits, `SLOW` is set** (it may also be set with
+//!    nothing waiting, while the lock holder decides behind the fence). The lock holder sets it
 //!    before the lock is released after an enqueue, and clears it only when
 //!    the core counts no waiting request. `try_take_fast` fails on `SLOW`,
 //!    so no arrival overtakes a waiter, and a hot-path finish that sees `SLOW`
@@ -80,7 +89,7 @@
 //!   lock; they use `AcqRel` so hot-path threads that read the new value
 //!   (with their CAS) also see the state the lock holder wrote before it.
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
@@ -129,14 +138,47 @@ fn room_for(in_use: u64, limit: u64, seats: u64, lingering: u64) -> bool {
 }
 
 /// The admission word (see the module documentation for its protocol).
-pub(crate) struct AdmissionWord(CachePadded<AtomicU64>);
+pub(crate) struct AdmissionWord(CachePadded<Line>);
+
+/// The word's cache line: the word, and beside it the seat budgets' batch,
+/// which every hot start and finish reads with it (and which changes only
+/// with the limit, under the level lock).
+struct Line {
+    word: AtomicU64,
+    batch: AtomicU32,
+}
 
 impl AdmissionWord {
-    /// No seats in use, nothing waiting, `limit` seats.
-    pub(crate) fn new(limit: u32) -> AdmissionWord {
-        AdmissionWord(CachePadded::new(AtomicU64::new(
-            (u64::from(limit) << LIMIT_SHIFT) & LIMIT_MASK,
-        )))
+    /// No seats in use, nothing waiting, `limit` seats, budgets of `batch`
+    /// seats (0: off; see `super::budget`).
+    pub(crate) fn new(limit: u32, batch: u32) -> AdmissionWord {
+        AdmissionWord(CachePadded::new(Line {
+            word: AtomicU64::new((u64::from(limit) << LIMIT_SHIFT) & LIMIT_MASK),
+            batch: AtomicU32::new(batch),
+        }))
+    }
+
+    /// The seat budgets' batch `B` (0: budgets off).
+    #[inline]
+    pub(crate) fn batch(&self) -> u32 {
+        // Relaxed: a stale batch only sizes a draw, which the word's own
+        // CAS checks against the limit, or a trim (parking stays bounded by
+        // the larger of the two batches until the next finish).
+        self.0.batch.load(Ordering::Relaxed)
+    }
+
+    /// A new batch (with a new limit). Lock holder only, after a sweep.
+    pub(crate) fn set_batch(&self, batch: u32) {
+        self.0.batch.store(batch, Ordering::Relaxed);
+    }
+
+    /// Whether budgets must not hold seats now: `SLOW` (requests wait, or
+    /// the lock holder's reclaim fence) or `FAILED`. `Acquire`: a re-read
+    /// after a budget RMW that follows a sweep in the budget's order sees
+    /// the fence set before that sweep (`super::budget`, invariant 3).
+    #[inline]
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.0.word.load(Ordering::Acquire) & (SLOW | FAILED) != 0
     }
 
     /// The hot path: take `seats` if nothing waits and they fit under the
@@ -145,16 +187,18 @@ impl AdmissionWord {
     #[inline]
     pub(crate) fn try_take_fast(&self, seats: u32) -> bool {
         let seats = u64::from(seats);
-        let mut w = self.0.load(Ordering::Relaxed);
+        let mut w = self.0.word.load(Ordering::Relaxed);
         loop {
             let limit = (w & LIMIT_MASK) >> LIMIT_SHIFT;
             if w & (SLOW | FAILED) != 0 || (w & SEATS_MASK) + seats > limit {
                 return false;
             }
-            match self
-                .0
-                .compare_exchange_weak(w, w + seats, Ordering::Acquire, Ordering::Relaxed)
-            {
+            match self.0.word.compare_exchange_weak(
+                w,
+                w + seats,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => return true,
                 Err(actual) => w = actual,
             }
@@ -170,16 +214,18 @@ impl AdmissionWord {
     pub(crate) fn try_take(&self, width: u32, seats: u32, lingering: u64) -> bool {
         debug_assert!(seats <= width, "a request holds at most its width");
         let (width, seats) = (u64::from(width), u64::from(seats));
-        let mut w = self.0.load(Ordering::Acquire);
+        let mut w = self.0.word.load(Ordering::Acquire);
         loop {
             let limit = (w & LIMIT_MASK) >> LIMIT_SHIFT;
             if !room_for(w & SEATS_MASK, limit, width, lingering) {
                 return false;
             }
-            match self
-                .0
-                .compare_exchange_weak(w, w + seats, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.0.word.compare_exchange_weak(
+                w,
+                w + seats,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => return true,
                 Err(actual) => w = actual,
             }
@@ -190,7 +236,7 @@ impl AdmissionWord {
     /// the value replaced: the caller must then dispatch the waiters.
     #[inline]
     pub(crate) fn give_back(&self, seats: u32) -> bool {
-        let prev = self.0.fetch_sub(u64::from(seats), Ordering::AcqRel);
+        let prev = self.0.word.fetch_sub(u64::from(seats), Ordering::AcqRel);
         debug_assert!(
             prev & SEATS_MASK >= u64::from(seats),
             "gave back more seats than held"
@@ -201,28 +247,29 @@ impl AdmissionWord {
     /// Requests wait: hot-path arrivals must queue behind them and hot-path
     /// finishes must dispatch them. Lock holder only.
     pub(crate) fn set_slow(&self) {
-        self.0.fetch_or(SLOW, Ordering::AcqRel);
+        self.0.word.fetch_or(SLOW, Ordering::AcqRel);
     }
 
     /// Nothing waits any more. Lock holder only.
     pub(crate) fn clear_slow(&self) {
-        self.0.fetch_and(!SLOW, Ordering::AcqRel);
+        self.0.word.fetch_and(!SLOW, Ordering::AcqRel);
     }
 
     /// The level failed (see `FAILED`): from now on the hot path refuses
     /// every request. Lock holder only.
     pub(crate) fn set_failed(&self) {
-        self.0.fetch_or(FAILED, Ordering::AcqRel);
+        self.0.word.fetch_or(FAILED, Ordering::AcqRel);
     }
 
     /// A new concurrency limit. Lock holder only.
     pub(crate) fn set_limit(&self, limit: u32) {
         let field = (u64::from(limit) << LIMIT_SHIFT) & LIMIT_MASK;
-        let mut w = self.0.load(Ordering::Relaxed);
+        let mut w = self.0.word.load(Ordering::Relaxed);
         loop {
             let new = (w & !LIMIT_MASK) | field;
             match self
                 .0
+                .word
                 .compare_exchange_weak(w, new, Ordering::AcqRel, Ordering::Relaxed)
             {
                 Ok(_) => return,
@@ -233,13 +280,13 @@ impl AdmissionWord {
 
     /// The word as it is now.
     pub(crate) fn load(&self) -> WordState {
-        WordState::of(self.0.load(Ordering::Acquire))
+        WordState::of(self.0.word.load(Ordering::Acquire))
     }
 }
 
 impl fmt::Debug for AdmissionWord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&WordState::of(self.0.load(Ordering::Relaxed)), f)
+        fmt::Debug::fmt(&WordState::of(self.0.word.load(Ordering::Relaxed)), f)
     }
 }
 
@@ -249,7 +296,7 @@ mod tests {
 
     #[test]
     fn fast_take_needs_room_and_no_waiters() {
-        let w = AdmissionWord::new(3);
+        let w = AdmissionWord::new(3, 0);
         assert!(w.try_take_fast(2));
         assert!(!w.try_take_fast(2), "2 + 2 > 3");
         assert!(w.try_take_fast(1));
@@ -268,7 +315,7 @@ mod tests {
 
     #[test]
     fn too_wide_requests_start_only_when_nothing_executes() {
-        let w = AdmissionWord::new(2);
+        let w = AdmissionWord::new(2, 0);
         assert!(w.try_take(1, 1, 0));
         assert!(!w.try_take(5, 5, 0), "one request executes");
         assert!(w.try_take(5, 5, 1), "the one seat in use only lingers");
@@ -291,7 +338,7 @@ mod tests {
 
     #[test]
     fn seats_never_overflow_into_the_limit() {
-        let w = AdmissionWord::new(1);
+        let w = AdmissionWord::new(1, 0);
         let most = u32::MAX >> 1;
         assert!(w.try_take(most, most, 0));
         assert!(!w.try_take(2, 2, MAX_SEATS_IN_USE));
@@ -300,7 +347,7 @@ mod tests {
 
     #[test]
     fn limit_changes_keep_seats_and_slow() {
-        let w = AdmissionWord::new(4);
+        let w = AdmissionWord::new(4, 0);
         assert!(w.try_take_fast(3));
         w.set_slow();
         w.set_limit(1);

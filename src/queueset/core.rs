@@ -31,9 +31,13 @@ use std::task::Waker;
 mod checks;
 pub(crate) mod dispatch_gauges;
 mod finish;
+mod fused;
+#[cfg(all(test, not(loom)))]
+mod fused_tests;
 mod release;
 mod water;
 
+pub(crate) use self::fused::Ended;
 pub(crate) use self::release::charged_seats;
 
 /// Marks a request that belongs to no queue (the level does not queue).
@@ -98,6 +102,10 @@ pub(crate) struct Core {
     pub(crate) queues: Vec<Queue>,
     ready: BTreeSet<(VTime, usize)>,
     pub(crate) r: VTime,
+    /// One initial seat × G as virtual work (`seats_times(1, G)`), the
+    /// per-seat charge of a dispatch, kept with the configuration so the
+    /// replay multiplies instead of converting G at every record.
+    seat_g: VTime,
     last_sync: Instant,
     robin: Option<usize>,
     /// Seats held by requests that belong to a queue (virtual-time demand).
@@ -148,6 +156,7 @@ impl Core {
         let mut queues = Vec::new();
         queues.resize_with(cfg.queues as usize, Queue::default);
         let mut core = Core {
+            seat_g: seats_times(1, cfg.service_time_guess),
             cfg,
             dealer,
             queues,
@@ -282,13 +291,7 @@ impl Core {
             let bounded = self.queues[q].next_dispatch_r.max(self.r);
             self.queues[q].next_dispatch_r = bounded;
             self.note_dispatch(q);
-            self.queues[q].next_dispatch_r = bounded
-                + total_work(
-                    estimate.initial_seats,
-                    estimate.final_seats,
-                    estimate.additional_latency,
-                    self.cfg.service_time_guess,
-                );
+            self.queues[q].next_dispatch_r = bounded + self.charge(&estimate);
             self.robin = Some(q);
         }
         self.begin_executing(queue, estimate.max_seats());
@@ -652,6 +655,7 @@ impl Core {
         if self.queues.len() < cfg.queues as usize {
             self.queues.resize_with(cfg.queues as usize, Queue::default);
         }
+        self.seat_g = seats_times(1, cfg.service_time_guess);
         self.cfg = cfg;
         self.dealer = dealer;
         self.drop_undesired_empty_queues();
@@ -699,14 +703,13 @@ impl Core {
             return;
         }
         let q = queue as usize;
-        let actual = now.saturating_since(start);
-        let g = self.cfg.service_time_guess;
+        let correction = self.finish_correction(initial_seats, start, now);
         let queue = &mut self.queues[q];
         queue.executing -= 1;
         if !queue.is_active() {
             self.active_queues -= 1;
         }
-        queue.next_dispatch_r -= seats_times(initial_seats, g) - seats_times(initial_seats, actual);
+        queue.next_dispatch_r -= correction;
         self.bound_and_reindex(q);
         self.note_demand(q);
     }

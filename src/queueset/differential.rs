@@ -26,6 +26,11 @@ pub enum Op {
     },
     /// The `pick`-th executing request (mod count) finishes.
     Finish { pick: u8 },
+    /// A request of flow `flow` without final seats arrives and, if it
+    /// executes at once, finishes `micros` × 10 µs later with nothing in
+    /// between: on the hot path both its records then reach the ring before
+    /// anything replays it, and the next drain replays them together.
+    Burst { flow: u8, initial: u8, micros: u16 },
     /// The `pick`-th waiting request (mod count) is cancelled.
     Cancel { pick: u8 },
     /// The `pick`-th executing request (mod count) releases `seats` of its
@@ -63,7 +68,12 @@ impl Op {
                 latency_ms: take().map(|b| if b < 200 { 0 } else { b % 8 })?,
                 deadline_ms: take().map(|b| (b >= 200).then_some(b % 50))?,
             },
-            3 | 4 => Op::Finish { pick: take()? },
+            3 => Op::Finish { pick: take()? },
+            4 => Op::Burst {
+                flow: take()? % 8,
+                initial: take()? % 5,
+                micros: u16::from_le_bytes([take()?, take()?]),
+            },
             5 => Op::Cancel { pick: take()? },
             6 => Op::Advance {
                 micros: u16::from_le_bytes([take()?, take()?]),
@@ -246,6 +256,27 @@ impl<'q> Run<'q> {
                         g.finish();
                     }
                     model.finish(now, id);
+                }
+            }
+            Op::Burst {
+                flow,
+                initial,
+                micros,
+            } => {
+                let start = Op::Start {
+                    flow,
+                    initial,
+                    final_seats: 0,
+                    latency_ms: 0,
+                    deadline_ms: None,
+                };
+                self.apply(step, &start, model, clock, manual)?;
+                let id = self.next_id - 1;
+                if let Some(g) = self.executing.remove(&id) {
+                    manual.advance(Duration::from_micros(micros as u64 * 10));
+                    model.advance_to(clock.now());
+                    g.finish();
+                    model.finish(clock.now(), id);
                 }
             }
             Op::Release { pick, seats } => {

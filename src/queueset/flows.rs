@@ -10,7 +10,7 @@
 //! the level lock (the hot path records the flow hash and the queue is
 //! chosen when its record is replayed).
 
-use super::core::{Core, FLOW_QUEUE, NO_QUEUE};
+use super::core::{Core, Ended, FLOW_QUEUE, NO_QUEUE};
 use crate::clock::Instant;
 use crate::dealer::Dealer;
 use crate::work_estimate::WorkEstimate;
@@ -25,9 +25,19 @@ struct Entry {
 }
 
 /// Busy flows by flow hash. See the module documentation.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct FlowTable {
     flows: HashMap<u64, Entry>,
+}
+
+impl std::fmt::Debug for FlowTable {
+    /// The entries by flow hash, so two tables with the same entries print
+    /// the same (a `HashMap` iterates in a per-instance random order).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut entries: Vec<_> = self.flows.iter().collect();
+        entries.sort_unstable_by_key(|&(flow, _)| *flow);
+        f.debug_map().entries(entries).finish()
+    }
 }
 
 impl FlowTable {
@@ -121,15 +131,41 @@ impl Core {
         estimate: WorkEstimate,
         at: Instant,
     ) {
+        let q = self.replayed_flow_queue(flow);
+        self.flows.join(flow, q);
+        self.replay_start(q as u32, tag, estimate, at);
+    }
+
+    /// The queue of a flow-policy request admitted lock-free, chosen when
+    /// its start is replayed.
+    fn replayed_flow_queue(&self, flow: u64) -> usize {
         // The level stopped queuing since the start (a reconfiguration
         // between the hot path's read of the dealer and this replay): keep
         // the flow's queue if busy, else queue 0, which drains away.
-        let q = match &self.dealer {
+        match &self.dealer {
             Some(dealer) => self.flow_queue(dealer, flow),
             None => self.flows.queue_of(flow).unwrap_or(0),
-        };
-        self.flows.join(flow, q);
-        self.replay_start(q as u32, tag, estimate, at);
+        }
+    }
+
+    /// A flow-policy start followed at once by a finish of the same flow
+    /// and tag (see `Core::replay_start_finish`): the same state as
+    /// `replay_start_flow` then `replay_finish_flow`. The start joins the
+    /// flow table and the finish leaves it, finding the queue the start
+    /// chose (the flow is in the table in between), so the table's counts
+    /// end as they began and nothing in between reads them: neither is
+    /// done.
+    pub(crate) fn replay_start_finish_flow(
+        &mut self,
+        flow: u64,
+        tag: u32,
+        estimate: WorkEstimate,
+        at: Instant,
+        end: Ended,
+        midway: impl FnOnce(&Core),
+    ) {
+        let q = self.replayed_flow_queue(flow);
+        self.replay_start_finish(q as u32, tag, estimate, at, end, midway);
     }
 
     /// A flow-policy request finished lock-free: its queue is its flow's.

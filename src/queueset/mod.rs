@@ -26,7 +26,10 @@
 //! authority on seat availability: every path takes seats from it with one
 //! compare-and-swap that re-checks the room, and the core mirrors them for
 //! accounting. Its module documents the protocol: who may change each
-//! field, the invariants, and why each memory ordering suffices.
+//! field, the invariants, and why each memory ordering suffices. Each shard
+//! draws seats from it in batches into a seat budget
+//! (`src/queueset/budget.rs`), counted in the word as taken, so that on an
+//! unsaturated level a start and a finish do not write the word's line.
 //!
 //! # A panic inside the level lock
 //! The core's state is updated in several steps under the level lock. If
@@ -51,6 +54,7 @@
 //! or shared cache line to the hot path, and no decision reads them.
 
 mod admission;
+mod budget;
 pub mod config;
 mod core;
 #[cfg(any(test, feature = "testing"))]
@@ -234,10 +238,11 @@ impl QueueSet {
             next_seq: 0,
             replay_buffers: Vec::new(),
         };
+        let shards = Shards::new();
         let shared = Arc::new(Shared {
-            word: AdmissionWord::new(limit),
+            word: AdmissionWord::new(limit, budget::batch_for(limit, shards.len())),
             enqueues: CachePadded::new(AtomicU64::new(0)),
-            shards: Shards::new(),
+            shards,
             routing: ArcCell::new(Arc::new(Routing {
                 dealer,
                 fairness: cfg_fairness,
@@ -477,6 +482,9 @@ impl QueueSet {
     /// A consistent snapshot of the counters.
     pub fn stats(&self) -> QueueSetStats {
         let mut st = self.shared.lock_and_drain();
+        // Seats parked in budgets are free seats: back to the word, so that
+        // the snapshot counts only seats that requests hold.
+        self.shared.shards.sweep(&self.shared.word);
         let w = self.shared.word.load();
         let core = &mut st.core;
         if !self.shared.is_failed() {

@@ -6,7 +6,7 @@
 
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
-use super::core::{charged_seats, Core, FLOW_QUEUE, NO_QUEUE};
+use super::core::{charged_seats, Core, Ended, FLOW_QUEUE, NO_QUEUE};
 use super::read_write::Phase;
 use super::shards::{next_in_order, Busy, Shards};
 use super::wait::{SlotState, WaitSlot};
@@ -135,10 +135,15 @@ impl Shared {
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
         }
-        if !self.word.try_take_fast(estimate.max_seats()) {
+        let (shard_index, shard) = self.shards.mine();
+        let took = shard.budget.take(&self.word, estimate.max_seats());
+        if took.dispatch {
+            // Parked seats went back while requests wait (a fence came).
+            self.dispatch_waiting();
+        }
+        if !took.taken {
             return None;
         }
-        let (shard_index, _) = self.shards.mine();
         let queue = self.deal_queue(request.flow_hash);
         let at = self.clock.now();
         if queue == FLOW_QUEUE {
@@ -299,21 +304,101 @@ impl Shared {
     fn replay_all(core: &mut Core, mut next: impl FnMut() -> Option<Record>) {
         let Some(first) = next() else { return };
         let Some(observer) = core.take_demand_observer() else {
-            Self::apply(core, first);
-            while let Some(record) = next() {
-                Self::apply(core, record);
-            }
+            Self::replay_paired(core, first, next, |_| {});
             return;
         };
         observer.with(|demand| {
-            let mut record = Some(first);
-            while let Some(r) = record {
-                Self::apply(core, r);
-                demand.set(core.demand(), core.last_sync());
-                record = next();
-            }
+            Self::replay_paired(core, first, next, |core| {
+                demand.set(core.demand(), core.last_sync())
+            })
         });
         core.set_demand_observer_quietly(observer);
+    }
+
+    /// Apply `first` and the records `next` yields, calling `after` after
+    /// each. A start followed at once by a finish of the same queue (or
+    /// flow) and tag, the uncontended hot path's pattern, is replayed in
+    /// one step that leaves the same state (`Core::replay_start_finish`).
+    #[inline]
+    pub(super) fn replay_paired(
+        core: &mut Core,
+        first: Record,
+        mut next: impl FnMut() -> Option<Record>,
+        mut after: impl FnMut(&Core),
+    ) {
+        let mut pending = Some(first);
+        while let Some(record) = pending {
+            pending = next();
+            match (record, pending) {
+                (
+                    Record::Start {
+                        queue,
+                        tag,
+                        initial_seats,
+                        final_seats,
+                        latency_secs,
+                        latency_subsec_nanos,
+                        at,
+                    },
+                    Some(Record::Finish {
+                        queue: finish_queue,
+                        tag: finish_tag,
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    }),
+                ) if finish_queue == queue && finish_tag == tag => {
+                    let estimate = WorkEstimate {
+                        initial_seats,
+                        final_seats,
+                        additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
+                    };
+                    let ended = Ended {
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    };
+                    core.replay_start_finish(queue, tag, estimate, at, ended, &mut after);
+                    pending = next();
+                }
+                (
+                    Record::StartFlow {
+                        flow_hash,
+                        tag,
+                        initial_seats,
+                        final_seats,
+                        latency_nanos,
+                        at,
+                    },
+                    Some(Record::FinishFlow {
+                        flow_hash: finish_flow,
+                        tag: finish_tag,
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    }),
+                ) if finish_flow == flow_hash && finish_tag == tag => {
+                    let estimate = WorkEstimate {
+                        initial_seats,
+                        final_seats,
+                        additional_latency: Duration::from_nanos(latency_nanos),
+                    };
+                    let ended = Ended {
+                        initial_seats: charged,
+                        seats,
+                        start,
+                        at: end,
+                    };
+                    core.replay_start_finish_flow(flow_hash, tag, estimate, at, ended, &mut after);
+                    pending = next();
+                }
+                _ => Self::apply(core, record),
+            }
+            after(core);
+        }
     }
 
     pub(super) fn replay(core: &mut Core, record: Record) {
@@ -378,6 +463,9 @@ impl Shared {
         if self.is_failed() {
             return RawAdmission::Rejected(RejectReason::LevelFailed);
         }
+        // Every decision below reads free seats from the word: none may
+        // sit parked in a budget (src/queueset/budget.rs, invariant 3).
+        self.reclaim();
         let now = self.clock.now();
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Start, now);
@@ -387,7 +475,9 @@ impl Shared {
         let Some(dealer) = st.core.dealer.clone() else {
             // A level that does not queue: the same one-CAS admission as
             // the hot path, with Kubernetes' rule for too-wide requests.
-            if !self.word.try_take(seats, seats, st.core.lingering_seats()) {
+            let admitted = self.word.try_take(seats, seats, st.core.lingering_seats());
+            self.unfence(&st);
+            if !admitted {
                 st.core
                     .reject_at_once(tag, RejectReason::ConcurrencyLimit, seats);
                 return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
@@ -429,6 +519,9 @@ impl Shared {
                 // The seats given back still serve the waiting requests.
                 st.core.dispatch_as_much_as_possible(now, &self.word);
                 self.settle_and_unlock(st);
+            } else {
+                // A full queue: requests wait, so SLOW stays set.
+                self.unfence(&st);
             }
             return RawAdmission::Rejected(RejectReason::QueueFull);
         }
@@ -466,6 +559,25 @@ impl Shared {
                 Err(reason) => RawAdmission::Rejected(reason),
             },
             None => RawAdmission::Queued(Waiting { slot, joined }),
+        }
+    }
+
+    /// The reclaim fence (lock holder, before a decision that reads free
+    /// seats while nothing may wait): set `SLOW`, so no budget keeps or
+    /// draws seats from now on, then sweep every budget back to the word.
+    /// `SLOW` is cleared again when the holder settles with nothing waiting
+    /// ([`Shared::settle`] or [`Shared::unfence`]). Why `SLOW` and not a
+    /// bit of its own: src/queueset/budget.rs.
+    pub(super) fn reclaim(&self) {
+        self.word.set_slow();
+        self.shards.sweep(&self.word);
+    }
+
+    /// The end of a decision that does not settle: lift the reclaim fence
+    /// if nothing waits (invariant 1 of the word keeps `SLOW` otherwise).
+    pub(super) fn unfence(&self, st: &Locked) {
+        if st.core.requests_waiting == 0 {
+            self.word.clear_slow();
         }
     }
 
@@ -543,7 +655,7 @@ impl Shared {
                 // The record is in the ring before the seats are free, so a
                 // start that takes these seats is recorded after this finish
                 // (see the admission word's protocol).
-                if self.word.give_back(seats) {
+                if self.shards.mine().1.budget.give(&self.word, seats) {
                     self.dispatch_waiting();
                 }
                 return;
@@ -669,11 +781,16 @@ impl Shared {
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Reconfigure, now);
         st.core.sync(now);
+        // A limit change with seats parked in budgets: they go back first,
+        // so the new limit and batch apply to the seats requests hold.
+        self.reclaim();
         let limit = cfg.concurrency_limit;
         let fairness = cfg.fairness;
         st.core.reconfigure(cfg, dealer.clone());
         self.routing.store(Arc::new(Routing { dealer, fairness }));
         self.word.set_limit(limit);
+        self.word
+            .set_batch(super::budget::batch_for(limit, self.shards.len()));
         st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);
         Ok(())

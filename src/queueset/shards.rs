@@ -72,12 +72,15 @@
 //! the drains; a finish is pushed before the seats go back to the word
 //! (`Release`), as the admission word's protocol requires.
 //!
-//! # Not sharded (yet): the admission word
-//! Every start and finish still does one read-modify-write on the level's
-//! admission word (and a hot start one on the deal counter). docs/scaling.md designs the next step (per-shard seat
-//! budgets drawn from the word in batches) and what each step predicts on
-//! many cores.
+//! # The admission word: sharded through seat budgets
+//! Each shard also holds a seat budget (src/queueset/budget.rs): seats drawn
+//! from the level's admission word in batches, so that on an unsaturated
+//! level a start and a finish write only their shard's lines (the budget,
+//! the ring) — and the deal counter, which stays level-wide (see above).
+//! docs/scaling.md says what each step predicts on many cores.
 
+use super::admission::AdmissionWord;
+use super::budget::SeatBudget;
 use super::paths::Record;
 use crate::sync::{thread_index, EventRing};
 use crossbeam_utils::CachePadded;
@@ -100,6 +103,8 @@ pub(super) const ANY_SHARD: u32 = u32::MAX;
 /// One shard (see the module documentation).
 pub(super) struct Shard {
     pub(super) ring: EventRing<Record>,
+    /// The seats this shard holds for its threads (src/queueset/budget.rs).
+    pub(super) budget: SeatBudget,
 }
 
 /// What [`Shards::busy`] found.
@@ -130,10 +135,23 @@ impl Shards {
                 .map(|_| {
                     CachePadded::new(Shard {
                         ring: EventRing::new(RING_CAPACITY),
+                        budget: SeatBudget::new(),
                     })
                 })
                 .collect(),
         )
+    }
+
+    /// How many shards.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Every budget's parked seats back to the word (the lock holder, after
+    /// setting the reclaim fence, or for an exact snapshot). Returns how
+    /// many seats went back.
+    pub(super) fn sweep(&self, word: &AdmissionWord) -> u32 {
+        self.0.iter().map(|shard| shard.budget.sweep(word)).sum()
     }
 
     /// The calling thread's shard and its index.

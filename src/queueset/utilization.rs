@@ -253,6 +253,7 @@ impl Utilization {
     /// The level held `o` for `nanos` nanoseconds. Denominators of 0 count
     /// as 1 (a level that lent all its seats, one that does not queue), as
     /// Kubernetes' `max(1, ...)` does for the queue capacity.
+    #[inline]
     pub(crate) fn observe(&mut self, o: Occupancy, nanos: u64) {
         if nanos == 0 {
             return;
@@ -262,16 +263,21 @@ impl Utilization {
         // histograms rebased on a change.
         let denominators = Some((o.concurrency_limit, o.queue_length_limit, o.queues));
         if denominators != self.denominators {
-            self.denominators = denominators;
-            let limit = f64::from(o.concurrency_limit.max(1));
-            let capacity = f64::from(o.queue_length_limit.max(1)) * f64::from(o.queues.max(1));
-            self.seats.rebase(limit);
-            self.executing.rebase(limit);
-            self.waiting.rebase(capacity);
+            self.rebase(o);
         }
         self.seats.observe(o.seats_in_use, nanos);
         self.executing.observe(o.requests_executing.into(), nanos);
         self.waiting.observe(o.requests_waiting.into(), nanos);
+    }
+
+    #[cold]
+    fn rebase(&mut self, o: Occupancy) {
+        self.denominators = Some((o.concurrency_limit, o.queue_length_limit, o.queues));
+        let limit = f64::from(o.concurrency_limit.max(1));
+        let capacity = f64::from(o.queue_length_limit.max(1)) * f64::from(o.queues.max(1));
+        self.seats.rebase(limit);
+        self.executing.rebase(limit);
+        self.waiting.rebase(capacity);
     }
 
     /// Fold the per-value counters into the buckets and sums, so the
@@ -285,6 +291,7 @@ impl Utilization {
 
 impl Core {
     /// What the level holds now, and its limits.
+    #[inline]
     pub(super) fn occupancy(&self) -> Occupancy {
         Occupancy {
             seats_in_use: self.seats_in_use,

@@ -11,7 +11,7 @@
 //! they are the last dispatched request's (docs/operators.md).
 
 use super::Core;
-use crate::queueset::vtime::{seats_times, VTime};
+use crate::queueset::vtime::VTime;
 
 /// What the last dispatch from a queue saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +43,12 @@ impl Core {
     /// S of queue `q`'s oldest waiting request, less the work it has in
     /// progress, as Kubernetes estimates it.
     fn discounted(&self, q: usize, s: VTime) -> VTime {
-        s - seats_times(self.queues[q].seats_in_use, self.cfg.service_time_guess)
+        s - self.seat_g * VTime::from(self.queues[q].seats_in_use)
     }
 
     /// A request of queue `q` is dispatched now, its S being the queue's
     /// next-dispatch R (call before charging the request's work).
+    #[inline]
     pub(crate) fn note_dispatch(&mut self, q: usize) {
         let s = self.queues[q].next_dispatch_r;
         self.last_dispatch = Some(DispatchNote {

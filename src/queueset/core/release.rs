@@ -13,7 +13,7 @@
 
 use super::{Core, NO_QUEUE};
 use crate::clock::Instant;
-use crate::queueset::vtime::seats_times;
+use crate::queueset::vtime::{seats_times, seats_times_nanos, VTime};
 use crate::work_estimate::WorkEstimate;
 
 /// The initial seats a request is still charged for while it holds `held`
@@ -25,6 +25,35 @@ pub(crate) fn charged_seats(estimate: WorkEstimate, held: u32) -> u32 {
 }
 
 impl Core {
+    /// The work a request is charged at dispatch: `vtime::total_work` at
+    /// the level's G (the same integer: `seat_g × n` is `(n × G) << 20`).
+    #[inline]
+    pub(crate) fn charge(&self, e: &WorkEstimate) -> VTime {
+        let final_part = if e.final_seats == 0 {
+            0
+        } else {
+            seats_times(e.final_seats, e.additional_latency)
+        };
+        self.seat_g * VTime::from(e.initial_seats) + final_part
+    }
+
+    /// What a finish takes back from its queue's charge: the initial seats'
+    /// guessed time G less the time they really held, `initial × (G −
+    /// actual)` in virtual work.
+    #[inline]
+    pub(crate) fn finish_correction(
+        &self,
+        initial_seats: u32,
+        start: Instant,
+        end: Instant,
+    ) -> VTime {
+        self.seat_g * VTime::from(initial_seats)
+            - seats_times_nanos(
+                initial_seats,
+                end.as_nanos().saturating_sub(start.as_nanos()),
+            )
+    }
+
     /// A request that executes holding `held` seats gives `seats` of them
     /// back at `now` (the caller checked `0 < seats <= held` and gives them
     /// back in the admission word after this). The request keeps executing:
