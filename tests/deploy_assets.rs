@@ -7,7 +7,6 @@
 #![cfg(not(loom))]
 
 use apf::clock::Clock;
-use apf::config::Config;
 use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
 use apf::metrics::Exporter;
 use apf::workqueue::{Config as QueueConfig, Workqueue};
@@ -20,7 +19,7 @@ mod openmetrics;
 use openmetrics::parse;
 #[path = "support/two_levels.rs"]
 mod two_levels;
-use two_levels::{digest, execute, seats, CONFIG};
+use two_levels::{config, digest, execute, options, seats};
 
 const DASHBOARD: &str = include_str!("../deploy/grafana/apf-dashboard.json");
 const RULES: &str = include_str!("../deploy/prometheus/apf-alerts.yaml");
@@ -47,15 +46,12 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 /// room, every rejection reason a queuing and a rejecting level give, waits,
 /// executions, time passing, and a named workqueue that did some work.
 fn busy_exposition() -> String {
-    let config = Config::from_yaml_str(CONFIG).expect("valid config");
     let (clock, manual) = Clock::manual();
     let options = DispatcherOptions {
-        server_concurrency_limit: 18,
         wait_limit: Duration::from_secs(1),
-        borrowing_period: Duration::from_secs(3600),
-        ..DispatcherOptions::default()
+        ..options()
     };
-    let d = Arc::new(Dispatcher::new(&config, options, clock.clone()).expect("valid"));
+    let d = Arc::new(Dispatcher::new(&config(1), options, clock.clone()).expect("valid"));
     let exporter = Exporter::with_dispatcher(d.clone());
     let q: Arc<Workqueue<u32>> = Arc::new(Workqueue::with_config(
         QueueConfig::with_clock(clock).named("pods"),

@@ -5,132 +5,30 @@
 //! ones that could hang run under a watchdog thread.
 #![cfg(not(loom))]
 
+#[path = "support/ffi.rs"]
+mod support;
 use apf::ffi::*;
-
-#[path = "support/text.rs"]
-mod text;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::{mpsc, Barrier};
 use std::time::Duration;
-use text::text_of;
+use support::*;
 
-/// One level with one seat, for every user.
-const ONE_SEAT: &str = r#"
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: one}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 5
-    lendablePercent: 0
-    limitResponse: {type: Queue, queuing: {queues: 1, handSize: 1, queueLengthLimit: 4}}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: everyone}
-spec:
-  priorityLevelConfiguration: {name: one}
-  matchingPrecedence: 100
-  rules:
-  - subjects: [{kind: Group, group: {name: "system:authenticated"}}]
-    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
-"#;
-
-struct D(*mut apf_dispatcher);
-
-impl Drop for D {
-    fn drop(&mut self) {
-        // A failed test may have left a thread stuck inside the dispatcher
-        // (the deadlock the test looks for): freeing would wait for it for
-        // ever, so leak the dispatcher instead.
-        if std::thread::panicking() {
-            return;
-        }
-        // SAFETY: from apf_dispatcher_new_*; nothing uses it afterwards.
-        unsafe { apf_dispatcher_free(self.0) }
-    }
-}
-
-// SAFETY: the ABI promises a dispatcher may be used from any thread.
-unsafe impl Send for D {}
-// SAFETY: as above.
-unsafe impl Sync for D {}
-
-fn last_error() -> String {
-    // SAFETY: `t` is a writable apf_text.
-    text_of(|t| unsafe { apf_last_error(t) })
-}
-
+/// A dispatcher of the [`Tiny`] configuration: one seat and one queue
+/// for alice's requests.
 fn new_dispatcher() -> D {
-    let mut o = std::mem::MaybeUninit::uninit();
-    // SAFETY: writable.
-    assert_eq!(
-        unsafe { apf_options_default(o.as_mut_ptr()) },
-        apf_status::APF_OK
-    );
-    // SAFETY: written on APF_OK.
-    let mut o = unsafe { o.assume_init() };
-    o.manual_clock = true;
-    // One seat for `one`, one for catch-all.
-    o.server_concurrency_limit = 2;
-    let mut d = null_mut();
-    // SAFETY: text readable for its length; options and out valid.
-    let st = unsafe {
-        apf_dispatcher_new_from_config(ONE_SEAT.as_ptr().cast(), ONE_SEAT.len(), &o, &mut d)
-    };
-    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
-    D(d)
+    tiny().dispatcher()
 }
 
-const GROUPS: &[apf_str] = &[apf_str {
-    ptr: c"system:authenticated".as_ptr(),
-    len: 20,
-}];
-
-fn start(d: *mut apf_dispatcher) -> apf_decision {
-    let path = "/healthz";
-    let digest = apf_request_digest {
-        user: "u".as_ptr().cast(),
-        user_len: 1,
-        verb: "get".as_ptr().cast(),
-        verb_len: 3,
-        api_group: null(),
-        api_group_len: 0,
-        resource: null(),
-        resource_len: 0,
-        subresource: null(),
-        subresource_len: 0,
-        namespace_: null(),
-        namespace_len: 0,
-        name: null(),
-        name_len: 0,
-        path: path.as_ptr().cast(),
-        path_len: path.len(),
-        groups: GROUPS.as_ptr(),
-        n_groups: GROUPS.len(),
-        is_resource_request: false,
-    };
-    let mut out = std::mem::MaybeUninit::uninit();
-    // SAFETY: live dispatcher; the digest's strings are static.
-    let st = unsafe { apf_start_request(d, &digest, null(), 0, out.as_mut_ptr()) };
-    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
-    // SAFETY: written on APF_OK.
-    unsafe { out.assume_init() }
+/// Starts alice's `get /healthz`.
+fn start(d: &D) -> apf_decision {
+    support::start(d, &Request::healthz("alice"))
 }
 
+/// The outcome of a poll, or its error.
 fn poll(d: &D, h: u64) -> Result<u32, apf_status> {
-    let (mut o, mut r) = (0, 0);
-    // SAFETY: live dispatcher, writable outs.
-    match unsafe { apf_request_poll(d.0, h, &mut o, &mut r) } {
-        apf_status::APF_OK => Ok(o),
-        e => Err(e),
-    }
+    support::poll(d, h).map(|(outcome, _)| outcome)
 }
-
-const EXECUTE: u32 = apf_outcome::APF_OUTCOME_EXECUTE as u32;
-const QUEUED: u32 = apf_outcome::APF_OUTCOME_QUEUED as u32;
 
 /// Run `f` on a thread and wait for it at most a minute: a deadlock fails
 /// the test instead of hanging the test run. What the stuck thread holds is
@@ -150,8 +48,8 @@ fn within_a_minute<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send +
 fn a_request_handle_of_another_dispatcher_is_invalid_even_when_its_slot_is_live() {
     let (a, b) = (new_dispatcher(), new_dispatcher());
     // Same thread, first request of each: the same slot in both slabs.
-    let ra = start(a.0);
-    let rb = start(b.0);
+    let ra = start(&a);
+    let rb = start(&b);
     assert_eq!(ra.outcome, EXECUTE);
     assert_eq!(rb.outcome, EXECUTE);
     assert_eq!(ra.request as u32, rb.request as u32, "same slot in both");
@@ -231,8 +129,8 @@ fn two_dispatchers_callbacks_replacing_each_others_do_not_deadlock() {
     // thread.
     let mut finishing = Vec::new();
     for d in [&a, &b] {
-        let running = start(d.0);
-        assert_eq!(start(d.0).outcome, QUEUED);
+        let running = start(d);
+        assert_eq!(start(d).outcome, QUEUED);
         finishing.push((d.0 as usize, running.request));
     }
     let both = within_a_minute("two callbacks replacing each other's callback", move || {
@@ -281,7 +179,7 @@ fn advancing_the_clock_by_uint64_max_returns_and_keeps_serving() {
         unsafe { apf_dispatcher_advance_clock(ptr as *mut apf_dispatcher, u64::MAX) }
     });
     assert_eq!(st, apf_status::APF_OK);
-    let r = start(d.0);
+    let r = start(&d);
     assert_eq!(r.outcome, EXECUTE);
     // SAFETY: live dispatcher, its own handle.
     assert_eq!(unsafe { apf_finish(d.0, r.request, 0) }, apf_status::APF_OK);
@@ -290,15 +188,10 @@ fn advancing_the_clock_by_uint64_max_returns_and_keeps_serving() {
 #[test]
 fn a_borrowing_period_below_the_minimum_is_refused_by_field_name() {
     for period in [1, 99_999_999] {
-        let mut o = std::mem::MaybeUninit::uninit();
-        // SAFETY: writable.
-        assert_eq!(
-            unsafe { apf_options_default(o.as_mut_ptr()) },
-            apf_status::APF_OK
-        );
-        // SAFETY: written on APF_OK.
-        let mut o = unsafe { o.assume_init() };
-        o.borrowing_period_ns = period;
+        let o = apf_options {
+            borrowing_period_ns: period,
+            ..default_options()
+        };
         let mut d = null_mut();
         // SAFETY: options readable, out writable.
         let st = unsafe { apf_dispatcher_new_builtin(&o, &mut d) };

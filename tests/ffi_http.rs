@@ -3,85 +3,62 @@
 //! helper on the shared request-info cases.
 #![cfg(not(loom))]
 
-#[path = "support/text.rs"]
-#[allow(dead_code)] // only take_text is needed here
-mod text;
-use text::take_text;
+#[path = "support/ffi.rs"]
+mod support;
+use support::*;
 
 use apf::ffi::*;
 use apf::queueset::RejectReason;
 use serde_json::Value;
 use std::ptr::{null, null_mut};
 
-struct Dispatcher(*mut apf_dispatcher);
-
-impl Dispatcher {
-    fn builtin_manual() -> Dispatcher {
-        let mut options = std::mem::MaybeUninit::<apf_options>::uninit();
-        let mut d = null_mut();
-        // SAFETY: valid out-parameters.
-        unsafe {
-            assert_eq!(
-                apf_options_default(options.as_mut_ptr()),
-                apf_status::APF_OK
-            );
-            let mut options = options.assume_init();
-            options.manual_clock = true;
-            assert_eq!(
-                apf_dispatcher_new_builtin(&options, &mut d),
-                apf_status::APF_OK
-            );
-        }
-        Dispatcher(d)
-    }
-
-    fn reject(&self, level: &str, schema: &str, reason: u32) -> (apf_status, u64, Option<String>) {
-        let mut retry_after = 0;
-        let (st, body) = take_text(|out| {
-            // SAFETY: live dispatcher, strings valid for their lengths.
-            unsafe {
-                apf_dispatcher_reject(
-                    self.0,
-                    level.as_ptr().cast(),
-                    level.len(),
-                    schema.as_ptr().cast(),
-                    schema.len(),
-                    reason,
-                    &mut retry_after,
-                    out,
-                )
-            }
-        });
-        (st, retry_after, body)
-    }
-
-    fn observe(&self, path: &str, query: &str) -> (u16, Option<String>, Option<String>) {
-        let mut status = 7;
-        let mut content_type = empty();
-        let mut body = empty();
-        // SAFETY: live dispatcher, strings valid for their lengths, writable outs.
-        let st = unsafe {
-            apf_dispatcher_observe(
-                self.0,
-                path.as_ptr().cast(),
-                path.len(),
-                query.as_ptr().cast(),
-                query.len(),
-                &mut status,
-                &mut content_type,
-                &mut body,
-            )
-        };
-        assert_eq!(st, apf_status::APF_OK);
-        (status, owned(&mut content_type), owned(&mut body))
-    }
+/// The built-in configuration on the manual clock.
+fn builtin_manual() -> D {
+    builtin(&apf_options {
+        manual_clock: true,
+        ..default_options()
+    })
 }
 
-impl Drop for Dispatcher {
-    fn drop(&mut self) {
-        // SAFETY: made by apf_dispatcher_new_builtin, freed once.
-        unsafe { apf_dispatcher_free(self.0) }
-    }
+fn reject(d: &D, level: &str, schema: &str, reason: u32) -> (apf_status, u64, Option<String>) {
+    let mut retry_after = 0;
+    let (st, body) = take_text(|out| {
+        // SAFETY: live dispatcher, strings valid for their lengths.
+        unsafe {
+            apf_dispatcher_reject(
+                d.0,
+                level.as_ptr().cast(),
+                level.len(),
+                schema.as_ptr().cast(),
+                schema.len(),
+                reason,
+                &mut retry_after,
+                out,
+            )
+        }
+    });
+    (st, retry_after, body)
+}
+
+fn observe(d: &D, path: &str, query: &str) -> (u16, Option<String>, Option<String>) {
+    let mut status = 7;
+    let mut content_type = empty();
+    let mut body = empty();
+    // SAFETY: live dispatcher, strings valid for their lengths, writable outs.
+    let st = unsafe {
+        apf_dispatcher_observe(
+            d.0,
+            path.as_ptr().cast(),
+            path.len(),
+            query.as_ptr().cast(),
+            query.len(),
+            &mut status,
+            &mut content_type,
+            &mut body,
+        )
+    };
+    assert_eq!(st, apf_status::APF_OK);
+    (status, owned(&mut content_type), owned(&mut body))
 }
 
 fn empty() -> apf_text {
@@ -104,20 +81,12 @@ fn owned(t: &mut apf_text) -> Option<String> {
     Some(s)
 }
 
-fn advance(d: &Dispatcher, nanos: u64) {
-    // SAFETY: live dispatcher on a manual clock.
-    assert_eq!(
-        unsafe { apf_dispatcher_advance_clock(d.0, nanos) },
-        apf_status::APF_OK
-    );
-}
-
 #[test]
 fn reject_gives_the_status_body_and_the_adaptive_retry_after() {
-    let d = Dispatcher::builtin_manual();
+    let d = builtin_manual();
     let queue_full = apf_reject_reason::APF_REJECT_QUEUE_FULL as u32;
     for _ in 0..3 {
-        let (st, retry, body) = d.reject("workload-low", "service-accounts", queue_full);
+        let (st, retry, body) = reject(&d, "workload-low", "service-accounts", queue_full);
         assert_eq!((st, retry), (apf_status::APF_OK, 1));
         assert_eq!(
             body.as_deref(),
@@ -133,7 +102,7 @@ fn reject_gives_the_status_body_and_the_adaptive_retry_after() {
         );
     }
     advance(&d, 1_000_000_000);
-    let (_, retry, body) = d.reject("workload-low", "service-accounts", queue_full);
+    let (_, retry, body) = reject(&d, "workload-low", "service-accounts", queue_full);
     assert_eq!(retry, 2, "3 rejections in one second double it");
     let body: Value = serde_json::from_str(&body.expect("a body")).expect("JSON");
     assert_eq!(body["details"]["retryAfterSeconds"], 2);
@@ -142,13 +111,13 @@ fn reject_gives_the_status_body_and_the_adaptive_retry_after() {
 
 #[test]
 fn reject_refuses_bad_reasons_strings_and_pointers() {
-    let d = Dispatcher::builtin_manual();
+    let d = builtin_manual();
     for reason in [apf_reject_reason::APF_REJECT_NONE as u32, 6, u32::MAX] {
-        let (st, _, body) = d.reject("l", "s", reason);
+        let (st, _, body) = reject(&d, "l", "s", reason);
         assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER);
         assert_eq!(body, None);
     }
-    let (st, _, _) = d.reject("\u{0}ok", "s", 1);
+    let (st, _, _) = reject(&d, "\u{0}ok", "s", 1);
     assert_eq!(st, apf_status::APF_OK, "NUL inside is still UTF-8");
     let bad = [0xff_u8];
     let mut retry = 0;
@@ -171,23 +140,27 @@ fn reject_refuses_bad_reasons_strings_and_pointers() {
 
 #[test]
 fn observe_answers_the_four_paths_and_zero_for_others() {
-    let d = Dispatcher::builtin_manual();
-    let (status, content_type, body) = d.observe("/metrics", "");
+    let d = builtin_manual();
+    let (status, content_type, body) = observe(&d, "/metrics", "");
     assert_eq!(status, 200);
     assert_eq!(content_type.as_deref(), Some(apf::metrics::CONTENT_TYPE));
     assert!(body.expect("metrics").ends_with("# EOF\n"));
-    let (status, content_type, body) =
-        d.observe("/debug/api_priority_and_fairness/dump_priority_levels", "");
+    let (status, content_type, body) = observe(
+        &d,
+        "/debug/api_priority_and_fairness/dump_priority_levels",
+        "",
+    );
     assert_eq!(status, 200);
     assert_eq!(content_type.as_deref(), Some("text/plain; charset=utf-8"));
     assert!(body.expect("a dump").starts_with("PriorityLevelName"));
-    let (status, _, body) = d.observe(
+    let (status, _, body) = observe(
+        &d,
         "/debug/api_priority_and_fairness/dump_requests",
         "includeRequestDetails=1",
     );
     assert_eq!(status, 200);
     assert!(body.expect("a dump").contains("UserName"));
-    assert_eq!(d.observe("/api/v1/pods", ""), (0, None, None));
+    assert_eq!(observe(&d, "/api/v1/pods", ""), (0, None, None));
 }
 
 #[test]

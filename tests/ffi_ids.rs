@@ -5,115 +5,27 @@
 //! this dispatcher's; the decision struct's `struct_size` is checked.
 #![cfg(not(loom))]
 
+#[path = "support/ffi.rs"]
+mod support;
 use apf::ffi::*;
 use std::mem::size_of;
 use std::ptr::{null, null_mut};
+use support::*;
 
-#[path = "support/text.rs"]
-mod text;
-use text::text_of;
-
-const EXECUTE: u32 = apf_outcome::APF_OUTCOME_EXECUTE as u32;
-
-/// Level `tiny` (one seat) for user alice; everyone else goes to the
-/// mandatory catch-all. `{LEVEL}` names the level.
-const CONFIG: &str = r#"
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: PriorityLevelConfiguration
-metadata: {name: {LEVEL}, uid: uid-{LEVEL}}
-spec:
-  type: Limited
-  limited:
-    nominalConcurrencyShares: 5
-    lendablePercent: 0
-    limitResponse: {type: Queue, queuing: {queues: 1, handSize: 1, queueLengthLimit: 2}}
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: alice-schema, uid: uid-alice}
-spec:
-  priorityLevelConfiguration: {name: {LEVEL}}
-  matchingPrecedence: 100
-  rules:
-  - subjects: [{kind: User, user: {name: alice}}]
-    nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
-"#;
-
-fn config(level: &str) -> String {
-    CONFIG.replace("{LEVEL}", level)
-}
-
-/// Owns a dispatcher for one test.
-struct D(*mut apf_dispatcher);
-
-impl Drop for D {
-    fn drop(&mut self) {
-        // SAFETY: from apf_dispatcher_new_*, and nothing uses it afterwards.
-        unsafe { apf_dispatcher_free(self.0) }
-    }
-}
-
+/// The [`Tiny`] configuration with its level named `level`.
 fn new(level: &str) -> D {
-    let text = config(level);
-    let mut o = std::mem::MaybeUninit::uninit();
-    // SAFETY: writable out.
-    assert_eq!(
-        unsafe { apf_options_default(o.as_mut_ptr()) },
-        apf_status::APF_OK
-    );
-    // SAFETY: written on APF_OK.
-    let mut o = unsafe { o.assume_init() };
-    o.manual_clock = true;
-    // Two seats: one for the level, one for catch-all.
-    o.server_concurrency_limit = 2;
-    let mut d = null_mut();
-    // SAFETY: text readable for its length; options and out valid.
-    let st =
-        unsafe { apf_dispatcher_new_from_config(text.as_ptr().cast(), text.len(), &o, &mut d) };
-    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
-    D(d)
+    tiny().level(level).dispatcher()
 }
 
 fn reconfigure(d: &D, level: &str) {
-    let text = config(level);
-    // SAFETY: live dispatcher, text readable for its length.
-    let st = unsafe { apf_dispatcher_reconfigure(d.0, text.as_ptr().cast(), text.len()) };
+    let st = support::reconfigure(d, &tiny().level(level).yaml());
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
 }
 
-fn last_error() -> String {
-    // SAFETY: `t` is a writable apf_text.
-    text_of(|t| unsafe { apf_last_error(t) })
-}
-
-const GROUPS: &[apf_str] = &[apf_str {
-    ptr: c"system:authenticated".as_ptr(),
-    len: 20,
-}];
-
-fn digest(user: &'static str) -> apf_request_digest {
-    let path = "/healthz";
-    apf_request_digest {
-        user: user.as_ptr().cast(),
-        user_len: user.len(),
-        verb: "get".as_ptr().cast(),
-        verb_len: 3,
-        api_group: null(),
-        api_group_len: 0,
-        resource: null(),
-        resource_len: 0,
-        subresource: null(),
-        subresource_len: 0,
-        namespace_: null(),
-        namespace_len: 0,
-        name: null(),
-        name_len: 0,
-        path: path.as_ptr().cast(),
-        path_len: path.len(),
-        groups: GROUPS.as_ptr(),
-        n_groups: GROUPS.len(),
-        is_resource_request: false,
-    }
+/// `get /healthz` by `user`: alice's go to the level, anyone else's to
+/// catch-all.
+fn digest(user: &str) -> apf_request_digest {
+    Request::healthz(user).digest()
 }
 
 fn blank() -> apf_decision_ids {
@@ -127,7 +39,7 @@ fn blank() -> apf_decision_ids {
     }
 }
 
-fn start_ids(d: &D, user: &'static str) -> apf_decision_ids {
+fn start_ids(d: &D, user: &str) -> apf_decision_ids {
     let dg = digest(user);
     let mut out = blank();
     // SAFETY: live dispatcher, readable digest, writable out of its size.
@@ -136,31 +48,8 @@ fn start_ids(d: &D, user: &'static str) -> apf_decision_ids {
     out
 }
 
-fn start_names(d: &D, user: &'static str) -> apf_decision {
-    let dg = digest(user);
-    let mut out = std::mem::MaybeUninit::uninit();
-    // SAFETY: live dispatcher, readable digest, writable out.
-    let st = unsafe { apf_start_request(d.0, &dg, null(), 0, out.as_mut_ptr()) };
-    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
-    // SAFETY: written on APF_OK.
-    unsafe { out.assume_init() }
-}
-
-fn finish(d: &D, h: u64) {
-    // SAFETY: live dispatcher.
-    assert_eq!(
-        unsafe { apf_finish(d.0, h, 0) },
-        apf_status::APF_OK,
-        "{}",
-        last_error()
-    );
-}
-
-fn str_of(s: apf_str) -> String {
-    // SAFETY: libapf's strings are readable for len + 1 bytes (NUL).
-    let bytes = unsafe { std::slice::from_raw_parts(s.ptr.cast::<u8>(), s.len + 1) };
-    assert_eq!(bytes[s.len], 0, "NUL-terminated");
-    String::from_utf8(bytes[..s.len].to_vec()).unwrap()
+fn start_names(d: &D, user: &str) -> apf_decision {
+    start(d, &Request::healthz(user))
 }
 
 fn name(d: &D, id: u32) -> Result<(String, String), apf_status> {
@@ -184,7 +73,7 @@ fn ids_name_what_apf_start_request_names() {
     let d = new("tiny");
     for user in ["alice", "bob"] {
         let by_name = start_names(&d, user);
-        finish(&d, by_name.request);
+        finish_ok(&d, by_name.request);
         let by_id = start_ids(&d, user);
         assert_eq!(by_id.struct_size, size_of::<apf_decision_ids>());
         assert_eq!((by_id.outcome, by_id.reject_reason), (EXECUTE, 0));
@@ -216,7 +105,7 @@ fn ids_name_what_apf_start_request_names() {
         // SAFETY: live dispatcher, writable outs.
         unsafe { apf_dispatcher_name(d.0, by_id.flow_schema_id, &mut n, &mut u) };
         assert_eq!(n.ptr, by_name.flow_schema_name.ptr);
-        finish(&d, by_id.request);
+        finish_ok(&d, by_id.request);
     }
     let alice = start_ids(&d, "alice");
     assert_eq!(
@@ -241,17 +130,17 @@ fn ids_name_what_apf_start_request_names() {
         (rejected.flow_schema_id, rejected.priority_level_id),
         (alice.flow_schema_id, alice.priority_level_id)
     );
-    finish(&d, alice.request);
+    finish_ok(&d, alice.request);
 }
 
 #[test]
 fn ids_survive_reconfiguration_and_are_never_reused() {
     let d = new("tiny");
     let before = start_ids(&d, "alice");
-    finish(&d, before.request);
+    finish_ok(&d, before.request);
     reconfigure(&d, "tiny");
     let same = start_ids(&d, "alice");
-    finish(&d, same.request);
+    finish_ok(&d, same.request);
     assert_eq!(
         (same.flow_schema_id, same.priority_level_id),
         (before.flow_schema_id, before.priority_level_id),
@@ -259,7 +148,7 @@ fn ids_survive_reconfiguration_and_are_never_reused() {
     );
     reconfigure(&d, "small");
     let renamed = start_ids(&d, "alice");
-    finish(&d, renamed.request);
+    finish_ok(&d, renamed.request);
     assert_eq!(renamed.flow_schema_id, before.flow_schema_id);
     assert_ne!(renamed.priority_level_id, before.priority_level_id);
     assert_eq!(name(&d, renamed.priority_level_id).unwrap().0, "small");
@@ -267,7 +156,7 @@ fn ids_survive_reconfiguration_and_are_never_reused() {
     assert_eq!(name(&d, before.priority_level_id).unwrap().0, "tiny");
     reconfigure(&d, "tiny");
     let back = start_ids(&d, "alice");
-    finish(&d, back.request);
+    finish_ok(&d, back.request);
     assert_eq!(
         back.priority_level_id, before.priority_level_id,
         "back to the old pair"
@@ -278,13 +167,13 @@ fn ids_survive_reconfiguration_and_are_never_reused() {
 fn foreign_zero_and_made_up_ids_are_refused() {
     let d = new("tiny");
     let a = start_ids(&d, "alice");
-    finish(&d, a.request);
+    finish_ok(&d, a.request);
     // Another dispatcher whose salt differs (two salts agree 1 in 4,095).
     let other = (0..8)
         .map(|_| new("tiny"))
         .find(|o| {
             let b = start_ids(o, "alice");
-            finish(o, b.request);
+            finish_ok(o, b.request);
             b.flow_schema_id >> 20 != a.flow_schema_id >> 20
         })
         .expect("eight dispatchers with d's salt");
@@ -339,19 +228,10 @@ fn foreign_zero_and_made_up_ids_are_refused() {
 
 /// Requests executing on a dispatcher, from its stats.
 fn executing(d: &D) -> u64 {
-    // SAFETY: live dispatcher, writable text.
-    let stats = text_of(|t| unsafe { apf_dispatcher_stats_text(d.0, t) });
-    stats
+    stats(d)
         .lines()
         .filter(|l| l.starts_with("level "))
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let at = f
-                .iter()
-                .position(|&w| w == "executing")
-                .expect("executing field");
-            f[at + 1].parse::<u64>().unwrap()
-        })
+        .map(|l| field(l, "executing"))
         .sum()
 }
 
@@ -421,5 +301,5 @@ fn a_newer_callers_larger_struct_gets_its_tail_zeroed() {
     assert_eq!(newer.known.struct_size, size_of::<Newer>());
     assert_eq!(newer.later, [0; 3], "fields this library does not know");
     assert_eq!(name(&d, newer.known.priority_level_id).unwrap().0, "tiny");
-    finish(&d, newer.known.request);
+    finish_ok(&d, newer.known.request);
 }

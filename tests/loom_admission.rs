@@ -11,12 +11,13 @@
 //! not only at the end. Run with `scripts/loom.sh`.
 #![cfg(loom)]
 
-use apf::clock::Clock;
-use apf::queueset::{Admission, Fairness, QueueSet, QueueSetConfig, Request};
-use apf::work_estimate::WorkEstimate;
+#[path = "support/loom.rs"]
+mod support;
+use apf::queueset::{Admission, Fairness, Guard, QueueSet, QueueSetConfig};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use std::time::Duration;
+use support::{assert_idle, config, request};
 
 /// What the model's threads saw executing: seats and requests, updated by
 /// each request right after it is admitted and right before it finishes.
@@ -69,29 +70,43 @@ impl Observed {
     }
 }
 
+/// A level of `limit` seats and `queues` queues (see [`config`]); the
+/// models here never move its clock.
 fn level(limit: u32, queues: u32) -> Arc<QueueSet> {
-    level_with(limit, queues, Fairness::Kubernetes)
+    level_of(config(limit, queues))
 }
 
-fn level_with(limit: u32, queues: u32, fairness: Fairness) -> Arc<QueueSet> {
-    let (clock, _manual) = Clock::manual();
-    let cfg = QueueSetConfig {
-        name: "loom".into(),
-        concurrency_limit: limit,
-        queues,
-        hand_size: queues.min(1),
-        queue_length_limit: 4,
-        fairness,
-        ..QueueSetConfig::default()
-    };
-    Arc::new(QueueSet::new(cfg, clock).expect("valid config"))
+fn level_of(cfg: QueueSetConfig) -> Arc<QueueSet> {
+    let (qs, _) = support::level(cfg);
+    qs
 }
 
-fn request(flow: u64, seats: u32) -> Request {
-    Request {
-        flow_hash: flow,
-        estimate: WorkEstimate::new(seats, 0, Duration::ZERO),
-        deadline: None,
+/// What every model here does around its two requests: `other` runs on a
+/// spawned thread while `this` runs on the model's own, both at `qs` and
+/// recorded in one [`Observed`] of the level's `limit`; once both are done
+/// the level must be idle. Returns what `this` and `other` returned.
+fn race(
+    qs: Arc<QueueSet>,
+    limit: u32,
+    other: impl FnOnce(&QueueSet, &Observed) -> bool + Send + 'static,
+    this: impl FnOnce(&QueueSet, &Observed) -> bool,
+) -> (bool, bool) {
+    let seen = Observed::new(limit);
+    let (qs2, seen2) = (qs.clone(), seen.clone());
+    let t = thread::spawn(move || other(&qs2, &seen2));
+    let this = this(&qs, &seen);
+    let other = t.join().unwrap();
+    assert_idle(&qs);
+    (this, other)
+}
+
+/// Start a request of `flow` for `seats` and wait if it queues: its guard
+/// once it executes, or None when it is rejected or its wait fails.
+fn admit(qs: &QueueSet, flow: u64, seats: u32) -> Option<Guard<'_>> {
+    match qs.start(&request(flow, seats)) {
+        Admission::Execute(g) => Some(g),
+        Admission::Queued(t) => t.wait().ok(),
+        Admission::Rejected(_) => None,
     }
 }
 
@@ -104,13 +119,8 @@ fn run(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32) -> bool {
 /// slow-path operation that replays the ring and runs the core's invariant
 /// checks at that step.
 fn run_probing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, probe: bool) -> bool {
-    let guard = match qs.start(&request(flow, seats)) {
-        Admission::Execute(g) => g,
-        Admission::Queued(t) => match t.wait() {
-            Ok(g) => g,
-            Err(_) => return false,
-        },
-        Admission::Rejected(_) => return false,
+    let Some(guard) = admit(qs, flow, seats) else {
+        return false;
     };
     let held = guard.estimate().max_seats();
     seen.began(held);
@@ -122,13 +132,6 @@ fn run_probing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, probe: boo
     true
 }
 
-fn assert_idle(qs: &QueueSet) {
-    let stats = qs.stats(); // also runs the core's invariant checks
-    assert_eq!(stats.seats_in_use, 0, "every seat given back");
-    assert_eq!(stats.requests_executing, 0);
-    assert_eq!(stats.requests_waiting, 0);
-}
-
 /// Defect 1: at a level that does not queue (limit 1), a request that must
 /// take the slow path (0 initial seats: clamped there to 1) races a 1-seat
 /// request on the hot path. At most one may execute at any moment; the
@@ -136,14 +139,13 @@ fn assert_idle(qs: &QueueSet) {
 #[test]
 fn a_non_queuing_level_never_runs_over_its_limit() {
     loom::model(|| {
-        let qs = level(1, 0);
-        let seen = Observed::new(1);
-        let (qs2, seen2) = (qs.clone(), seen.clone());
-        let t = thread::spawn(move || run(&qs2, &seen2, 1, 0));
-        let hot = run(&qs, &seen, 2, 1);
-        let slow = t.join().unwrap();
+        let (hot, slow) = race(
+            level(1, 0),
+            1,
+            |qs, seen| run(qs, seen, 1, 0),
+            |qs, seen| run(qs, seen, 2, 1),
+        );
         assert!(hot || slow, "one of them runs");
-        assert_idle(&qs);
     });
 }
 
@@ -158,13 +160,13 @@ fn a_non_queuing_level_never_runs_over_its_limit() {
 #[test]
 fn a_late_replay_after_an_enqueue_keeps_the_ready_index_exact() {
     loom::model(|| {
-        let qs = level(1, 1);
-        let seen = Observed::new(1);
-        let (qs2, seen2) = (qs.clone(), seen.clone());
-        let t = thread::spawn(move || run(&qs2, &seen2, 7, 1));
-        assert!(run_probing(&qs, &seen, 9, 1, true));
-        assert!(t.join().unwrap());
-        assert_idle(&qs);
+        let ran = race(
+            level(1, 1),
+            1,
+            |qs, seen| run(qs, seen, 7, 1),
+            |qs, seen| run_probing(qs, seen, 9, 1, true),
+        );
+        assert_eq!(ran, (true, true));
     });
 }
 
@@ -175,26 +177,21 @@ fn a_late_replay_after_an_enqueue_keeps_the_ready_index_exact() {
 #[test]
 fn a_too_wide_request_runs_only_alone() {
     loom::model(|| {
-        let qs = level(2, 1);
-        let seen = Observed::new(2);
-        let (qs2, seen2) = (qs.clone(), seen.clone());
-        let t = thread::spawn(move || run(&qs2, &seen2, 3, 3));
-        assert!(run(&qs, &seen, 4, 1));
-        assert!(t.join().unwrap(), "the wide request runs once alone");
-        assert_idle(&qs);
+        let ran = race(
+            level(2, 1),
+            2,
+            |qs, seen| run(qs, seen, 3, 3),
+            |qs, seen| run(qs, seen, 4, 1),
+        );
+        assert_eq!(ran, (true, true), "the wide request runs once alone");
     });
 }
 
 /// Start, wait if queued, run (observed), release `release` seats early,
 /// then finish. Returns whether it ran.
 fn run_releasing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, release: u32) -> bool {
-    let mut guard = match qs.start(&request(flow, seats)) {
-        Admission::Execute(g) => g,
-        Admission::Queued(t) => match t.wait() {
-            Ok(g) => g,
-            Err(_) => return false,
-        },
-        Admission::Rejected(_) => return false,
+    let Some(mut guard) = admit(qs, flow, seats) else {
+        return false;
     };
     let held = guard.estimate().max_seats();
     seen.began(held);
@@ -220,13 +217,13 @@ fn run_releasing(qs: &QueueSet, seen: &Observed, flow: u64, seats: u32, release:
 #[test]
 fn an_early_release_gives_every_seat_back_once() {
     loom::model(|| {
-        let qs = level(2, 1);
-        let seen = Observed::new(2);
-        let (qs2, seen2) = (qs.clone(), seen.clone());
-        let t = thread::spawn(move || run(&qs2, &seen2, 5, 1));
-        assert!(run_releasing(&qs, &seen, 6, 2, 1));
-        assert!(t.join().unwrap());
-        assert_idle(&qs);
+        let ran = race(
+            level(2, 1),
+            2,
+            |qs, seen| run(qs, seen, 5, 1),
+            |qs, seen| run_releasing(qs, seen, 6, 2, 1),
+        );
+        assert_eq!(ran, (true, true));
     });
 }
 
@@ -236,13 +233,13 @@ fn an_early_release_gives_every_seat_back_once() {
 #[test]
 fn a_full_release_lets_a_too_wide_request_run() {
     loom::model(|| {
-        let qs = level(1, 1);
-        let seen = Observed::new(1);
-        let (qs2, seen2) = (qs.clone(), seen.clone());
-        let t = thread::spawn(move || run(&qs2, &seen2, 3, 2));
-        assert!(run_releasing(&qs, &seen, 4, 1, 1));
-        assert!(t.join().unwrap(), "the wide request runs");
-        assert_idle(&qs);
+        let ran = race(
+            level(1, 1),
+            1,
+            |qs, seen| run(qs, seen, 3, 2),
+            |qs, seen| run_releasing(qs, seen, 4, 1, 1),
+        );
+        assert_eq!(ran, (true, true), "the wide request runs");
     });
 }
 
@@ -256,13 +253,17 @@ fn a_full_release_lets_a_too_wide_request_run() {
 #[test]
 fn an_early_release_under_the_flow_policy_gives_every_seat_back_once() {
     loom::model(|| {
-        let qs = level_with(2, 2, Fairness::Flow);
-        let seen = Observed::new(2);
-        let (qs2, seen2) = (qs.clone(), seen.clone());
-        let t = thread::spawn(move || run(&qs2, &seen2, 6, 1));
-        assert!(run_releasing(&qs, &seen, 6, 2, 1));
-        assert!(t.join().unwrap());
-        assert_idle(&qs);
+        let flow = QueueSetConfig {
+            fairness: Fairness::Flow,
+            ..config(2, 2)
+        };
+        let ran = race(
+            level_of(flow),
+            2,
+            |qs, seen| run(qs, seen, 6, 1),
+            |qs, seen| run_releasing(qs, seen, 6, 2, 1),
+        );
+        assert_eq!(ran, (true, true));
     });
 }
 
@@ -278,27 +279,23 @@ fn an_early_release_under_the_flow_policy_gives_every_seat_back_once() {
 fn an_early_release_beside_a_hold_of_another_flow() {
     for fairness in [Fairness::Flow, Fairness::FlowMaxMin] {
         loom::model(move || {
-            let (clock, manual) = Clock::manual();
-            let cfg = QueueSetConfig {
+            let (qs, manual) = support::level(QueueSetConfig {
                 name: "loom-two-flows".into(),
-                concurrency_limit: 2,
-                queues: 2,
                 hand_size: 2,
-                queue_length_limit: 4,
                 fairness,
-                ..QueueSetConfig::default()
-            };
-            let qs = Arc::new(QueueSet::new(cfg, clock).expect("valid config"));
-            let seen = Observed::new(2);
-            let (qs2, seen2) = (qs.clone(), seen.clone());
-            let t = thread::spawn(move || {
-                let ran = run(&qs2, &seen2, 5, 1);
-                manual.advance(apf::queueset::MAX_ANTICIPATION + Duration::from_millis(1));
-                ran
+                ..config(2, 2)
             });
-            assert!(run_releasing(&qs, &seen, 6, 2, 1));
-            assert!(t.join().unwrap());
-            assert_idle(&qs);
+            let ran = race(
+                qs,
+                2,
+                move |qs, seen| {
+                    let ran = run(qs, seen, 5, 1);
+                    manual.advance(apf::queueset::MAX_ANTICIPATION + Duration::from_millis(1));
+                    ran
+                },
+                |qs, seen| run_releasing(qs, seen, 6, 2, 1),
+            );
+            assert_eq!(ran, (true, true));
         });
     }
 }

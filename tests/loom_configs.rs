@@ -9,15 +9,17 @@
 //! was checked to fail on.
 #![cfg(loom)]
 
-use apf::clock::{Clock, Instant, ManualClock};
+#[path = "support/loom.rs"]
+mod support;
+use apf::clock::{Instant, ManualClock};
 use apf::queueset::{
     Execution, QueueSet, QueueSetConfig, QueueSetStats, RawAdmission, RejectReason, Request,
 };
-use apf::work_estimate::WorkEstimate;
 use loom::sync::Arc;
 use loom::thread;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::time::Duration;
+use support::{lingering, request};
 
 /// The test's own count of seats held by executing requests: raised after a
 /// start is granted, lowered before the finish. A plain std atomic, so it
@@ -40,35 +42,17 @@ impl Executing {
     }
 }
 
+/// A level of `limit` seats and `queues` queues (see [`support::config`])
+/// whose waiters time out after a second.
 fn config(limit: u32, queues: u32) -> QueueSetConfig {
     QueueSetConfig {
-        name: "loom".into(),
-        concurrency_limit: limit,
-        queues,
-        hand_size: 1,
-        queue_length_limit: 4,
         wait_limit: Duration::from_secs(1),
-        fairness: apf::queueset::Fairness::Kubernetes,
-        ..QueueSetConfig::default()
+        ..support::config(limit, queues)
     }
 }
 
 fn level(limit: u32, queues: u32) -> (Arc<QueueSet>, ManualClock) {
-    level_with(config(limit, queues))
-}
-
-fn level_with(cfg: QueueSetConfig) -> (Arc<QueueSet>, ManualClock) {
-    let (clock, manual) = Clock::manual();
-    let qs = QueueSet::new(cfg, clock).expect("valid config");
-    (Arc::new(qs), manual)
-}
-
-fn request(flow: u64, seats: u32, latency: Duration) -> Request {
-    Request {
-        flow_hash: flow,
-        estimate: WorkEstimate::new(seats, 0, latency),
-        deadline: None,
-    }
+    support::level(config(limit, queues))
 }
 
 fn execute_now(qs: &QueueSet, req: &Request) -> Execution {
@@ -129,7 +113,7 @@ fn ring_full_fallback() {
             let (qs, ex) = (qs.clone(), ex.clone());
             thread::spawn(move || {
                 for _ in 0..2 {
-                    run_counted(&qs, &ex, 2, &request(flow, 1, Duration::ZERO));
+                    run_counted(&qs, &ex, 2, &request(flow, 1));
                 }
             })
         };
@@ -155,17 +139,17 @@ fn ring_full_fallback() {
 fn lingering_against_finish_and_dispatch() {
     loom::model(|| {
         // B must not time out while A's seat lingers.
-        let (qs, manual) = level_with(QueueSetConfig {
+        let (qs, manual) = support::level(QueueSetConfig {
             wait_limit: Duration::from_secs(10),
             fairness: apf::queueset::Fairness::Kubernetes,
             ..config(2, 1)
         });
         let ex = std::sync::Arc::new(Executing::default());
-        let a = execute_now(&qs, &request(1, 1, Duration::from_secs(1)));
-        let c = execute_now(&qs, &request(2, 1, Duration::ZERO));
+        let a = execute_now(&qs, &lingering(1, 1, Duration::from_secs(1)));
+        let c = execute_now(&qs, &request(2, 1));
         ex.begin(1, 2);
         ex.begin(1, 2);
-        let RawAdmission::Queued(b) = qs.admit(&request(3, 2, Duration::ZERO)) else {
+        let RawAdmission::Queued(b) = qs.admit(&request(3, 2)) else {
             panic!("B must wait for two seats")
         };
         let waiter = {
@@ -210,9 +194,9 @@ fn expiry_against_finish_and_cancel() {
     loom::model(|| {
         let (qs, manual) = level(1, 1);
         let ex = std::sync::Arc::new(Executing::default());
-        let a = execute_now(&qs, &request(1, 1, Duration::ZERO));
+        let a = execute_now(&qs, &request(1, 1));
         ex.begin(1, 1);
-        let RawAdmission::Queued(b) = qs.admit(&request(2, 1, Duration::ZERO)) else {
+        let RawAdmission::Queued(b) = qs.admit(&request(2, 1)) else {
             panic!("B must wait")
         };
         let timer = thread::spawn(move || manual.advance(Duration::from_secs(1)));
@@ -250,11 +234,11 @@ fn reconfigure_against_admission() {
     loom::model(|| {
         let (qs, _manual) = level(1, 2);
         let ex = std::sync::Arc::new(Executing::default());
-        let h = execute_now(&qs, &request(1, 1, Duration::ZERO));
+        let h = execute_now(&qs, &request(1, 1));
         ex.begin(1, 1);
         let worker = {
             let (qs, ex) = (qs.clone(), ex.clone());
-            thread::spawn(move || run_counted(&qs, &ex, 2, &request(2, 1, Duration::ZERO)))
+            thread::spawn(move || run_counted(&qs, &ex, 2, &request(2, 1)))
         };
         let reconfigurer = {
             let qs = qs.clone();

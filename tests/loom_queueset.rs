@@ -3,32 +3,27 @@
 //! dispatch, cancellation and reconfiguration. Run with `scripts/loom.sh`.
 #![cfg(loom)]
 
-use apf::clock::Clock;
+#[path = "support/loom.rs"]
+mod support;
 use apf::queueset::{Admission, QueueSet, QueueSetConfig, RejectReason, Request};
-use apf::work_estimate::WorkEstimate;
 use loom::sync::Arc;
 use loom::thread;
-use std::time::Duration;
+use support::{assert_idle, config};
 
+/// A level of `limit` seats and two queues; the models here never move
+/// its clock.
 fn level(limit: u32) -> Arc<QueueSet> {
-    let (clock, _manual) = Clock::manual();
-    let cfg = QueueSetConfig {
-        name: "loom".into(),
-        concurrency_limit: limit,
-        queues: 2,
-        hand_size: 1,
-        queue_length_limit: 4,
-        ..QueueSetConfig::default()
-    };
-    Arc::new(QueueSet::new(cfg, clock).expect("valid config"))
+    level_of(config(limit, 2))
 }
 
+fn level_of(cfg: QueueSetConfig) -> Arc<QueueSet> {
+    let (qs, _) = support::level(cfg);
+    qs
+}
+
+/// A one-seat request of `flow`.
 fn request(flow: u64) -> Request {
-    Request {
-        flow_hash: flow,
-        estimate: WorkEstimate::new(1, 0, Duration::ZERO),
-        deadline: None,
-    }
+    support::request(flow, 1)
 }
 
 /// Start, wait if queued, finish. Returns whether the request executed.
@@ -47,13 +42,6 @@ fn run_one(qs: &QueueSet, flow: u64) -> bool {
         },
         Admission::Rejected(reason) => panic!("rejected: {reason}"),
     }
-}
-
-fn assert_idle(qs: &QueueSet) {
-    let stats = qs.stats();
-    assert_eq!(stats.seats_in_use, 0, "every seat given back");
-    assert_eq!(stats.requests_executing, 0);
-    assert_eq!(stats.requests_waiting, 0);
 }
 
 /// A hot-path finish races with an arrival that finds no seat and queues:
@@ -126,17 +114,12 @@ fn finish_against_reconfigure() {
 #[test]
 fn admit_against_finish_under_flow() {
     loom::model(|| {
-        let (clock, _manual) = Clock::manual();
-        let cfg = QueueSetConfig {
+        let (qs, _manual) = support::level(QueueSetConfig {
             name: "loom-flow".into(),
-            concurrency_limit: 1,
-            queues: 2,
             hand_size: 2,
-            queue_length_limit: 4,
             fairness: apf::queueset::Fairness::Flow,
-            ..QueueSetConfig::default()
-        };
-        let qs = Arc::new(QueueSet::new(cfg, clock).expect("valid config"));
+            ..config(1, 2)
+        });
         let other = qs.clone();
         let t = thread::spawn(move || run_one(&other, 7));
         assert!(run_one(&qs, 7));

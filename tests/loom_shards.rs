@@ -9,39 +9,25 @@
 //! none).
 #![cfg(loom)]
 
+#[path = "support/loom.rs"]
+mod support;
 use apf::clock::Clock;
-use apf::queueset::{Execution, QueueSet, QueueSetConfig, RawAdmission, Request};
-use apf::work_estimate::WorkEstimate;
+use apf::queueset::{Execution, QueueSet, RawAdmission, Request};
 use loom::sync::Arc;
 use loom::thread;
-use std::time::Duration;
+use support::{assert_idle, config};
 
+/// A level of `limit` seats and two queues, and its clock (which the models
+/// read, never move).
 fn level(limit: u32) -> (Arc<QueueSet>, Clock) {
-    let (clock, _manual) = Clock::manual();
-    let cfg = QueueSetConfig {
-        name: "loom".into(),
-        concurrency_limit: limit,
-        queues: 2,
-        hand_size: 1,
-        queue_length_limit: 4,
-        ..QueueSetConfig::default()
-    };
-    (
-        Arc::new(QueueSet::new(cfg, clock.clone()).expect("valid config")),
-        clock,
-    )
+    let (qs, _) = support::level(config(limit, 2));
+    let clock = qs.clock().clone();
+    (qs, clock)
 }
 
+/// A one-seat request of `flow`.
 fn request(flow: u64) -> Request {
-    wide(flow, 1)
-}
-
-fn wide(flow: u64, seats: u32) -> Request {
-    Request {
-        flow_hash: flow,
-        estimate: WorkEstimate::new(seats, 0, Duration::ZERO),
-        deadline: None,
-    }
+    support::request(flow, 1)
 }
 
 /// Seats executing requests hold, as the model's threads saw them: at
@@ -82,13 +68,6 @@ fn run_to_start(qs: &QueueSet, seen: &Executing, r: &Request) -> Option<Executio
 fn end(qs: &QueueSet, seen: &Executing, exec: Execution, clock: &Clock) {
     seen.ending(exec.estimate().max_seats());
     qs.finish_execution(exec, clock.now());
-}
-
-fn assert_idle(qs: &QueueSet) {
-    let stats = qs.stats();
-    assert_eq!(stats.seats_in_use, 0, "every seat given back");
-    assert_eq!(stats.requests_executing, 0, "every finish replayed");
-    assert_eq!(stats.requests_waiting, 0);
 }
 
 /// A request starts on shard 0 and finishes on a thread of shard 1, which
@@ -164,7 +143,7 @@ fn budget_refill_and_return_against_a_queued_request() {
             limit: 8,
             seats: loom::sync::Mutex::new(0),
         });
-        let big = run_to_start(&qs, &seen, &wide(1, 6)).expect("an idle level admits");
+        let big = run_to_start(&qs, &seen, &support::request(1, 6)).expect("an idle level admits");
         let (other, other_seen, other_clock) = (qs.clone(), seen.clone(), clock.clone());
         let t = thread::spawn(move || {
             if let Some(e) = run_to_start(&other, &other_seen, &request(2)) {
@@ -172,7 +151,8 @@ fn budget_refill_and_return_against_a_queued_request() {
             }
             end(&other, &other_seen, big, &other_clock);
         });
-        let mine = run_to_start(&qs, &seen, &wide(3, 2)).expect("queued, then dispatched");
+        let mine =
+            run_to_start(&qs, &seen, &support::request(3, 2)).expect("queued, then dispatched");
         end(&qs, &seen, mine, &clock);
         t.join().unwrap();
         assert_idle(&qs);

@@ -6,9 +6,8 @@
 #![cfg(not(loom))]
 
 use apf::classification::RequestDigest;
-use apf::clock::{Clock, ManualClock};
-use apf::config::Config;
-use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
+use apf::clock::ManualClock;
+use apf::dispatcher::{Dispatcher, Outcome};
 use apf::level::{RequestGuard, RequestTicket};
 use std::time::Duration;
 
@@ -17,25 +16,13 @@ mod openmetrics;
 use openmetrics::{parse, Exposition};
 #[path = "support/two_levels.rs"]
 mod two_levels;
-use two_levels::{seats, CONFIG};
+// tight and strict get NominalCL 8 each of 18 seats, at most 2 seats a
+// request (see `two_levels`); the mandatory exempt level takes
+// `system:masters`.
+use two_levels::{dispatcher, seats};
 
 const P: &str = "apiserver_flowcontrol_";
 const MS: f64 = 1e6;
-
-/// tight and strict get NominalCL 8 each of 18 seats (see `two_levels`),
-/// and at most ceil(8 x 0.15) = 2 seats a request; the mandatory exempt
-/// level takes `system:masters`.
-fn dispatcher() -> (Dispatcher, ManualClock) {
-    let config = Config::from_yaml_str(CONFIG).expect("valid config");
-    let (clock, manual) = Clock::manual();
-    let options = DispatcherOptions {
-        server_concurrency_limit: 18,
-        borrowing_period: Duration::from_secs(3600),
-        ..DispatcherOptions::default()
-    };
-    let d = Dispatcher::new(&config, options, clock).expect("valid config");
-    (d, manual)
-}
 
 fn digest(group: &'static str, verb: &'static str) -> RequestDigest<'static> {
     let groups: &'static [&'static str] = match group {

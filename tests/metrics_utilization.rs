@@ -4,9 +4,7 @@
 //! checked value by value on the manual clock.
 #![cfg(not(loom))]
 
-use apf::clock::Clock;
-use apf::config::Config;
-use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
+use apf::dispatcher::Outcome;
 use apf::level::RequestGuard;
 use std::time::Duration;
 
@@ -15,25 +13,16 @@ mod openmetrics;
 use openmetrics::parse;
 #[path = "support/two_levels.rs"]
 mod two_levels;
-use two_levels::{digest, execute, seats, CONFIG};
+use two_levels::{digest, dispatcher, execute, seats, STRICT, TIGHT};
 
 const P: &str = "apiserver_flowcontrol_";
-const TIGHT: [(&str, &str); 2] = [("priority_level", "tight"), ("flow_schema", "tenants")];
-const STRICT: [(&str, &str); 2] = [("priority_level", "strict"), ("flow_schema", "batch")];
 const MS: f64 = 1e6;
 
 #[test]
 fn seats_accommodation_and_utilization_follow_a_scripted_workload() {
-    let config = Config::from_yaml_str(CONFIG).expect("valid config");
-    let (clock, manual) = Clock::manual();
     // NominalCL = ceil(18 × 10 / 25) = 8 for tight and strict, and at most
     // ceil(8 × 0.15) = 2 seats a request.
-    let options = DispatcherOptions {
-        server_concurrency_limit: 18,
-        borrowing_period: Duration::from_secs(3600),
-        ..DispatcherOptions::default()
-    };
-    let d = Dispatcher::new(&config, options, clock).expect("valid config");
+    let (d, manual) = dispatcher();
     let idle = parse(&d.metrics_text());
     assert_eq!(
         idle.get(

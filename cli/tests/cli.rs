@@ -7,28 +7,8 @@ use apf::config::Config;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn apf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_apf"))
-        .args(args)
-        .output()
-        .expect("the apf binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).expect("UTF-8 output")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).expect("UTF-8 output")
-}
-
-/// A fresh directory for one test's files.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("apf-cli-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
+mod support;
+use support::{apf, scratch, stderr, stdout};
 
 fn workload_example(name: &str) -> String {
     format!(

@@ -3,31 +3,10 @@
 //! must end promptly with a clear message and status 1 (or, for a reader
 //! that went away, quietly), never a panic, a hang or a huge echo.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn apf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_apf"))
-        .args(args)
-        .output()
-        .expect("the apf binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh directory for one test's files.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("apf-hostile-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    dir
-}
+mod support;
+use support::{apf, scratch, stderr, stdout};
 
 fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
     let path = dir.join(name);

@@ -3,22 +3,10 @@
 //! on top of the built-in objects as a cluster would apply it, `--replace`
 //! uses the file alone, and the report says which objects came from where.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn apf(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_apf"))
-        .args(args)
-        .output()
-        .expect("the apf binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+mod support;
+use support::{apf, scratch, stderr, stdout};
 
 /// One FlowSchema for tenants, its new level, and a replaced workload-low.
 fn overrides() -> String {
@@ -258,8 +246,7 @@ fn well_formed(text: &str) -> Result<(), String> {
 
 #[test]
 fn out_writes_an_index_page_with_the_report_and_every_chart() {
-    let dir = std::env::temp_dir().join(format!("apf-operator-{}-page", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("page");
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let out = apf(&[
         "simulate",

@@ -26,7 +26,7 @@
 //! Kubernetes' built-in configuration (8 levels, 11 flow schemas, so 11
 //! pairs) makes [`BUILTIN_CONFIG_SERIES`] (153) series on an idle server and
 //! at most 1,298 once every pair has seen every kind of request and time
-//! has passed at every level; `tests/metrics.rs` counts them.
+//! has passed at every level; `tests/metrics/cardinality.rs` counts them.
 //!
 //! # Time-weighted utilization
 //! `priority_level_seat_utilization` and `priority_level_request_utilization`
@@ -99,7 +99,7 @@ use std::sync::Weak;
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Series the exposition of an idle dispatcher on Kubernetes' built-in
-/// configuration has (counted by `tests/metrics.rs`; at most 1,298 when every
+/// configuration has (counted by `tests/metrics/cardinality.rs`; at most 1,298 when every
 /// histogram has observations).
 pub const BUILTIN_CONFIG_SERIES: usize = 153;
 

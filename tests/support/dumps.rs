@@ -1,5 +1,5 @@
 //! Reading back the debug dumps' text tables, for the tests of the dumps
-//! (`tests/metrics.rs`, `tests/ffi_observe.rs`). Included with `#[path]`.
+//! (`tests/metrics/`, `tests/ffi_observe.rs`). Included with `#[path]`.
 
 /// Split a dump into header and rows of trimmed cells, checking the layout:
 /// every cell but the last ends with a comma and is padded to its column.
@@ -29,3 +29,58 @@ pub fn table(dump: &str) -> (Vec<String>, Vec<Vec<String>>) {
     }
     (header, rows)
 }
+
+/// Kubernetes' columns of `dump_priority_levels`.
+pub const PRIORITY_LEVEL_COLUMNS: [&str; 10] = [
+    "PriorityLevelName",
+    "ActiveQueues",
+    "IsIdle",
+    "IsQuiescing",
+    "WaitingRequests",
+    "ExecutingRequests",
+    "DispatchedRequests",
+    "RejectedRequests",
+    "TimedoutRequests",
+    "CancelledRequests",
+];
+
+/// Kubernetes' columns of `dump_queues`.
+pub const QUEUE_COLUMNS: [&str; 9] = [
+    "PriorityLevelName",
+    "Index",
+    "PendingRequests",
+    "ExecutingRequests",
+    "SeatsInUse",
+    "NextDispatchR",
+    "InitialSeatsSum",
+    "MaxSeatsSum",
+    "TotalWorkSum",
+];
+
+/// Kubernetes' columns of `dump_requests` (its misspelt
+/// "FlowDistingsher" included).
+pub const REQUEST_COLUMNS: [&str; 10] = [
+    "PriorityLevelName",
+    "FlowSchemaName",
+    "QueueIndex",
+    "RequestIndexInQueue",
+    "FlowDistingsher",
+    "ArriveTime",
+    "InitialSeats",
+    "FinalSeats",
+    "AdditionalLatency",
+    "StartTime",
+];
+
+/// The columns `dump_requests` adds after [`REQUEST_COLUMNS`] with
+/// `includeRequestDetails`.
+pub const REQUEST_DETAIL_COLUMNS: [&str; 8] = [
+    "UserName",
+    "Verb",
+    "APIPath",
+    "Namespace",
+    "Name",
+    "APIVersion",
+    "Resource",
+    "SubResource",
+];

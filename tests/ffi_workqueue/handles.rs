@@ -1,0 +1,154 @@
+//! Misuse: stale, double and foreign handles, NULL pointers, a contained
+//! panic, the real clock, and the status text.
+
+use super::*;
+use std::ptr::null;
+
+#[test]
+fn stale_double_and_foreign_handles_are_errors() {
+    let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    let other = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    q.add("a");
+    other.add("a");
+    let a = q.try_get().unwrap();
+    let theirs = other.try_get().unwrap();
+    assert_eq!(q.done_status(0), apf_status::APF_ERR_INVALID_HANDLE);
+    assert_eq!(
+        q.done_status(a.handle ^ 1 << 40),
+        apf_status::APF_ERR_INVALID_HANDLE
+    );
+    assert_eq!(q.done_status(u64::MAX), apf_status::APF_ERR_INVALID_HANDLE);
+    assert_eq!(
+        q.done_status(theirs.handle),
+        apf_status::APF_ERR_INVALID_HANDLE
+    );
+    assert_eq!(q.processing(), 1, "a foreign handle changed nothing");
+    q.done(a.handle);
+    assert_eq!(q.done_status(a.handle), apf_status::APF_ERR_INVALID_HANDLE);
+    assert!(last_error().contains("already done"), "{}", last_error());
+    // The slot's reuse does not revive the old handle.
+    q.add("b");
+    let b = q.try_get().unwrap();
+    assert_eq!(q.done_status(a.handle), apf_status::APF_ERR_INVALID_HANDLE);
+    q.done(b.handle);
+    other.done(theirs.handle);
+}
+
+#[test]
+fn null_pointers_are_errors() {
+    let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    let nq: *mut apf_workqueue = null_mut();
+    let null_status = apf_status::APF_ERR_NULL_POINTER;
+    let mut n = 0usize;
+    let mut u = 0u32;
+    let mut b = false;
+    let mut item = std::mem::MaybeUninit::<apf_wq_item>::uninit();
+    // SAFETY: every call is given NULL where the test says so and valid
+    // pointers elsewhere.
+    unsafe {
+        assert_eq!(apf_wq_options_default(null_mut()), null_status);
+        assert_eq!(apf_wq_new(null(), null_mut()), null_status);
+        assert_eq!(apf_wq_add(nq, b"a".as_ptr(), 1), null_status);
+        assert_eq!(apf_wq_add(q.0, null(), 1), null_status);
+        assert!(last_error().contains("key"));
+        assert_eq!(apf_wq_add_with_opts(nq, null(), 0, null()), null_status);
+        assert_eq!(apf_wq_add_after(nq, null(), 0, 1), null_status);
+        assert_eq!(apf_wq_add_rate_limited(nq, null(), 0), null_status);
+        assert_eq!(apf_wq_add_rate_limited(q.0, null(), 5), null_status);
+        assert_eq!(apf_wq_get(nq, 0, item.as_mut_ptr()), null_status);
+        assert_eq!(apf_wq_get(q.0, 0, null_mut()), null_status);
+        assert_eq!(apf_wq_try_get(nq, item.as_mut_ptr()), null_status);
+        assert_eq!(apf_wq_try_get(q.0, null_mut()), null_status);
+        assert_eq!(apf_wq_done(nq, 1), null_status);
+        assert_eq!(apf_wq_forget(nq, null(), 0), null_status);
+        assert_eq!(apf_wq_num_requeues(nq, null(), 0, &mut u), null_status);
+        assert_eq!(apf_wq_num_requeues(q.0, null(), 0, null_mut()), null_status);
+        assert_eq!(apf_wq_len(nq, &mut n), null_status);
+        assert_eq!(apf_wq_len(q.0, null_mut()), null_status);
+        assert_eq!(apf_wq_waiting_len(nq, &mut n), null_status);
+        assert_eq!(apf_wq_waiting_len(q.0, null_mut()), null_status);
+        assert_eq!(apf_wq_lane_len(nq, 0, &mut n), null_status);
+        assert_eq!(apf_wq_processing(nq, &mut n), null_status);
+        assert_eq!(apf_wq_shut_down(nq), null_status);
+        assert_eq!(apf_wq_shut_down_with_drain(nq), null_status);
+        assert_eq!(apf_wq_shutting_down(nq, &mut b), null_status);
+        assert_eq!(apf_wq_shutting_down(q.0, null_mut()), null_status);
+        assert_eq!(apf_wq_advance_clock(nq, 1), null_status);
+        let mut t = apf_text {
+            ptr: null(),
+            len: 0,
+        };
+        assert_eq!(apf_wq_metrics_text(nq, &mut t), null_status);
+        assert_eq!(apf_wq_metrics_text(q.0, null_mut()), null_status);
+        assert!(t.ptr.is_null(), "out untouched on error");
+        assert_eq!(apf_wq_add_opts_default(null_mut()), null_status);
+        assert_eq!(apf_wq_limiter_new_default(null_mut()), null_status);
+        assert_eq!(
+            apf_wq_limiter_new_exponential(1, 2, null_mut()),
+            null_status
+        );
+        apf_wq_free(null_mut());
+    }
+    assert!(!q.shutting_down(), "nothing reached the queue");
+    assert_eq!(q.len(), 0);
+}
+
+#[test]
+fn panics_are_contained_and_the_queue_stays_usable() {
+    let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    q.add("a");
+    let a = q.try_get().unwrap();
+    // SAFETY: NULL or live.
+    assert_eq!(
+        unsafe { apf_wq_test_panic(null_mut()) },
+        apf_status::APF_ERR_PANIC
+    );
+    assert!(last_error().contains("panic"));
+    // SAFETY: live queue.
+    assert_eq!(unsafe { apf_wq_test_panic(q.0) }, apf_status::APF_ERR_PANIC);
+    // The poisoned lock is recovered: handles on that shard still work.
+    q.add("b");
+    let b = q.try_get().unwrap();
+    q.done(a.handle);
+    q.done(b.handle);
+    assert_eq!(q.try_get(), Err(EMPTY));
+}
+
+#[test]
+fn the_real_clock_cannot_be_advanced() {
+    let q = Q::with(&options(apf_wq_kind::APF_WQ_FIFO, false));
+    // SAFETY: live queue.
+    let s = unsafe { apf_wq_advance_clock(q.0, 1) };
+    assert_eq!(s, apf_status::APF_ERR_NOT_MANUAL_CLOCK);
+    // A real-clock delay does happen (a short one).
+    q.add_after("a", MS);
+    let got = q.get(10 * SECOND).unwrap();
+    assert_eq!(got.key, b"a");
+    q.done(got.handle);
+    // NULL options: the defaults (real clock, FIFO).
+    let mut p = null_mut();
+    // SAFETY: writable.
+    ok(unsafe { apf_wq_new(null(), &mut p) });
+    let d = Q(p);
+    // SAFETY: live queue.
+    assert_eq!(
+        unsafe { apf_wq_advance_clock(d.0, 1) },
+        apf_status::APF_ERR_NOT_MANUAL_CLOCK
+    );
+}
+
+#[test]
+fn status_text_knows_the_new_code() {
+    let mut text = null();
+    let mut len = 0;
+    // SAFETY: writable.
+    ok(unsafe {
+        apf_status_text(
+            apf_status::APF_ERR_WQ_WRONG_KIND as u32,
+            &mut text,
+            &mut len,
+        )
+    });
+    assert_eq!(apf_status::APF_ERR_WQ_WRONG_KIND as u32, 7014);
+    assert!(len > 0);
+}
