@@ -2,7 +2,7 @@
 //! semantics, same group, so the ratio is read from one run.
 use apf::clock::Clock;
 use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
-use apf::queueset::{Admission, Guard, QueueSet, QueueSetConfig, Request, Ticket};
+use apf::queueset::{Admission, Fairness, Guard, QueueSet, QueueSetConfig, Request, Ticket};
 use apf::work_estimate::WorkEstimate;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::future::Future;
@@ -79,6 +79,27 @@ fn uncontended(c: &mut Criterion) {
             }
         })
     });
+    let flow = QueueSet::new(
+        QueueSetConfig {
+            fairness: Fairness::Flow,
+            ..cfg(1000, 64, 8)
+        },
+        Clock::real(),
+    )
+    .unwrap();
+    g.bench_function("queueset_flow", |b| {
+        b.iter(|| {
+            let r = Request {
+                flow_hash: xorshift(&mut h),
+                estimate: one_seat(),
+                deadline: None,
+            };
+            match flow.start(&r) {
+                Admission::Execute(guard) => guard.finish(),
+                _ => unreachable!("free seats"),
+            }
+        })
+    });
     let base = Baseline::new(cfg(1000, 64, 8));
     g.bench_function("mutex_reference", |b| {
         b.iter(|| {
@@ -121,6 +142,37 @@ fn two_threads(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 parallel(2, iters, &|t, n| {
                     let qs = &qss[t % levels];
+                    let mut h = t as u64 + 1;
+                    for _ in 0..n {
+                        let r = Request {
+                            flow_hash: xorshift(&mut h),
+                            estimate: one_seat(),
+                            deadline: None,
+                        };
+                        match qs.start(&r) {
+                            Admission::Execute(guard) => guard.finish(),
+                            _ => unreachable!("free seats"),
+                        }
+                    }
+                })
+            })
+        });
+        // The same loop under the `flow` policy, whose hot start writes no
+        // level-wide line (no deal counter: the queue is chosen at replay),
+        // so only the admission word and the drain are shared.
+        let flow: Vec<QueueSet> = (0..levels)
+            .map(|_| {
+                let c = QueueSetConfig {
+                    fairness: Fairness::Flow,
+                    ..cfg(1000, 64, 8)
+                };
+                QueueSet::new(c, Clock::real()).unwrap()
+            })
+            .collect();
+        g.bench_function("queueset_flow", |b| {
+            b.iter_custom(|iters| {
+                parallel(2, iters, &|t, n| {
+                    let qs = &flow[t % levels];
                     let mut h = t as u64 + 1;
                     for _ in 0..n {
                         let r = Request {
