@@ -86,6 +86,11 @@ b_base = criterion('b_two_threads_one_level', 'mutex_reference')
 ba = ratio(b, a)
 rows.append(('2 threads on one level, per request ÷ uncontended', '≤ 1.2×',
              f'{ns(b)} ({ba:.2f}×)' if ba else ns(b), f'mutex reference {ns(b_base)}', verdict(ba, 1.2)))
+af = criterion('a_uncontended_start_finish', 'queueset_flow')
+bf = criterion('b_two_threads_one_level', 'queueset_flow')
+bfa = ratio(bf, af)
+rows.append(('the same under the `flow` policy (no deal counter; diagnostic)', '(≤ 1.2×)',
+             f'{ns(af)} → {ns(bf)} ({bfa:.2f}×)' if bfa else 'not measured', '–', verdict(bfa, 1.2)))
 e2e = criterion('e2e_classify_start_finish_uncontended', 'dispatcher')
 e2e_base = criterion('e2e_classify_start_finish_uncontended', 'mutex_plain')
 ci = instructions('classify')
