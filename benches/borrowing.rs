@@ -1,11 +1,9 @@
 //! Costs of borrowing: feeding a level's seat demand (on the queueset's
 //! path, twice a request) and one whole adjustment (every ten seconds).
 
-use apf::borrowing::{
-    allocate_current_cls, level_limits, LevelConfig, LevelDemand, SeatDemandHandle,
-    SeatDemandIntegrator,
-};
+use apf::borrowing::{allocate_current_cls, level_limits, LevelConfig, LevelDemand};
 use apf::clock::Instant;
+use apf::stats::{SeatDemandHandle, SeatDemandIntegrator};
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 
 fn seat_demand_updates(c: &mut Criterion) {

@@ -18,8 +18,8 @@ use crate::config::{
 };
 use crate::cost::{CostEstimator, CostKey};
 use crate::level::{Learn, Level, LevelOutcome, RequestGuard, RequestTicket, Schema, WaitingNote};
-use crate::queueset::read_write::{tag_for_verb, ReadWriteHandle};
 use crate::queueset::{QueueSetConfig, RejectReason};
+use crate::stats::{tag_for_verb, ReadWriteHandle};
 use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::{level_max_seats, WorkEstimate};
 use std::collections::{BTreeSet, HashMap};
@@ -150,7 +150,7 @@ pub struct Dispatcher {
     /// Rejections per level, behind `Retry-After` ([`crate::rejection`]).
     pub(crate) drops: crate::retry_after::DroppedRequests,
     /// Every level's requests waiting and executing, by kind, over time
-    /// (`read_vs_write_current_requests`; see `queueset::read_write`).
+    /// (`read_vs_write_current_requests`; see `stats::ReadWriteHandle`).
     pub(crate) read_write: ReadWriteHandle,
 }
 
@@ -708,3 +708,6 @@ fn apply_limits(levels: &[Arc<Level>], cls: &[u32]) {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

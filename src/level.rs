@@ -11,16 +11,14 @@
 //! counting adds no atomic operation, no lock and no shared cache line to
 //! the admission hot path. [`Level::tag_stats`] reads the tallies.
 
-use crate::borrowing::SeatDemandHandle;
 use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant};
 use crate::cost::{CostEstimator, CostKey};
-use crate::queueset::read_write::{Phase, ReadWriteHandle};
-use crate::queueset::tally::Tallies;
 use crate::queueset::{
     Execution, Joined, PendingRelease, QueueSet, QueueSetStats, RawAdmission, RejectReason,
-    ReleaseError, Request, TagStats, Waiting,
+    ReleaseError, Request, Waiting,
 };
+use crate::stats::{Phase, ReadWriteHandle, SeatDemandHandle, TagStats, Tallies};
 use crate::sync::{lock, Arc, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
@@ -313,7 +311,7 @@ impl Level {
 
     /// Admit a request at this level (`self` is kept alive by the outcome),
     /// tallied under `tag` (its flow schema's id, with the
-    /// [`READ_ONLY_TAG`](crate::queueset::read_write::READ_ONLY_TAG) bit for
+    /// [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) bit for
     /// a read-only request). `note` is taken only if the request has to wait.
     pub(crate) fn admit(
         level: &Arc<Level>,

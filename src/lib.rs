@@ -234,6 +234,7 @@
 //! | [`level`] | a priority level, and the guard and ticket of an admitted request |
 //! | [`queueset`] | one level's fair queuing, usable on its own |
 //! | [`borrowing`] | lending idle seats between levels (CurrentCL) |
+//! | [`stats`] | the measuring floor: seat demand, utilization and per-schema tallies, what borrowing and metrics read |
 //! | [`dealer`] | shuffle sharding: the hand of queues of a flow |
 //! | [`retry_after`] | Kubernetes' `Retry-After` for rejected requests |
 //! | [`rejection`] | the 429 every libapf middleware answers (Kubernetes `Status` body, `Retry-After`) |
@@ -276,6 +277,8 @@ pub mod input;
 pub mod level;
 #[cfg(not(loom))]
 pub mod metrics;
+#[cfg(all(test, not(loom)))]
+mod module_graph_tests;
 #[cfg(not(loom))]
 pub mod observe;
 pub mod queueset;
@@ -283,6 +286,7 @@ pub mod rejection;
 pub mod retry_after;
 #[cfg(all(feature = "simulator", not(loom)))]
 pub mod simulator;
+pub mod stats;
 // The atomics/locks shim that loom and shuttle swap out: internal, not
 // API. It offers the whole set of primitives the models provide (one import
 // path for any new concurrent code), so a few (UnsafeCell, spin_hint, fence,

@@ -205,7 +205,7 @@ fn one_level(scale: u32) {
 }
 
 /// (executed, rejected, finished) over all tags.
-fn tally_sums(tags: &[(u32, apf::queueset::TagStats)]) -> (u64, u64, u64) {
+fn tally_sums(tags: &[(u32, apf::stats::TagStats)]) -> (u64, u64, u64) {
     tags.iter().fold((0, 0, 0), |(d, r, f), (_, t)| {
         (
             d + t.dispatched,

@@ -3,12 +3,12 @@
 //! statistics, compute every CurrentCL and hand them to a callback.
 
 use super::allocate::{allocate_current_cls, LevelDemand, Regime};
-use super::integrator::SeatDemandHandle;
 use super::limits::{
     level_limits, validate_levels, BorrowingConfigError, LevelConfig, LevelLimits,
 };
 use super::stats::SeatDemandStats;
 use crate::clock::{Clock, Instant, Timer};
+use crate::stats::SeatDemandHandle;
 use crate::sync::{lock, Arc, AtomicBool, Mutex, Ordering};
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};

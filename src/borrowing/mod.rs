@@ -7,9 +7,9 @@
 //! seat demand it showed, within the bounds its lendable and borrowing
 //! percentages allow.
 //!
-//! The pieces, each usable alone:
-//! - [`SeatDemandIntegrator`] / [`SeatDemandHandle`]: time-weighted seat
-//!   demand statistics, O(1) per update, fed by the queueset;
+//! Each level's seat demand is measured on the measuring floor below
+//! ([`SeatDemandHandle`](crate::stats::SeatDemandHandle), fed by the
+//! queueset); the pieces here, each usable alone, decide from it:
 //! - [`SeatDemandStats`]: the per-level high watermark, mean, deviation and
 //!   smoothed envelope (A = 0.977);
 //! - [`level_limits`]: NominalCL, LendableCL, BorrowingCL, MinCL, MaxCL;
@@ -21,7 +21,6 @@
 
 mod adjuster;
 mod allocate;
-mod integrator;
 mod limits;
 mod solver;
 mod stats;
@@ -31,9 +30,6 @@ pub use adjuster::{
     MIN_ADJUSTMENT_PERIOD,
 };
 pub use allocate::{allocate_current_cls, Allocation, LevelDemand, Regime};
-pub use integrator::{
-    IntegratorResults, SeatDemandHandle, SeatDemandIntegrator, DEMAND_SEATS_BUCKETS,
-};
 pub use limits::{level_limits, validate_levels, BorrowingConfigError, LevelConfig, LevelLimits};
 pub use solver::{
     fair_allocation, AllocItem, AllocRegime, FairAllocation, MAX_MAGNITUDE, MIN_TARGET,

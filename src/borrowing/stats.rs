@@ -2,7 +2,7 @@
 //! the next: the period's high watermark, mean and deviation, and the
 //! smoothed envelope that drives borrowing.
 
-use super::integrator::IntegratorResults;
+use crate::stats::IntegratorResults;
 
 /// The smoothing coefficient A of KEP-1040: each period keeps this fraction
 /// of the old smoothed demand (a half-life of about five minutes with the

@@ -34,9 +34,7 @@ pub(crate) fn check_fairness(meta: &ObjectMeta, sink: &mut ErrorSink<'_>) {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use crate::clock::Clock;
     use crate::config::Config;
-    use crate::dispatcher::{Dispatcher, DispatcherOptions};
     use crate::queueset::Fairness;
 
     fn level(annotations: &str) -> String {
@@ -79,16 +77,5 @@ mod tests {
         ] {
             assert!(message.contains(part), "{part:?} missing from: {message}");
         }
-    }
-
-    #[test]
-    fn the_dispatcher_gives_the_level_its_policy() {
-        let text = level("  annotations: {apf.libapf.io/fairness: flow}\n");
-        let config = Config::from_yaml_str(&text).expect("parses");
-        let (clock, _manual) = Clock::manual();
-        let d = Dispatcher::new(&config, DispatcherOptions::default(), clock).expect("valid");
-        let level = d.level("tenants").expect("configured");
-        let qs = level.queueset().expect("a queuing level");
-        assert_eq!(qs.config().fairness, Fairness::Flow);
     }
 }

@@ -12,9 +12,9 @@
 use crate::clock::Instant;
 use crate::dispatcher::Dispatcher;
 use crate::level::{Level, WaitingNote};
-use crate::queueset::read_write::READ_ONLY_TAG;
 use crate::queueset::vtime::{VTime, FRACTION_BITS};
 use crate::queueset::RejectReason;
+use crate::stats::READ_ONLY_TAG;
 use crate::sync::Arc;
 use std::time::Duration;
 
@@ -76,7 +76,7 @@ impl Dispatcher {
         for (level, quiescing) in self.dumped_levels() {
             let st = level.stats().queueset;
             let tallies = level.tag_stats();
-            let total = |f: &dyn Fn(&crate::queueset::TagStats) -> u64| -> u64 {
+            let total = |f: &dyn Fn(&crate::stats::TagStats) -> u64| -> u64 {
                 tallies.iter().map(|(_, t)| f(t)).sum()
             };
             let rejected = |r: RejectReason| total(&|t| t.rejected[r as usize]);

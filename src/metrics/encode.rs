@@ -6,10 +6,8 @@ use super::{
     SchemaMetrics, Utilization,
 };
 use super::{DURATION_BUCKETS_SECONDS, QUEUE_LENGTH_BUCKETS};
-use crate::queueset::read_write::ReadVsWrite;
-use crate::queueset::tally::Histogram;
-use crate::queueset::utilization::RatioHistogram;
 use crate::queueset::RejectReason;
+use crate::stats::{Histogram, RatioHistogram, ReadVsWrite};
 use crate::workqueue::{
     Histogram as QueueHistogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS as QUEUE_BUCKETS,
 };

@@ -6,7 +6,7 @@
 //! # Where the numbers come from
 //! Nothing here counts on the admission hot path. Each level tallies its
 //! requests by flow schema where it already keeps its state (see
-//! [`crate::level`] and [`crate::queueset::tally`]); a scrape reads those
+//! [`crate::level`] and [`crate::stats::TagStats`]); a scrape reads those
 //! tallies (replaying each level's event ring first), the borrowing
 //! adjuster's last report, and the registered workqueues' snapshots, and
 //! only then formats them. So a scrape costs one short lock per level and
@@ -58,7 +58,7 @@
 //! `request_kind` (`readOnly` for the verbs `get`, `list` and `watch`,
 //! `mutating` for every other, as Kubernetes decides), in raw counts as
 //! under API Priority and Fairness. The kind rides in the request's tag
-//! (see [`crate::queueset::read_write`]), so the hot path pays nothing for
+//! (see [`crate::stats::ReadWriteHandle`]), so the hot path pays nothing for
 //! it; the levels report it when they replay their rings.
 //!
 //! # Virtual time and demand
@@ -83,10 +83,9 @@ mod encode;
 use crate::borrowing::SeatDemandStats;
 use crate::dispatcher::Dispatcher;
 use crate::level::Level;
-use crate::queueset::read_write::ReadVsWrite;
-use crate::queueset::utilization::RatioHistogram;
 use crate::queueset::vtime::to_seat_seconds;
-use crate::queueset::{tally, utilization, DispatchGauges, RejectReason, TagStats, Utilization};
+use crate::queueset::{DispatchGauges, RejectReason};
+use crate::stats::{RatioHistogram, ReadVsWrite, TagStats, Utilization};
 use crate::sync::{lock, Arc, Mutex};
 use crate::workqueue::DelayingQueue;
 use crate::workqueue::{
@@ -525,16 +524,16 @@ fn possible_reasons(level: &LevelMetrics) -> &'static [RejectReason] {
 }
 
 /// The bucket bounds of the APF duration histograms, in seconds.
-pub const DURATION_BUCKETS_SECONDS: [f64; 13] = tally::DURATION_BUCKETS_SECONDS;
+pub const DURATION_BUCKETS_SECONDS: [f64; 13] = crate::stats::DURATION_BUCKETS_SECONDS;
 
 /// The bucket bounds of the queue-length histogram.
-pub const QUEUE_LENGTH_BUCKETS: [f64; 8] = tally::QUEUE_LENGTH_BUCKETS;
+pub const QUEUE_LENGTH_BUCKETS: [f64; 8] = crate::stats::QUEUE_LENGTH_BUCKETS;
 
 /// The bucket bounds of `work_estimated_seats`.
-pub const WORK_SEATS_BUCKETS: [f64; 4] = tally::WORK_SEATS_BUCKETS;
+pub const WORK_SEATS_BUCKETS: [f64; 4] = crate::stats::WORK_SEATS_BUCKETS;
 
 /// The bucket bounds of `priority_level_seat_utilization`.
-pub const SEAT_UTILIZATION_BUCKETS: [f64; 13] = utilization::SEAT_UTILIZATION_BUCKETS;
+pub const SEAT_UTILIZATION_BUCKETS: [f64; 13] = crate::stats::SEAT_UTILIZATION_BUCKETS;
 
 /// The bucket bounds of `priority_level_request_utilization`.
-pub const REQUEST_UTILIZATION_BUCKETS: [f64; 10] = utilization::REQUEST_UTILIZATION_BUCKETS;
+pub const REQUEST_UTILIZATION_BUCKETS: [f64; 10] = crate::stats::REQUEST_UTILIZATION_BUCKETS;

@@ -12,16 +12,13 @@
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
 use super::flows::FlowTable;
-use super::read_write::Phase;
-use super::tally::Tallies;
-use super::utilization::Utilization;
 use super::vtime::{r_increment, seats_times, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
 use super::waterlevel::DemandIndex;
 use super::RejectReason;
-use crate::borrowing::SeatDemandHandle;
 use crate::clock::{duration_nanos, Instant};
 use crate::dealer::Dealer;
+use crate::stats::{Phase, SeatDemandHandle, Tallies, Utilization};
 use crate::sync::Arc;
 use crate::work_estimate::WorkEstimate;
 use std::cmp::Reverse;

@@ -39,7 +39,7 @@ pub struct WaitingDump {
     /// Its arrival number in the level (see [`Waiting::id`](super::Waiting::id)).
     pub id: u64,
     /// The caller's tag (the dispatcher's flow-schema id, with
-    /// [`READ_ONLY_TAG`](super::read_write::READ_ONLY_TAG) for a read-only
+    /// [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) for a read-only
     /// request).
     pub tag: u32,
     /// When it arrived.

@@ -48,7 +48,7 @@
 //! # Counting for metrics
 //! A request may carry a caller's *tag* (the dispatcher's flow-schema id).
 //! The hot path only copies it into the request's ring records; the core
-//! tallies it ([`tally`]: counts, gauges, wait, execution and queue-length
+//! tallies it ([`TagStats`]: counts, gauges, wait, execution and queue-length
 //! histograms) when the records are replayed and on the slow path, under
 //! the level lock it holds anyway. So metrics add no atomic operation, lock
 //! or shared cache line to the hot path, and no decision reads them.
@@ -71,13 +71,11 @@ pub mod history;
 #[cfg(all(test, not(loom)))]
 mod invariant_tests;
 mod paths;
-pub mod read_write;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
 mod shards;
-pub mod tally;
-pub mod utilization;
+mod utilization;
 pub mod vtime;
 mod wait;
 pub mod waterlevel;
@@ -88,16 +86,14 @@ pub use config::{
 };
 pub use dump::{QueueDump, QueueSetDump, WaitingDump};
 pub use guard::{Guard, Ticket};
-pub use tally::TagStats;
-pub use utilization::Utilization;
 
 use self::admission::AdmissionWord;
 use self::core::{Core, FLOW_QUEUE, NO_QUEUE};
 use self::paths::{Locked, Routing, Shared};
 use self::shards::{Shards, ANY_SHARD};
 use self::wait::{SlotState, WaitSlot};
-use crate::borrowing::SeatDemandHandle;
 use crate::clock::{Clock, Instant};
+use crate::stats::{ReadWriteHandle, SeatDemandHandle, TagStats, Utilization};
 use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
@@ -463,10 +459,10 @@ impl QueueSet {
     }
 
     /// Report requests joining and leaving queues and starting and ending
-    /// execution, by kind (the [`read_write::READ_ONLY_TAG`] bit of their
-    /// tag), to `handle` from now on (see [`read_write`]). Like the seat
+    /// execution, by kind (the [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) bit of their
+    /// tag), to `handle` from now on (see [`ReadWriteHandle`]). Like the seat
     /// demand, this is fed when the ring is replayed, never by the hot path.
-    pub fn set_read_write_observer(&self, handle: Option<read_write::ReadWriteHandle>) {
+    pub fn set_read_write_observer(&self, handle: Option<ReadWriteHandle>) {
         self.shared
             .lock_and_drain()
             .core

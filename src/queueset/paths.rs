@@ -7,12 +7,12 @@
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{charged_seats, Core, Ended, FLOW_QUEUE, NO_QUEUE};
-use super::read_write::Phase;
 use super::shards::{next_in_order, Busy, Shards};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{duration_nanos, Clock, Instant, Timer};
 use crate::dealer::Dealer;
+use crate::stats::Phase;
 use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;

@@ -9,7 +9,6 @@
 //! helper.
 #![allow(dead_code)]
 
-use apf::borrowing::{IntegratorResults, SeatDemandHandle, SeatDemandIntegrator};
 use apf::classification::RequestDigest;
 use apf::clock::{Clock, Instant, ManualClock};
 use apf::dispatcher::{Dispatcher, DispatcherOptions};
@@ -18,6 +17,7 @@ use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
 use apf::queueset::{
     Admission, Guard, QueueSet, QueueSetConfig, QueueSetStats, RejectReason, Request, Ticket,
 };
+use apf::stats::{IntegratorResults, SeatDemandHandle, SeatDemandIntegrator};
 use apf::work_estimate::WorkEstimate;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};

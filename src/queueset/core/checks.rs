@@ -36,9 +36,8 @@ impl Core {
         debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
         let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
         debug_assert_eq!(wseats, self.waiting_seats, "waiting seats");
-        let sum = |f: fn(&crate::queueset::tally::TagStats) -> u64| -> u64 {
-            self.tallies.iter().map(f).sum()
-        };
+        let sum =
+            |f: fn(&crate::stats::TagStats) -> u64| -> u64 { self.tallies.iter().map(f).sum() };
         debug_assert_eq!(
             sum(|t| t.waiting as u64),
             self.requests_waiting as u64,

@@ -5,7 +5,7 @@
 
 use super::{charged_seats, Core, Lingering};
 use crate::clock::Instant;
-use crate::queueset::read_write::Phase;
+use crate::stats::Phase;
 use crate::work_estimate::WorkEstimate;
 use std::cmp::Reverse;
 

@@ -24,7 +24,7 @@
 
 use super::{Core, NO_QUEUE};
 use crate::clock::Instant;
-use crate::queueset::read_write::Phase;
+use crate::stats::Phase;
 use crate::work_estimate::WorkEstimate;
 
 /// The fields of a finish record (the queue and tag are its start's).

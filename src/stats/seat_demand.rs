@@ -7,8 +7,8 @@
 //! seat²·ns), so nothing drifts however many updates a period sees, and the
 //! variance is derived only when a period is read.
 
+use super::utilization::RatioHistogram;
 use crate::clock::{duration_nanos, Instant};
-use crate::queueset::utilization::RatioHistogram;
 use crate::sync::{lock, Arc, Mutex};
 use std::fmt;
 use std::time::Duration;
