@@ -68,7 +68,10 @@ mod guard;
 #[cfg(shuttle)]
 #[doc(hidden)]
 pub mod history;
-#[cfg(all(test, not(loom)))]
+// `Core::check_invariants` checks only in builds with debug assertions
+// (it walks every queue on each slow-path step), so its tests exist only
+// there: in a release build there is nothing for them to catch.
+#[cfg(all(test, debug_assertions, not(loom)))]
 mod invariant_tests;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
