@@ -55,12 +55,12 @@
 
 mod admission;
 mod budget;
-pub mod config;
+mod config;
 mod core;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod differential;
-pub mod dump;
+mod dump;
 #[cfg(all(test, not(loom)))]
 mod failure_tests;
 mod flows;
@@ -81,7 +81,7 @@ mod shards;
 mod utilization;
 pub mod vtime;
 mod wait;
-pub mod waterlevel;
+mod waterlevel;
 
 pub use self::core::dispatch_gauges::DispatchGauges;
 pub use config::{
