@@ -17,14 +17,18 @@ use crate::config::{
     ValidPriorityLevel,
 };
 use crate::cost::{CostEstimator, CostKey};
-use crate::level::{Learn, Level, LevelOutcome, RequestGuard, RequestTicket, Schema, WaitingNote};
-use crate::queueset::{QueueSetConfig, RejectReason};
+use crate::level::{Learn, Level, Schema, WaitingNote};
+use crate::queueset::QueueSetConfig;
 use crate::stats::{tag_for_verb, ReadWriteHandle};
 use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::{level_max_seats, WorkEstimate};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 use std::time::Duration;
+
+// The decision proper is the level's: a dispatcher passes on what the
+// level decided, with where it classified the request (`Decision`).
+pub use crate::level::Outcome;
 
 /// Server-wide settings. `Default` gives 600 seats (Kubernetes' 400 + 200),
 /// G = 3 ms, a 15 s wait limit and borrowing every 10 s.
@@ -100,21 +104,6 @@ pub struct Decision {
     /// The flow's 64-bit hash (Kubernetes' `hashFlowID` of the schema name and
     /// flow distinguisher), which picks the request's hand of queues.
     pub flow_hash: u64,
-}
-
-/// The decision proper.
-#[derive(Debug)]
-#[must_use = "dropping a guard finishes the request, dropping a ticket cancels it"]
-pub enum Outcome {
-    /// Seats were free: serve the request now; the guard gives them back when
-    /// it is finished or dropped.
-    Execute(RequestGuard),
-    /// The request waits in a queue: wait on the ticket (blocking or as a
-    /// future) for a guard or a rejection; dropping it cancels.
-    Queued(RequestTicket),
-    /// Refused at once; the reason says why (its queue was full, no room at
-    /// a level that does not queue, ...).
-    Rejected(RejectReason),
 }
 
 struct Snapshot {
@@ -255,11 +244,7 @@ impl Dispatcher {
         let (estimate, learn) = self.learned(&schema, digest, estimate);
         let tag = tag_for_verb(schema.id, digest.verb);
         let admitted = Level::admit(&level, tag, flow_hash, estimate, deadline, note);
-        let outcome = match admitted.learning(learn) {
-            LevelOutcome::Execute(guard) => Outcome::Execute(guard),
-            LevelOutcome::Queued(ticket) => Outcome::Queued(ticket),
-            LevelOutcome::Rejected(reason) => Outcome::Rejected(reason),
-        };
+        let outcome = admitted.learning(learn);
         Decision {
             outcome,
             flow_schema: schema,

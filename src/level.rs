@@ -320,7 +320,7 @@ impl Level {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
         note: impl FnOnce() -> WaitingNote,
-    ) -> LevelOutcome {
+    ) -> Outcome {
         let estimate = level.cap(estimate);
         match &level.kind {
             LevelKind::Exempt(e) => {
@@ -329,7 +329,7 @@ impl Level {
                 e.executing.fetch_add(1, Ordering::Relaxed);
                 let start = level.clock.now();
                 e.started(tag, start, seats);
-                LevelOutcome::Execute(RequestGuard {
+                Outcome::Execute(RequestGuard {
                     level: level.clone(),
                     learn: None,
                     exec: Some(LevelExecution::Exempt { seats, start, tag }),
@@ -342,7 +342,7 @@ impl Level {
                     deadline,
                 };
                 match qs.admit_tagged(&request, tag) {
-                    RawAdmission::Execute(exec) => LevelOutcome::Execute(RequestGuard {
+                    RawAdmission::Execute(exec) => Outcome::Execute(RequestGuard {
                         level: level.clone(),
                         learn: None,
                         exec: Some(LevelExecution::Queued(exec)),
@@ -350,13 +350,13 @@ impl Level {
                     RawAdmission::Queued(waiting) => {
                         let note = note();
                         lock(&level.notes).insert(waiting.id(), note);
-                        LevelOutcome::Queued(RequestTicket {
+                        Outcome::Queued(RequestTicket {
                             level: level.clone(),
                             learn: None,
                             waiting: Some(waiting),
                         })
                     }
-                    RawAdmission::Rejected(reason) => LevelOutcome::Rejected(reason),
+                    RawAdmission::Rejected(reason) => Outcome::Rejected(reason),
                 }
             }
         }
@@ -479,9 +479,19 @@ impl LevelRelease {
     }
 }
 
-pub(crate) enum LevelOutcome {
+/// The decision proper: what a level decided about a request (the
+/// dispatcher hands it on in its [`Decision`](crate::dispatcher::Decision)).
+#[derive(Debug)]
+#[must_use = "dropping a guard finishes the request, dropping a ticket cancels it"]
+pub enum Outcome {
+    /// Seats were free: serve the request now; the guard gives them back when
+    /// it is finished or dropped.
     Execute(RequestGuard),
+    /// The request waits in a queue: wait on the ticket (blocking or as a
+    /// future) for a guard or a rejection; dropping it cancels.
     Queued(RequestTicket),
+    /// Refused at once; the reason says why (its queue was full, no room at
+    /// a level that does not queue, ...).
     Rejected(RejectReason),
 }
 
@@ -492,13 +502,13 @@ pub(crate) struct Learn {
     pub(crate) key: CostKey,
 }
 
-impl LevelOutcome {
+impl Outcome {
     /// The request's finish reports its cost to `learn`.
-    pub(crate) fn learning(mut self, learn: Option<Learn>) -> LevelOutcome {
+    pub(crate) fn learning(mut self, learn: Option<Learn>) -> Outcome {
         match &mut self {
-            LevelOutcome::Execute(g) => g.learn = learn,
-            LevelOutcome::Queued(t) => t.learn = learn,
-            LevelOutcome::Rejected(_) => {}
+            Outcome::Execute(g) => g.learn = learn,
+            Outcome::Queued(t) => t.learn = learn,
+            Outcome::Rejected(_) => {}
         }
         self
     }

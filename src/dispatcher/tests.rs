@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::config::Config;
-use crate::queueset::Fairness;
+use crate::queueset::{Fairness, RejectReason};
 
 /// The `apf.libapf.io/fairness` annotation reaches the level's queueset.
 #[test]

@@ -21,7 +21,7 @@ use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
 use crate::classification::RequestDigest;
 use crate::clock::{Clock, Instant, ManualClock};
-use crate::level::{Level, LevelOutcome, WaitingNote};
+use crate::level::{Level, Outcome, WaitingNote};
 use crate::queueset::vtime::to_seat_seconds;
 use crate::queueset::{QueueSet, QueueSetConfig, RejectReason};
 use crate::sync::Arc;
@@ -464,11 +464,11 @@ pub unsafe extern "C" fn apf_queueset_start(
             WaitingNote::new("", &RequestDigest::default())
         });
         let (outcome, reason, request, waiting) = match outcome {
-            LevelOutcome::Execute(guard) => match q.requests.insert(Entry::Executing(guard)) {
+            Outcome::Execute(guard) => match q.requests.insert(Entry::Executing(guard)) {
                 Ok(h) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, h, None),
                 Err(entry) => return too_many(entry),
             },
-            LevelOutcome::Queued(ticket) => {
+            Outcome::Queued(ticket) => {
                 let waiting = ticket.waiting_id().zip(ticket.joined());
                 match enqueue(&q.requests, &q.completion, ticket) {
                     Ok((o, r, h)) => {
@@ -478,7 +478,7 @@ pub unsafe extern "C" fn apf_queueset_start(
                     Err(status) => return status,
                 }
             }
-            LevelOutcome::Rejected(reason) => {
+            Outcome::Rejected(reason) => {
                 (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0, None)
             }
         };
