@@ -21,11 +21,12 @@
 //! while another user keeps getting answers: the flood gets `429` with a
 //! `Retry-After` that grows, the others keep their share.
 
+use apf::classification::OwnedDigest;
 use apf::classification::RequestInfo;
 use apf::clock::Clock;
 use apf::dispatcher::{Dispatcher, DispatcherOptions};
 use apf::queueset::RejectReason;
-use apf::tower::{ApfLayer, OwnedDigest};
+use apf::tower::ApfLayer;
 use apf::work_estimate::WorkEstimate;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};

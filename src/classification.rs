@@ -35,11 +35,13 @@
 
 mod flow_hash_memo;
 mod matchers;
+mod owned;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
 mod request_info;
 
+pub use owned::OwnedDigest;
 pub use request_info::RequestInfo;
 
 use sha2::{Digest, Sha256};

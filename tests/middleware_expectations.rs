@@ -3,12 +3,13 @@
 //! Python check the same file against their middlewares; see its comment.
 #![cfg(feature = "tower")]
 
+use apf::classification::OwnedDigest;
 use apf::classification::RequestInfo;
 use apf::clock::{Clock, ManualClock};
 use apf::config::Config;
 use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
 use apf::level::RequestGuard;
-use apf::tower::{observe, ApfLayer, OwnedDigest};
+use apf::tower::{observe, ApfLayer};
 use apf::work_estimate::WorkEstimate;
 use http::{Request, Response};
 use serde_json::Value;

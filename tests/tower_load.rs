@@ -7,11 +7,12 @@
 //! `cargo test --features tower --test tower_load`
 #![cfg(feature = "tower")]
 
+use apf::classification::OwnedDigest;
 use apf::clock::Clock;
 use apf::config::{Config, QueuingConfiguration};
 use apf::dispatcher::{Dispatcher, DispatcherOptions};
 use apf::queueset::RejectReason;
-use apf::tower::{ApfLayer, OwnedDigest};
+use apf::tower::ApfLayer;
 use apf::work_estimate::WorkEstimate;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Bytes, Incoming};

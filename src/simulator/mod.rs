@@ -57,8 +57,8 @@ pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
 #[doc(hidden)]
 pub use report::{count as format_count, duration as format_duration, wait as format_wait};
 pub use workload::{
-    limits, parse_duration, Arrival, Burst, Expectation, Flow, Phase, RequestTemplate, Server,
-    ServiceTime, Workload, WorkloadError, WorkloadErrors,
+    limits, parse_duration, Arrival, Burst, Expectation, Flow, Phase, Server, ServiceTime,
+    Workload, WorkloadError, WorkloadErrors,
 };
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@
 //! [`Workload::from_raw`] checks values and ranges, collecting every error
 //! with its field path.
 
+use crate::classification::OwnedDigest;
 use crate::input::{self, clip};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -84,8 +85,10 @@ pub struct Flow {
     pub name: String,
     /// How many flows the entry stands for (1 or more).
     pub replicas: u32,
-    /// Who sends and what: classification's input.
-    pub request: RequestTemplate,
+    /// Who sends and what: classification's input, with `{i}` standing
+    /// for the replica's index (0-based) in every string; the path is
+    /// derived from the other fields for a resource request.
+    pub request: OwnedDigest,
     /// How its requests arrive: open or closed loop.
     pub arrival: Arrival,
     /// How long a closed-loop client waits after a rejection before it
@@ -120,55 +123,27 @@ pub struct Flow {
     pub expect: Option<Expectation>,
 }
 
-/// Who sends the requests and what they ask for: a
-/// [`crate::classification::RequestDigest`] with `{i}` standing for the
-/// replica's index (0-based) in every string.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RequestTemplate {
-    /// The authenticated user (`system:serviceaccount:NS:NAME`, ...).
-    pub user: String,
-    /// The user's groups, as an authenticator would give them.
-    pub groups: Vec<String>,
-    /// Kubernetes' verb, or the lower-case HTTP method of a non-resource request.
-    pub verb: String,
-    /// A non-resource request (`/healthz`, ...): then `path` is what matches.
-    pub non_resource: bool,
-    /// The API group, `""` for the core group.
-    pub api_group: String,
-    /// The resource (`pods`, `leases`, ...).
-    pub resource: String,
-    /// The subresource (`status`, `log`, ...), or empty.
-    pub subresource: String,
-    /// The namespace, empty for a cluster-scoped request.
-    pub namespace: String,
-    /// The object's name, or empty.
-    pub name: String,
-    /// The URL path (derived from the other fields for a resource request).
-    pub path: String,
-}
-
-impl RequestTemplate {
-    /// The strings of replica `i`: every `{i}` replaced by `i`.
-    pub fn instantiate(&self, i: u32) -> RequestTemplate {
-        let s = |t: &str| {
-            if t.contains("{i}") {
-                t.replace("{i}", &i.to_string())
-            } else {
-                t.to_string()
-            }
-        };
-        RequestTemplate {
-            user: s(&self.user),
-            groups: self.groups.iter().map(|g| s(g)).collect(),
-            verb: s(&self.verb),
-            non_resource: self.non_resource,
-            api_group: s(&self.api_group),
-            resource: s(&self.resource),
-            subresource: s(&self.subresource),
-            namespace: s(&self.namespace),
-            name: s(&self.name),
-            path: s(&self.path),
+/// Replica `i` of a flow's request: every `{i}` in its strings replaced by
+/// `i` (0-based).
+pub(crate) fn replica(template: &OwnedDigest, i: u32) -> OwnedDigest {
+    let s = |t: &str| {
+        if t.contains("{i}") {
+            t.replace("{i}", &i.to_string())
+        } else {
+            t.to_string()
         }
+    };
+    OwnedDigest {
+        user: s(&template.user),
+        groups: template.groups.iter().map(|g| s(g)).collect(),
+        verb: s(&template.verb),
+        is_resource_request: template.is_resource_request,
+        api_group: s(&template.api_group),
+        resource: s(&template.resource),
+        subresource: s(&template.subresource),
+        namespace: s(&template.namespace),
+        name: s(&template.name),
+        path: s(&template.path),
     }
 }
 

@@ -21,7 +21,7 @@ mod tally;
 use super::histogram::Histogram;
 use super::report::{Report, Series};
 use super::workload::{Arrival, Workload};
-use crate::classification::{Classifier, RequestDigest};
+use crate::classification::{Classifier, OwnedDigest, RequestDigest};
 use crate::clock::{duration_nanos, Clock, Instant, ManualClock};
 use crate::config::Config;
 use crate::dispatcher::{Dispatcher, DispatcherError, DispatcherOptions};
@@ -122,27 +122,13 @@ pub fn run(
     let templates: Vec<_> = workload
         .flows
         .iter()
-        .flat_map(|f| (0..f.replicas).map(move |i| f.request.instantiate(i)))
+        .flat_map(|f| (0..f.replicas).map(move |i| super::workload::replica(&f.request, i)))
         .collect();
-    let groups: Vec<Vec<&str>> = templates
-        .iter()
-        .map(|t| t.groups.iter().map(String::as_str).collect())
-        .collect();
+    let groups: Vec<_> = templates.iter().map(OwnedDigest::group_refs).collect();
     let digests: Vec<RequestDigest<'_>> = templates
         .iter()
         .zip(&groups)
-        .map(|(t, g)| RequestDigest {
-            user: &t.user,
-            groups: g,
-            verb: &t.verb,
-            is_resource_request: !t.non_resource,
-            api_group: &t.api_group,
-            resource: &t.resource,
-            subresource: &t.subresource,
-            namespace: &t.namespace,
-            name: &t.name,
-            path: &t.path,
-        })
+        .map(|(t, g)| t.as_digest(g))
         .collect();
 
     let mut sim = Sim::new(&dispatcher, manual, &classifier, workload, &digests, seed);

@@ -238,11 +238,11 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
         format!("{at}.actualSeats"),
         format!("must be a number of seats from 0 to {}", limits::MAX_SEATS),
     );
-    let mut request = RequestTemplate {
+    let mut request = OwnedDigest {
         user: f.user,
         groups: f.groups.unwrap_or_default(),
         verb: f.verb.unwrap_or_else(|| "get".into()),
-        non_resource: f.non_resource.unwrap_or(false),
+        is_resource_request: !f.non_resource.unwrap_or(false),
         api_group: f.api_group.unwrap_or_default(),
         resource: f.resource.unwrap_or_default(),
         subresource: f.subresource.unwrap_or_default(),
@@ -250,7 +250,7 @@ fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Fl
         name: f.object_name.unwrap_or_default(),
         path: f.path.unwrap_or_default(),
     };
-    if request.non_resource {
+    if !request.is_resource_request {
         c.check(
             request.path.starts_with('/'),
             format!("{at}.path"),
@@ -407,7 +407,7 @@ fn check_phases(c: &mut Checker, at: &str, phases: &[Phase], arrival: &Arrival) 
 }
 
 /// The URL path Kubernetes would serve a resource request on.
-fn resource_path(r: &RequestTemplate) -> String {
+fn resource_path(r: &OwnedDigest) -> String {
     let mut p = if r.api_group.is_empty() {
         "/api/v1".to_string()
     } else {

@@ -97,12 +97,12 @@ flows:
         t.request.path,
         "/apis/apps/v1/namespaces/t-{i}/deployments/web/status"
     );
-    let r = t.request.instantiate(2);
+    let r = super::replica(&t.request, 2);
     assert_eq!(r.user, "system:serviceaccount:t-2:app");
     assert_eq!(r.groups[1], "system:serviceaccounts:t-2");
     assert_eq!(r.namespace, "t-2");
     let m = &w.flows[1];
-    assert!(m.request.non_resource);
+    assert!(!m.request.is_resource_request);
     assert_eq!((m.initial_seats, m.final_seats), (2, 0));
 }
 
