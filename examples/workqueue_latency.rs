@@ -26,7 +26,7 @@
 //!     --rounds 1000 --producer true
 //! ```
 
-use apf::workqueue::{Config, Workqueue};
+use apf::workqueue::{QueueConfig, Workqueue};
 use hdrhistogram::Histogram;
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -367,10 +367,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let config = Config {
+    let config = QueueConfig {
         timed_metrics: args.timed_metrics,
         capacity: args.items as usize,
-        ..Config::default()
+        ..QueueConfig::default()
     };
     if "workqueue".starts_with(&args.only) {
         let q = Workqueue::<u64>::with_config(config);

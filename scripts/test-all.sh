@@ -26,6 +26,7 @@ step "rust: API documentation (rustdoc with warnings as errors)"
 # public item, a broken or private intra-doc link fails here. The features
 # docs.rs builds with (Cargo.toml [package.metadata.docs.rs]).
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p apf --features tower,simulator
+scripts/check-doc-names.sh
 
 step "rust: both crates (apf, then apf-cli against the packaged apf) package for crates.io"
 cargo package --workspace --no-verify --allow-dirty --quiet

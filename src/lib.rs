@@ -183,12 +183,12 @@
 //!
 //! ```
 //! use apf::clock::Clock;
-//! use apf::workqueue::{default_controller_rate_limiter, Config, RateLimitingQueue};
+//! use apf::workqueue::{default_controller_rate_limiter, QueueConfig, RateLimitingQueue};
 //! use std::time::Duration;
 //!
 //! let (clock, manual) = Clock::manual();
 //! let queue = RateLimitingQueue::with_config(
-//!     Config::with_clock(clock.clone()).named("pods"),
+//!     QueueConfig::with_clock(clock.clone()).named("pods"),
 //!     default_controller_rate_limiter(&clock),
 //! );
 //! queue.add("shop/web-0");

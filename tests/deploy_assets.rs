@@ -9,7 +9,7 @@
 use apf::clock::Clock;
 use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
 use apf::metrics::Exporter;
-use apf::workqueue::{Config as QueueConfig, Workqueue};
+use apf::workqueue::{QueueConfig, Workqueue};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;

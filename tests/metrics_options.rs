@@ -9,7 +9,7 @@ use openmetrics::parse;
 use apf::clock::Clock;
 use apf::dispatcher::{Dispatcher, DispatcherOptions};
 use apf::metrics::{Exporter, ExpositionOptions, BUILTIN_CONFIG_SERIES};
-use apf::workqueue::{Config as QueueConfig, Workqueue};
+use apf::workqueue::{QueueConfig, Workqueue};
 use std::sync::Arc;
 
 fn exporter(options: ExpositionOptions) -> Result<Exporter, String> {

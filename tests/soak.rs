@@ -424,7 +424,7 @@ fn sharded_fifo_workqueue_under_real_threads() {
 }
 
 fn soak_fifo_workqueue(keys: usize, capacity: usize) {
-    use apf::workqueue::{Config as QueueConfig, Workqueue};
+    use apf::workqueue::{QueueConfig, Workqueue};
     let config = QueueConfig {
         capacity,
         ..QueueConfig::default()

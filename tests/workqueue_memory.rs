@@ -5,7 +5,7 @@
 #![cfg(not(loom))]
 
 use apf::clock::Clock;
-use apf::workqueue::{Config, Lane, Priority, PriorityQueue, TwoLane, Workqueue};
+use apf::workqueue::{Lane, Priority, PriorityQueue, QueueConfig, TwoLane, Workqueue};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -57,9 +57,9 @@ fn per_item<Q>(make: impl FnOnce() -> Q, n: u64, add: impl Fn(&Q, u64)) -> f64 {
     (after - before) as f64 / n as f64 - std::mem::size_of::<u64>() as f64
 }
 
-fn config(timed: bool) -> Config {
+fn config(timed: bool) -> QueueConfig {
     let (clock, _manual) = Clock::manual();
-    let mut c = Config::with_clock(clock);
+    let mut c = QueueConfig::with_clock(clock);
     c.timed_metrics = timed;
     c
 }

@@ -43,7 +43,7 @@ impl Default for AdjusterOptions {
 
 /// One level as the last adjustment saw it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LevelReport {
+pub struct LevelAdjustment {
     /// The level's name.
     pub name: String,
     /// Its configured limits (NominalCL, LendableCL, BorrowingCL).
@@ -72,7 +72,7 @@ pub struct AdjustmentReport {
     /// How the CurrentCLs were found.
     pub regime: Regime,
     /// Every level, in configuration order.
-    pub levels: Vec<LevelReport>,
+    pub levels: Vec<LevelAdjustment>,
 }
 
 type Callback = Box<dyn Fn(&[u32]) + Send + Sync>;
@@ -469,7 +469,7 @@ impl State {
                 .iter()
                 .map(|l| {
                     let input = l.demand_input();
-                    LevelReport {
+                    LevelAdjustment {
                         name: l.config.name.clone(),
                         limits: l.limits,
                         stats: l.stats,

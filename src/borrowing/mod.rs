@@ -26,8 +26,8 @@ mod solver;
 mod stats;
 
 pub use adjuster::{
-    AdjusterOptions, AdjustmentReport, BorrowingAdjuster, LevelReport, DEFAULT_ADJUSTMENT_PERIOD,
-    MIN_ADJUSTMENT_PERIOD,
+    AdjusterOptions, AdjustmentReport, BorrowingAdjuster, LevelAdjustment,
+    DEFAULT_ADJUSTMENT_PERIOD, MIN_ADJUSTMENT_PERIOD,
 };
 pub use allocate::{allocate_current_cls, Allocation, LevelDemand, Regime};
 pub use limits::{level_limits, validate_levels, BorrowingConfigError, LevelConfig, LevelLimits};

@@ -7,9 +7,9 @@ use super::{
 };
 use super::{DURATION_BUCKETS_SECONDS, QUEUE_LENGTH_BUCKETS};
 use crate::queueset::RejectReason;
-use crate::stats::{Histogram, RatioHistogram, ReadVsWrite};
+use crate::stats::{BucketHistogram, RatioHistogram, ReadVsWrite};
 use crate::workqueue::{
-    Histogram as QueueHistogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS as QUEUE_BUCKETS,
+    WorkqueueHistogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS as QUEUE_BUCKETS,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -68,15 +68,15 @@ struct HistogramValue {
     buckets: Vec<(f64, u64)>,
 }
 
-fn duration_value(h: &Histogram<13>) -> HistogramValue {
+fn duration_value(h: &BucketHistogram<13>) -> HistogramValue {
     apf_histogram(h, &DURATION_BUCKETS_SECONDS, 1e-9)
 }
 
-fn length_value(h: &Histogram<8>) -> HistogramValue {
+fn length_value(h: &BucketHistogram<8>) -> HistogramValue {
     apf_histogram(h, &QUEUE_LENGTH_BUCKETS, 1.0)
 }
 
-fn seats_value(h: &Histogram<4>) -> HistogramValue {
+fn seats_value(h: &BucketHistogram<4>) -> HistogramValue {
     apf_histogram(h, &super::WORK_SEATS_BUCKETS, 1.0)
 }
 
@@ -97,7 +97,11 @@ fn ratio_value<const N: usize>(h: &RatioHistogram<N>) -> HistogramValue {
     }
 }
 
-fn apf_histogram<const N: usize>(h: &Histogram<N>, bounds: &[f64; N], unit: f64) -> HistogramValue {
+fn apf_histogram<const N: usize>(
+    h: &BucketHistogram<N>,
+    bounds: &[f64; N],
+    unit: f64,
+) -> HistogramValue {
     let mut buckets: Vec<(f64, u64)> = bounds
         .iter()
         .copied()
@@ -111,7 +115,7 @@ fn apf_histogram<const N: usize>(h: &Histogram<N>, bounds: &[f64; N], unit: f64)
     }
 }
 
-fn queue_value(h: &QueueHistogram) -> HistogramValue {
+fn queue_value(h: &WorkqueueHistogram) -> HistogramValue {
     let mut previous = 0;
     let mut buckets: Vec<(f64, u64)> = QUEUE_BUCKETS
         .iter()

@@ -10,15 +10,15 @@ const BUCKETS: usize = ((64 - SUB_BITS as usize) + 1) * SUB as usize;
 
 /// Counts of values by bucket, with the exact maximum.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Histogram {
+pub struct LogHistogram {
     counts: Box<[u64]>,
     count: u64,
     max: u64,
 }
 
-impl std::fmt::Debug for Histogram {
+impl std::fmt::Debug for LogHistogram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Histogram")
+        f.debug_struct("LogHistogram")
             .field("count", &self.count)
             .field("p50", &self.quantile(0.5))
             .field("p99", &self.quantile(0.99))
@@ -27,9 +27,9 @@ impl std::fmt::Debug for Histogram {
     }
 }
 
-impl Default for Histogram {
+impl Default for LogHistogram {
     fn default() -> Self {
-        Histogram {
+        LogHistogram {
             counts: vec![0; BUCKETS].into_boxed_slice(),
             count: 0,
             max: 0,
@@ -62,7 +62,7 @@ fn upper_bound(i: usize) -> u64 {
     bound.min(u64::MAX as u128) as u64
 }
 
-impl Histogram {
+impl LogHistogram {
     /// Counts one value (nanoseconds, in the simulator's use).
     #[inline]
     pub fn record(&mut self, v: u64) {
@@ -72,7 +72,7 @@ impl Histogram {
     }
 
     /// Adds every value of `other`.
-    pub fn merge(&mut self, other: &Histogram) {
+    pub fn merge(&mut self, other: &LogHistogram) {
         for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
             *a += b;
         }
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn quantiles_of_a_known_set() {
-        let mut h = Histogram::default();
+        let mut h = LogHistogram::default();
         assert_eq!(h.quantile(0.5), 0);
         for v in 1..=1000u64 {
             h.record(v * 1000);
@@ -172,7 +172,7 @@ mod tests {
         #[test]
         fn merge_equals_recording_both(a in prop::collection::vec(any::<u32>(), 0..50),
                                        b in prop::collection::vec(any::<u32>(), 0..50)) {
-            let (mut ha, mut hb, mut both) = (Histogram::default(), Histogram::default(), Histogram::default());
+            let (mut ha, mut hb, mut both) = (LogHistogram::default(), LogHistogram::default(), LogHistogram::default());
             for &v in &a { ha.record(v as u64); both.record(v as u64); }
             for &v in &b { hb.record(v as u64); both.record(v as u64); }
             ha.merge(&hb);

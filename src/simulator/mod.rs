@@ -50,7 +50,7 @@ pub use engine::{run, RunStats, SimulationError};
 pub use fairness::{
     compare_fairness, compare_fairness_with, with_fairness, FairnessComparison, FairnessRow,
 };
-pub use histogram::Histogram;
+pub use histogram::LogHistogram;
 pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
 // Number and duration formatting the apf-cli crate shares with the report
 // page, so both print the same figures; not part of the API.

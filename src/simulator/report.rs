@@ -1,7 +1,7 @@
 //! What a simulation found, per flow and per level, the verdict on the
 //! workload's expectations, and the text `apf simulate` prints.
 
-use super::histogram::Histogram;
+use super::histogram::LogHistogram;
 use super::workload::Expectation;
 use crate::queueset::RejectReason;
 use std::fmt::Write as _;
@@ -81,7 +81,7 @@ pub struct FlowReport {
     /// seats they hold; this share says who would be slowed).
     pub cost_share: f64,
     /// Time from arrival to dispatch of each dispatched request, ns.
-    pub wait: Histogram,
+    pub wait: LogHistogram,
     /// Rejections by reason, indexed by `RejectReason as usize`.
     pub rejected: [u64; 4],
 }
@@ -113,7 +113,7 @@ pub struct LevelReport {
     /// Seats in use, averaged over the run.
     pub mean_seats: f64,
     /// Time from arrival to dispatch of each dispatched request, ns.
-    pub wait: Histogram,
+    pub wait: LogHistogram,
     /// Rejections by reason, indexed by `RejectReason as usize`.
     pub rejected: [u64; 4],
     /// Longest total queue length seen at a sample.

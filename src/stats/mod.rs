@@ -16,7 +16,7 @@
 //!   adjustment period;
 //! - [`RatioHistogram`] and [`Utilization`]: time-weighted ratio histograms
 //!   (seat and request utilization, the demand ratio);
-//! - [`TagStats`] and [`Histogram`]: what a level's requests did, tallied
+//! - [`TagStats`] and [`BucketHistogram`]: what a level's requests did, tallied
 //!   by the caller's tag (the dispatcher's flow schema);
 //! - [`ReadWriteHandle`] / [`ReadVsWrite`]: requests waiting and executing,
 //!   mutating and read-only, over all levels.
@@ -33,7 +33,7 @@ pub use seat_demand::{
     IntegratorResults, SeatDemandHandle, SeatDemandIntegrator, DEMAND_SEATS_BUCKETS,
 };
 pub use tally::{
-    DurationHistogram, Histogram, LengthHistogram, SeatsHistogram, TagStats,
+    BucketHistogram, DurationHistogram, LengthHistogram, SeatsHistogram, TagStats,
     DURATION_BUCKETS_SECONDS, MAX_TAG, QUEUE_LENGTH_BUCKETS, WORK_SEATS_BUCKETS,
 };
 pub use utilization::{

@@ -50,7 +50,7 @@ const WORK_SEATS_BOUNDS: [u64; 4] = [1, 2, 4, 10];
 /// A histogram with fixed integer bucket bounds (inclusive upper bounds, as
 /// Prometheus' `le`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Histogram<const N: usize> {
+pub struct BucketHistogram<const N: usize> {
     bounds: &'static [u64; N],
     /// `per_bucket[i]`: observations in `(bounds[i-1], bounds[i]]`.
     per_bucket: [u64; N],
@@ -62,39 +62,39 @@ pub struct Histogram<const N: usize> {
 
 /// Durations in nanoseconds, with Kubernetes' buckets
 /// ([`DURATION_BUCKETS_SECONDS`]).
-pub type DurationHistogram = Histogram<13>;
+pub type DurationHistogram = BucketHistogram<13>;
 
 /// Queue lengths, with Kubernetes' buckets ([`QUEUE_LENGTH_BUCKETS`]).
-pub type LengthHistogram = Histogram<8>;
+pub type LengthHistogram = BucketHistogram<8>;
 
-impl Histogram<13> {
+impl BucketHistogram<13> {
     /// An empty histogram of durations in nanoseconds.
     pub fn durations() -> Self {
-        Histogram::with_bounds(&DURATION_BOUNDS_NANOS)
+        BucketHistogram::with_bounds(&DURATION_BOUNDS_NANOS)
     }
 }
 
 /// Seats (max of initial and final) per request, with Kubernetes' buckets
 /// ([`WORK_SEATS_BUCKETS`]).
-pub type SeatsHistogram = Histogram<4>;
+pub type SeatsHistogram = BucketHistogram<4>;
 
-impl Histogram<4> {
+impl BucketHistogram<4> {
     /// An empty histogram of seats per request.
     pub fn seats() -> Self {
-        Histogram::with_bounds(&WORK_SEATS_BOUNDS)
+        BucketHistogram::with_bounds(&WORK_SEATS_BOUNDS)
     }
 }
 
-impl Histogram<8> {
+impl BucketHistogram<8> {
     /// An empty histogram of queue lengths.
     pub fn lengths() -> Self {
-        Histogram::with_bounds(&QUEUE_LENGTH_BOUNDS)
+        BucketHistogram::with_bounds(&QUEUE_LENGTH_BOUNDS)
     }
 }
 
-impl<const N: usize> Histogram<N> {
+impl<const N: usize> BucketHistogram<N> {
     fn with_bounds(bounds: &'static [u64; N]) -> Self {
-        Histogram {
+        BucketHistogram {
             bounds,
             per_bucket: [0; N],
             overflow: 0,
@@ -125,7 +125,7 @@ impl<const N: usize> Histogram<N> {
     }
 
     /// Observations per bucket (not cumulative); the `+Inf` bucket's own
-    /// observations are [`Histogram::overflow`].
+    /// observations are [`BucketHistogram::overflow`].
     pub fn per_bucket(&self) -> &[u64; N] {
         &self.per_bucket
     }
@@ -197,11 +197,11 @@ impl Default for TagStats {
             seats_in_use: 0,
             dispatched: 0,
             rejected: [0; 4],
-            wait_dispatched: Histogram::durations(),
-            wait_rejected: Histogram::durations(),
-            execution: Histogram::durations(),
-            queue_length: Histogram::lengths(),
-            work_estimated_seats: Histogram::seats(),
+            wait_dispatched: BucketHistogram::durations(),
+            wait_rejected: BucketHistogram::durations(),
+            execution: BucketHistogram::durations(),
+            queue_length: BucketHistogram::lengths(),
+            work_estimated_seats: BucketHistogram::seats(),
             no_accommodation: 0,
         }
     }
@@ -385,7 +385,7 @@ mod tests {
 
     #[test]
     fn buckets_are_inclusive_upper_bounds() {
-        let mut h = Histogram::durations();
+        let mut h = BucketHistogram::durations();
         h.observe(0);
         h.observe(5_000_000);
         h.observe(5_000_001);
@@ -402,11 +402,11 @@ mod tests {
 
     #[test]
     fn bounds_match_the_exported_seconds() {
-        let h = Histogram::durations();
+        let h = BucketHistogram::durations();
         for (nanos, seconds) in h.bounds().iter().zip(DURATION_BUCKETS_SECONDS) {
             assert_eq!(*nanos as f64 / 1e9, seconds);
         }
-        let l = Histogram::lengths();
+        let l = BucketHistogram::lengths();
         for (n, b) in l.bounds().iter().zip(QUEUE_LENGTH_BUCKETS) {
             assert_eq!(*n as f64, b);
         }

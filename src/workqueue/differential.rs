@@ -6,7 +6,9 @@
 //! (`fuzz/fuzz_targets/workqueue.rs`), which is why it is public but hidden.
 
 use super::core::{Mode, Shared};
-use super::{Config, Fifo, Lane, Priority, QueueStrategy, TryGetError, Workqueue, WorkqueueError};
+use super::{
+    Fifo, Lane, Priority, QueueConfig, QueueStrategy, TryGetError, Workqueue, WorkqueueError,
+};
 use crate::clock::Clock;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -347,7 +349,7 @@ where
     H: Copy + PartialEq + std::fmt::Debug + Default + Send + Sync + 'static,
 {
     let (clock, manual) = Clock::manual();
-    let config = Config::with_clock(clock).named("differential");
+    let config = QueueConfig::with_clock(clock).named("differential");
     let mode = if merged {
         Mode::Merged
     } else {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 fn queue() -> (Arc<DelayingQueue<u8>>, ManualClock) {
     let (clock, manual) = Clock::manual();
-    let mut config = Config::with_clock(clock);
+    let mut config = QueueConfig::with_clock(clock);
     config.timed_metrics = false;
     (Arc::new(DelayingQueue::with_config(config)), manual)
 }

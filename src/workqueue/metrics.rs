@@ -37,7 +37,7 @@ const BUCKET_BOUNDS_NANOS: [u64; 10] = [
 
 /// A histogram of durations, as Prometheus exposes it.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Histogram {
+pub struct WorkqueueHistogram {
     /// `cumulative[i]`: observations at most [`DURATION_BUCKETS_SECONDS`]`[i]`.
     pub cumulative: [u64; 10],
     /// All observations (the `+Inf` bucket).
@@ -86,14 +86,14 @@ impl Recorder {
         self.sum_nanos += other.sum_nanos;
     }
 
-    fn snapshot(&self) -> Histogram {
+    fn snapshot(&self) -> WorkqueueHistogram {
         let mut cumulative = [0; 10];
         let mut running = 0;
         for (c, n) in cumulative.iter_mut().zip(self.per_bucket) {
             running += n;
             *c = running;
         }
-        Histogram {
+        WorkqueueHistogram {
             cumulative,
             count: self.count,
             sum_seconds: self.sum_nanos as f64 / 1e9,
@@ -131,9 +131,9 @@ pub struct WorkqueueMetrics {
     /// `workqueue_adds_total`.
     pub adds: u64,
     /// `workqueue_queue_duration_seconds`.
-    pub queue_duration: Histogram,
+    pub queue_duration: WorkqueueHistogram,
     /// `workqueue_work_duration_seconds`.
-    pub work_duration: Histogram,
+    pub work_duration: WorkqueueHistogram,
     /// `workqueue_unfinished_work_seconds`.
     pub unfinished_work_seconds: f64,
     /// `workqueue_longest_running_processor_seconds`.

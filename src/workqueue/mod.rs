@@ -28,7 +28,7 @@
 //! distinct priorities, O(log w) for w waiting items), plus the clone of the
 //! item `get` returns. Growth is amortised: the slab and per-slot arrays grow
 //! in small steps, then a chunk at a time, the hash index rehashes (see
-//! [`Config::capacity`], which also sets the number of shards).
+//! [`QueueConfig::capacity`], which also sets the number of shards).
 //! Nothing waits with a lock held: a worker that finds the queue empty parks
 //! on a private slot and the next item that becomes ready is handed straight
 //! to it, so a wake-up delivers exactly one item, the woken worker never
@@ -51,11 +51,11 @@
 //!
 //! ```
 //! use apf::clock::Clock;
-//! use apf::workqueue::{Config, DelayingQueue, Lane, TwoLane, Workqueue};
+//! use apf::workqueue::{QueueConfig, DelayingQueue, Lane, TwoLane, Workqueue};
 //! use std::time::Duration;
 //!
 //! let (clock, manual) = Clock::manual();
-//! let q = Workqueue::with_config(Config::with_clock(clock.clone()));
+//! let q = Workqueue::with_config(QueueConfig::with_clock(clock.clone()));
 //! q.add("pod/a");
 //! q.add("pod/a"); // still queued once
 //! let key = q.get().unwrap();
@@ -63,12 +63,12 @@
 //! q.done(&key).unwrap();
 //! assert_eq!(q.len(), 1);
 //!
-//! let lanes = Workqueue::with_strategy(Config::with_clock(clock.clone()), TwoLane::default());
+//! let lanes = Workqueue::with_strategy(QueueConfig::with_clock(clock.clone()), TwoLane::default());
 //! lanes.add_with("resync", Lane::Slow);
 //! lanes.add_with("event", Lane::Fast);
 //! assert_eq!(lanes.try_get(), Ok("event"));
 //!
-//! let delayed = DelayingQueue::with_config(Config::with_clock(clock));
+//! let delayed = DelayingQueue::with_config(QueueConfig::with_clock(clock));
 //! delayed.add_after("retry", Duration::from_secs(5));
 //! manual.advance(Duration::from_secs(5));
 //! assert_eq!(delayed.try_get(), Ok("retry"));
@@ -104,7 +104,7 @@ pub use limiter::{
     default_controller_rate_limiter, ItemExponentialFailure, ItemFastSlow, ItemTokenBucket, MaxOf,
     RateLimiter, TokenBucket, WithMaxWait, DEFAULT_STATE_CAPACITY,
 };
-pub use metrics::{metric_names, Histogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS};
+pub use metrics::{metric_names, WorkqueueHistogram, WorkqueueMetrics, DURATION_BUCKETS_SECONDS};
 pub use priority::{AddOpts, PriorityQueue};
 pub use queue::{DelayingQueue, RateLimitingQueue, TwoLaneQueue, Workqueue};
 pub use strategy::{Fifo, Lane, Priority, QueueStrategy, Slot, TwoLane};
@@ -121,7 +121,7 @@ impl<T: Clone + Eq + Hash + Send + Sync + 'static> Item for T {}
 
 /// How a queue is built.
 #[derive(Clone, Debug)]
-pub struct Config {
+pub struct QueueConfig {
     /// The queue's name: the `name` label of its metrics.
     pub name: String,
     /// The clock for delays and timed metrics. Queues that share a clock
@@ -139,16 +139,16 @@ pub struct Config {
     pub capacity: usize,
 }
 
-impl Default for Config {
+impl Default for QueueConfig {
     fn default() -> Self {
-        Config::with_clock(Clock::real())
+        QueueConfig::with_clock(Clock::real())
     }
 }
 
-impl Config {
+impl QueueConfig {
     /// An unnamed queue on `clock`, with timed metrics.
     pub fn with_clock(clock: Clock) -> Self {
-        Config {
+        QueueConfig {
             name: String::new(),
             clock,
             timed_metrics: true,

@@ -5,7 +5,7 @@ use super::limiter::{ItemExponentialFailure, RateLimiter};
 use super::metrics::WorkqueueMetrics;
 use super::queue::Workqueue;
 use super::strategy::Priority;
-use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
+use super::{GetTimeoutError, Item, QueueConfig, TryGetError, WorkqueueError};
 use crate::clock::duration_nanos;
 use std::fmt;
 use std::time::Duration;
@@ -57,7 +57,7 @@ pub struct PriorityQueue<T: Item> {
 impl<T: Item> PriorityQueue<T> {
     /// A priority queue whose rate limiter is controller-runtime's default:
     /// per-item exponential backoff from 5 ms to 1000 s.
-    pub fn with_config(config: Config) -> Self {
+    pub fn with_config(config: QueueConfig) -> Self {
         let limiter = ItemExponentialFailure::new(
             &config.clock,
             Duration::from_millis(5),
@@ -67,7 +67,7 @@ impl<T: Item> PriorityQueue<T> {
     }
 
     /// A priority queue with its own rate limiter.
-    pub fn with_rate_limiter(config: Config, limiter: impl RateLimiter<T> + 'static) -> Self {
+    pub fn with_rate_limiter(config: QueueConfig, limiter: impl RateLimiter<T> + 'static) -> Self {
         let queue = Workqueue::build(config, Priority::default(), Mode::Merged);
         Shared::install_timer(queue.shared());
         PriorityQueue {

@@ -6,7 +6,7 @@ use super::core::{Mode, Shared};
 use super::limiter::RateLimiter;
 use super::metrics::WorkqueueMetrics;
 use super::strategy::{Fifo, QueueStrategy, TwoLane};
-use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
+use super::{GetTimeoutError, Item, QueueConfig, TryGetError, WorkqueueError};
 use crate::clock::{duration_nanos, Clock};
 use crate::sync::Arc;
 use std::fmt;
@@ -27,11 +27,11 @@ pub type TwoLaneQueue<T> = Workqueue<T, TwoLane>;
 impl<T: Item> Workqueue<T, Fifo> {
     /// A FIFO queue on the real clock.
     pub fn new() -> Self {
-        Self::with_config(Config::default())
+        Self::with_config(QueueConfig::default())
     }
 
     /// A FIFO queue.
-    pub fn with_config(config: Config) -> Self {
+    pub fn with_config(config: QueueConfig) -> Self {
         Self::with_strategy(config, Fifo::default())
     }
 }
@@ -44,11 +44,11 @@ impl<T: Item> Default for Workqueue<T, Fifo> {
 
 impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     /// A queue ordered by `strategy`.
-    pub fn with_strategy(config: Config, strategy: S) -> Self {
+    pub fn with_strategy(config: QueueConfig, strategy: S) -> Self {
         Self::build(config, strategy, Mode::Independent)
     }
 
-    pub(crate) fn build(config: Config, strategy: S, mode: Mode) -> Self {
+    pub(crate) fn build(config: QueueConfig, strategy: S, mode: Mode) -> Self {
         Workqueue {
             shared: Shared::new(config, mode, strategy),
         }
@@ -222,14 +222,14 @@ pub struct DelayingQueue<T: Item, S: QueueStrategy<T> = Fifo> {
 
 impl<T: Item> DelayingQueue<T, Fifo> {
     /// A FIFO delaying queue.
-    pub fn with_config(config: Config) -> Self {
+    pub fn with_config(config: QueueConfig) -> Self {
         Self::with_strategy(config, Fifo::default())
     }
 }
 
 impl<T: Item, S: QueueStrategy<T>> DelayingQueue<T, S> {
     /// A delaying queue ordered by `strategy`.
-    pub fn with_strategy(config: Config, strategy: S) -> Self {
+    pub fn with_strategy(config: QueueConfig, strategy: S) -> Self {
         let queue = Workqueue::with_strategy(config, strategy);
         Shared::install_timer(queue.shared());
         DelayingQueue { queue }
@@ -281,7 +281,7 @@ pub struct RateLimitingQueue<T: Item, S: QueueStrategy<T> = Fifo> {
 
 impl<T: Item> RateLimitingQueue<T, Fifo> {
     /// A FIFO rate-limiting queue.
-    pub fn with_config(config: Config, limiter: impl RateLimiter<T> + 'static) -> Self {
+    pub fn with_config(config: QueueConfig, limiter: impl RateLimiter<T> + 'static) -> Self {
         Self::with_strategy(config, Fifo::default(), limiter)
     }
 }
@@ -289,7 +289,7 @@ impl<T: Item> RateLimitingQueue<T, Fifo> {
 impl<T: Item, S: QueueStrategy<T>> RateLimitingQueue<T, S> {
     /// A rate-limiting queue ordered by `strategy`.
     pub fn with_strategy(
-        config: Config,
+        config: QueueConfig,
         strategy: S,
         limiter: impl RateLimiter<T> + 'static,
     ) -> Self {

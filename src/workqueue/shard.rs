@@ -19,7 +19,7 @@ use crossbeam_utils::CachePadded;
 
 /// How many shards a queue has and how queue-wide slot numbers name them.
 ///
-/// The count follows [`Config::capacity`](super::Config::capacity): one
+/// The count follows [`QueueConfig::capacity`](super::Config::capacity): one
 /// shard per 1,024 items the queue is sized for, at least 4 and at most
 /// 1,024 (a power of two). With many more threads than cores, a shard's
 /// holder that is descheduled stalls the calls for that shard's items until

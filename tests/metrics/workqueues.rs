@@ -3,7 +3,7 @@
 
 use super::*;
 use apf::metrics::{Exporter, RegisterError, BUILTIN_CONFIG_SERIES};
-use apf::workqueue::{Config as QueueConfig, Workqueue};
+use apf::workqueue::{QueueConfig, Workqueue};
 use openmetrics::parse;
 use std::sync::Arc;
 

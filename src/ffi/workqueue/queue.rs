@@ -12,7 +12,7 @@ use crate::ffi::status::{apf_status, fail};
 use crate::metrics::{Exporter, WorkqueueSource};
 use crate::sync::Arc;
 use crate::workqueue::{
-    Config, Fifo, GetTimeoutError, Lane, PriorityQueue, QueueStrategy, RateLimiter,
+    Fifo, GetTimeoutError, Lane, PriorityQueue, QueueConfig, QueueStrategy, RateLimiter,
     RateLimitingQueue, TryGetError, TwoLane, WorkqueueMetrics,
 };
 use std::num::NonZeroUsize;
@@ -174,7 +174,7 @@ impl Core {
         } else {
             (Clock::real(), None)
         };
-        let mut config = Config::with_clock(clock.clone()).named(name);
+        let mut config = QueueConfig::with_clock(clock.clone()).named(name);
         // The index pre-sizes to this; cap it so a typo cannot ask for
         // terabytes up front.
         config.capacity = usize::try_from(options.capacity.min(1 << 28)).unwrap_or(1 << 28);

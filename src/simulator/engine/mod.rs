@@ -18,7 +18,7 @@ mod arrivals;
 mod execution;
 mod tally;
 
-use super::histogram::Histogram;
+use super::histogram::LogHistogram;
 use super::report::{Report, Series};
 use super::workload::{Arrival, Workload};
 use crate::classification::{Classifier, OwnedDigest, RequestDigest};
@@ -322,8 +322,8 @@ struct Sim<'a> {
     bursts: Vec<BurstState>,
     ready: Arc<Ready>,
     ready_buf: Vec<u32>,
-    flow_waits: Vec<Histogram>,
-    level_waits: Vec<Histogram>,
+    flow_waits: Vec<LogHistogram>,
+    level_waits: Vec<LogHistogram>,
     series: Series,
     seed: u64,
     requests: u64,
@@ -413,8 +413,8 @@ impl<'a> Sim<'a> {
             manual,
             workload,
             digests,
-            flow_waits: vec![Histogram::default(); workload.flows.len()],
-            level_waits: vec![Histogram::default(); levels.len()],
+            flow_waits: vec![LogHistogram::default(); workload.flows.len()],
+            level_waits: vec![LogHistogram::default(); levels.len()],
             levels,
             end,
             heap: BinaryHeap::new(),

@@ -92,7 +92,7 @@ use super::shard::{Locked, Shards};
 use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, Phase};
 use super::waiter::{wait, Waiter, Wakes};
-use super::{Config, GetTimeoutError, Item, TryGetError, WorkqueueError};
+use super::{GetTimeoutError, Item, QueueConfig, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Timer};
 use crate::sync::{
     fence, lock, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, SegQueue,
@@ -169,8 +169,8 @@ enum Next<T, H> {
 }
 
 impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
-    pub(crate) fn new(config: Config, mode: Mode, strategy: S) -> Arc<Self> {
-        let Config {
+    pub(crate) fn new(config: QueueConfig, mode: Mode, strategy: S) -> Arc<Self> {
+        let QueueConfig {
             name,
             clock,
             timed_metrics: timed,

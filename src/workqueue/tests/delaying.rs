@@ -151,7 +151,7 @@ fn a_two_lane_delaying_queue_readies_items_in_their_lane() {
 
 #[test]
 fn the_real_clock_drives_delays_too() {
-    let q = DelayingQueue::with_config(Config::default());
+    let q = DelayingQueue::with_config(QueueConfig::default());
     q.add_after(1u8, ms(1));
     wait_until("the timer thread readies the item", || q.len() == 1);
     assert_eq!(q.try_get(), Ok(1));

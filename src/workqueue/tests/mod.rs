@@ -6,9 +6,9 @@ use crate::clock::{Clock, ManualClock};
 use crate::sync::{thread, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 use std::time::Duration;
 
-fn manual() -> (Config, ManualClock) {
+fn manual() -> (QueueConfig, ManualClock) {
     let (clock, manual) = Clock::manual();
-    (Config::with_clock(clock).named("test"), manual)
+    (QueueConfig::with_clock(clock).named("test"), manual)
 }
 
 fn ms(n: u64) -> Duration {
