@@ -49,6 +49,7 @@ impl Level {
 
 /// The water level of `demands` (one per active queue) under `limit`, by
 /// sorting and scanning: the plain definition, for the reference model.
+#[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
 pub fn water_level_by_sorting(limit: u32, demands: &mut [u64]) -> Level {
     demands.sort_unstable();
     let total: u64 = demands.iter().sum();
