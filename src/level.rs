@@ -65,7 +65,9 @@ impl WaitingNote {
         "subresource",
     ];
 
-    pub(crate) fn new(flow_distinguisher: &str, d: &RequestDigest<'_>) -> WaitingNote {
+    // For the C API crate (capi/): not part of the Rust API.
+    #[doc(hidden)]
+    pub fn new(flow_distinguisher: &str, d: &RequestDigest<'_>) -> WaitingNote {
         let fields = [
             flow_distinguisher,
             d.user,
@@ -164,8 +166,16 @@ impl Level {
         Level::with_kind(name, uid, LevelKind::Exempt(Box::new(seats)), clock)
     }
 
-    pub(crate) fn limited(name: String, uid: Option<String>, qs: QueueSet, clock: Clock) -> Level {
+    // For the C API crate (capi/): not part of the Rust API.
+    #[doc(hidden)]
+    pub fn limited(name: String, uid: Option<String>, qs: QueueSet, clock: Clock) -> Level {
         Level::with_kind(name, uid, LevelKind::Limited(qs), clock)
+    }
+
+    // For the C API crate (capi/): not part of the Rust API.
+    #[doc(hidden)]
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     fn with_kind(name: String, uid: Option<String>, kind: LevelKind, clock: Clock) -> Level {
@@ -313,7 +323,9 @@ impl Level {
     /// tallied under `tag` (its flow schema's id, with the
     /// [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) bit for
     /// a read-only request). `note` is taken only if the request has to wait.
-    pub(crate) fn admit(
+    // For the C API crate (capi/): not part of the Rust API.
+    #[doc(hidden)]
+    pub fn admit(
         level: &Arc<Level>,
         tag: u32,
         flow_hash: u64,
@@ -454,7 +466,9 @@ impl std::error::Error for CostError {}
 /// Seats a request counts as released and its level has not yet been
 /// given back: [`LevelRelease::complete`] gives them back.
 #[must_use = "the seats are given back only by LevelRelease::complete"]
-pub(crate) struct LevelRelease {
+// For the C API crate (capi/): not part of the Rust API.
+#[doc(hidden)]
+pub struct LevelRelease {
     level: Arc<Level>,
     kind: ReleaseKind,
 }
@@ -464,10 +478,19 @@ enum ReleaseKind {
     Exempt { tag: u32, seats: u32 },
 }
 
+impl fmt::Debug for LevelRelease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LevelRelease")
+            .field("level", &self.level.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl LevelRelease {
     /// Give the seats back (may dispatch waiters and wake them: hold no
     /// lock of yours).
-    pub(crate) fn complete(self) {
+    /// The second half of a release (see [`RequestGuard::begin_release`]).
+    pub fn complete(self) {
         match (self.kind, &self.level.kind) {
             (ReleaseKind::Queued(p), LevelKind::Limited(qs)) => qs.complete_release(p),
             (ReleaseKind::Exempt { tag, seats }, LevelKind::Exempt(e)) => {
@@ -564,7 +587,9 @@ impl RequestGuard {
 
     /// The first half of [`RequestGuard::release_seats`] (see
     /// `Execution::begin_release`): cheap, no lock of the level's.
-    pub(crate) fn begin_release(&mut self, seats: u32) -> Result<LevelRelease, ReleaseError> {
+    // For the C API crate (capi/): not part of the Rust API.
+    #[doc(hidden)]
+    pub fn begin_release(&mut self, seats: u32) -> Result<LevelRelease, ReleaseError> {
         let kind = match self.exec.as_mut() {
             None => return Err(ReleaseError::NothingHeld),
             Some(LevelExecution::Queued(exec)) => ReleaseKind::Queued(exec.begin_release(seats)?),

@@ -244,7 +244,9 @@ impl Dispatcher {
     }
 
     /// [`Self::metrics_text_with`] for options already validated.
-    pub(crate) fn metrics_text_validated(&self, options: &ExpositionOptions) -> String {
+    // For the C API crate (capi/): not part of the Rust API.
+    #[doc(hidden)]
+    pub fn metrics_text_validated(&self, options: &ExpositionOptions) -> String {
         encode::text(Some(&self.metrics()), &[], options)
     }
 

@@ -82,8 +82,10 @@ impl<T: Item> PriorityQueue<T> {
     }
 
     /// Workers parked in `get` (the C ABI's test aid).
+    // For the C API crate's test-only exports (capi/, feature test-hooks).
     #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
-    pub(crate) fn parked(&self) -> usize {
+    #[doc(hidden)]
+    pub fn parked(&self) -> usize {
         self.queue.parked()
     }
 

@@ -72,8 +72,10 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
     }
 
     /// Workers parked in `get` (tests, and the C ABI's test aid).
+    // For the C API crate's test-only exports (capi/, feature test-hooks).
     #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
-    pub(crate) fn parked(&self) -> usize {
+    #[doc(hidden)]
+    pub fn parked(&self) -> usize {
         self.shared.parked()
     }
 
