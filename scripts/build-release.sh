@@ -19,6 +19,8 @@ if [ "$major" = 0 ]; then soversion="0.$minor"; else soversion="$major"; fi
 export CARGO_TARGET_DIR="$PWD/target/install"
 export CARGO_PROFILE_RELEASE_DEBUG=false
 export CARGO_PROFILE_RELEASE_STRIP=debuginfo
-cargo rustc --quiet --release --lib -p apf --crate-type cdylib --crate-type staticlib \
+# libapf (capi/artifact) is the C library: the apf-capi crate linked into
+# a cdylib and a staticlib; the SONAME goes to its link only.
+cargo rustc --quiet --release --lib -p libapf \
   -- -C link-arg=-Wl,-soname,libapf.so."$soversion" >&2
 echo "$CARGO_TARGET_DIR/release"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when include/apf.h is not what cbindgen generates from src/ffi/.
+# Fails when include/apf.h is not what cbindgen generates from capi/src/ (the apf-capi crate).
 # Installs cbindgen first if it is missing (pinned, so the output is stable).
 #   scripts/check-header.sh          check (CI)
 #   scripts/check-header.sh --write  regenerate include/apf.h
@@ -20,7 +20,7 @@ fi
 
 generate() {
   # -q: cbindgen warns about every non-FFI item of the crate it skips.
-  cbindgen -q --config cbindgen.toml --crate apf --output "$1" 2>/dev/null
+  cbindgen -q --config cbindgen.toml --crate apf-capi --output "$1" 2>/dev/null
 }
 
 if [ "${1:-}" = "--write" ]; then

@@ -9,7 +9,8 @@
 #   3. Go: a program built against the installed prefix with -tags
 #      apf_static, moved elsewhere, run after the prefix is deleted.
 #   4. Rust: a crate depending on apf (default features) has no clap or
-#      indicatif in its `cargo tree` and builds.
+#      indicatif in its `cargo tree`, builds, and its build produces no
+#      libapf.so or libapf.a.
 # Called by scripts/test-all.sh. APF_INSTALL_CHECKS="c rust" runs a subset.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -59,7 +60,7 @@ if wants c; then
 fi
 
 if wants rust; then
-  step "a Rust crate depending on apf: no CLI dependencies"
+  step "a Rust crate depending on apf: no CLI dependencies, no C library"
   mkdir -p "$work/rust/src"
   sed "s|APF_PATH|$repo|" "$here/rust-Cargo.toml" >"$work/rust/Cargo.toml"
   cp "$here/rust-main.rs" "$work/rust/src/main.rs"
@@ -67,7 +68,14 @@ if wants rust; then
   tree="$(cd "$work/rust" && cargo tree -e normal)"
   ! grep -Eq '^.* (clap|indicatif) v' <<<"$tree" || fail "clap or indicatif in the library's tree"
   # A target directory that survives the temporary one, so reruns are quick.
-  (cd "$work/rust" && CARGO_TARGET_DIR="$repo/target/install-check-rust" cargo run --quiet)
+  rust_target="$repo/target/install-check-rust"
+  # The apf crate is an ordinary rlib: a Rust dependent builds no C library
+  # (the C ABI is capi/, a crate of its own). C libraries left by builds of
+  # older layouts are removed first, so the check sees this build's output.
+  find "$rust_target" \( -name 'libapf*.so*' -o -name 'libapf*.a' \) -delete 2>/dev/null || true
+  (cd "$work/rust" && CARGO_TARGET_DIR="$rust_target" cargo run --quiet)
+  c_libs="$(find "$rust_target" \( -name 'libapf*.so*' -o -name 'libapf*.a' \))"
+  [ -z "$c_libs" ] || fail "a Rust dependent's build produced a C library: $c_libs"
 fi
 
 if wants python; then

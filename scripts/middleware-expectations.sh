@@ -14,7 +14,7 @@ cargo test -q --features tower --test middleware_expectations
 
 lib="$root/target/release/libapf.so"
 if [ ! -f "$lib" ]; then
-  cargo build --release --lib --features test-hooks
+  cargo build --release -p libapf --features test-hooks
 fi
 
 echo "== Go net/http"

@@ -29,7 +29,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p apf --features tower,simulator
 scripts/check-doc-names.sh
 
 step "rust: both crates (apf, then apf-cli against the packaged apf) package for crates.io"
-cargo package --workspace --no-verify --allow-dirty --quiet
+# The C API crates (capi/: apf-capi, libapf) are publish = false: the C
+# library is installed from the repository (scripts/install.sh).
+cargo package -p apf -p apf-cli --no-verify --allow-dirty --quiet
 
 step "tower layer: unit tests and the loopback load test"
 cargo test --features tower --lib tower::

@@ -1,5 +1,6 @@
 //! libapf: Kubernetes' API Priority and Fairness (KEP-1040) and the
-//! client-go workqueue family, embeddable in any server, with a C ABI.
+//! client-go workqueue family, embeddable in any server (and, through the
+//! repository's `capi/` crate, from C, C++, Go and Python).
 //!
 //! A server under more load than it can take must choose whom to serve.
 //! API Priority and Fairness gives each class of traffic (a *priority
@@ -243,7 +244,6 @@
 //! | [`metrics`] | Prometheus metrics and Kubernetes' debug dumps |
 //! | [`workqueue`] | client-go's work queues and rate limiters |
 //! | [`clock`] | real and manual time, timers |
-//! | [`ffi`] | the C ABI behind `include/apf.h` and the C, C++, Go and Python bindings |
 //!
 //! # Cargo features
 //!
@@ -253,10 +253,11 @@
 //! | `simulator` | `apf::simulator`: the workload simulator behind `apf simulate` |
 //!
 //! None is on by default; the library has no CLI dependency (the `apf`
-//! tool is the separate `apf-cli` crate). The `testing` and `test-hooks`
-//! features exist for libapf's own tests (reference models, test-only C
-//! exports) and are not part of the API. Installing for each language:
-//! `docs/install.md` in the repository.
+//! tool is the separate `apf-cli` crate) and no C ABI: the C library
+//! (`libapf.so`, `libapf.a`, `include/apf.h`) is the repository's `capi/`
+//! crates, so depending on apf builds no C library. The `testing` feature
+//! exists for libapf's own tests (reference models) and is not part of the
+//! API. Installing for each language: `docs/install.md` in the repository.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 #![warn(missing_docs)]
@@ -268,7 +269,6 @@ pub mod config;
 pub mod cost;
 pub mod dealer;
 pub mod dispatcher;
-pub mod ffi;
 // Bounded reading of untrusted input. Public only for the apf-cli crate,
 // which reads files and clips echoed text with the library's limits; not
 // part of the API.

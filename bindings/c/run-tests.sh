@@ -17,7 +17,7 @@ OUT="$PWD/target/c-binding"
 mkdir -p "$OUT"
 
 step "c: build libapf (release)"
-cargo build --release --lib --features test-hooks
+cargo build --release -p libapf --features test-hooks
 
 CFLAGS=(-std=c11 -Wall -Wextra -Wpedantic -Werror -g -Iinclude)
 LDFLAGS=(-L"$LIB" -lapf -Wl,-rpath,"$LIB" -pthread)

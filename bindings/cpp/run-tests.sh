@@ -32,7 +32,7 @@ install_missing() {
 
 install_missing
 if [ -z "$lib_dir" ]; then
-  (cd "$root" && cargo build --release --lib --features test-hooks)
+  (cd "$root" && cargo build --release -p libapf --features test-hooks)
   lib_dir="$root/target/release"
 fi
 

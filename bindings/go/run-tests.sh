@@ -28,7 +28,7 @@ export CGO_ENABLED=1
 PKG_CONFIG_PATH="$("$root/scripts/dev-pkgconfig.sh")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export PKG_CONFIG_PATH
 
-(cd "$root" && cargo build --release --lib --features test-hooks)
+(cd "$root" && cargo build --release -p libapf --features test-hooks)
 
 cd "$here"
 go vet ./...

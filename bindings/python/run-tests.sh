@@ -7,7 +7,7 @@ repo="$(cd "$here/../.." && pwd)"
 python="${PYTHON:-python3}"
 
 if [[ -z "${APF_LIBRARY:-}" ]]; then
-    (cd "$repo" && cargo build --release --lib --features test-hooks)
+    (cd "$repo" && cargo build --release -p libapf --features test-hooks)
     export APF_LIBRARY="$repo/target/release/libapf.so"
 fi
 

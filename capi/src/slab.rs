@@ -1,0 +1,330 @@
+//! Handles: one generic, sharded slab of generation-checked slots, used for
+//! both request handles (`Entry`) and workqueue item handles.
+//!
+//! # Handle encoding
+//! A handle is a `u64`: the slot's generation XORed with the slab's salt in
+//! the high 32 bits, the slot's index plus one in the low 32 bits. Handle 0
+//! is never issued (the low half is at least 1), so C code can use 0 for
+//! "no request" / "no item".
+//!
+//! The salt is drawn per slab (per dispatcher, per queue): two dispatchers
+//! both hand out slot 0 first, and without the salt their first handles
+//! would be equal, so a handle given to the wrong dispatcher would finish
+//! that dispatcher's live request. With it, a foreign handle names a live
+//! slot only if the salts happen to agree on the generation (1 in 2^32).
+//!
+//! The index interleaves shards: `index = local * SHARDS + shard`, so a
+//! handle names its shard without a lookup. Each thread inserts into one
+//! shard (picked round-robin at the thread's first insert), which keeps
+//! concurrent insert/remove on different threads off each other's locks.
+//!
+//! # Generations and retirement
+//! A slot's generation is bumped when its occupant is retired, so every
+//! handle issued for that occupancy goes stale at once. A free slot
+//! remembers how its last occupant was retired (`R`), which lets the ABI
+//! tell "finish of a rejected request" or "item already done" from
+//! "unknown handle" for the handle just retired. Free slots are reused
+//! first in, first out, so that memory lasts as long as possible; once the
+//! slot is reused, the old handle is plainly unknown. Generations wrap after
+//! 2^32 reuses of one slot, the only way a stale handle could alias a live
+//! one.
+
+use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
+use apf::level::{RequestGuard, RequestTicket};
+use apf::queueset::RejectReason;
+use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
+
+use super::completion::RequestWaker;
+
+/// Number of shards (a power of two).
+pub(crate) const SHARDS: usize = 16;
+
+/// What a request handle refers to while it is live.
+pub(crate) enum Entry {
+    /// Dispatched (at once, or its dispatch was reported): finish it.
+    Executing(RequestGuard),
+    /// In a queue, or decided without the caller having been told yet.
+    Waiting(Box<Waiting>),
+}
+
+/// A queued request and the waker registered with its ticket.
+pub(crate) struct Waiting {
+    pub(crate) ticket: RequestTicket,
+    pub(crate) waker: Arc<RequestWaker>,
+}
+
+/// How a request slot's last occupant ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retired {
+    Finished,
+    Cancelled,
+    Rejected(RejectReason),
+}
+
+/// A dispatcher's request handles.
+pub(crate) type RequestSlab = Slab<Entry, Retired>;
+
+/// Why a handle does not name a live occupant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stale<R> {
+    /// Zero, never issued by this slab, or its slot has been reused since.
+    Unknown,
+    /// The slot's last occupant, retired this way.
+    Retired(R),
+}
+
+enum State<T, R> {
+    Free(Option<R>),
+    Busy(T),
+}
+
+struct Slot<T, R> {
+    generation: u32,
+    state: State<T, R>,
+}
+
+struct Shard<T, R> {
+    slots: Vec<Slot<T, R>>,
+    /// Local indexes of free slots, oldest first.
+    free: VecDeque<u32>,
+}
+
+impl<T, R> Default for Shard<T, R> {
+    fn default() -> Self {
+        Shard {
+            slots: Vec::new(),
+            free: VecDeque::new(),
+        }
+    }
+}
+
+/// One shard behind its own lock, on its own cache line.
+type LockedShard<T, R> = CachePadded<Mutex<Shard<T, R>>>;
+
+/// The slab. See the module documentation.
+pub(crate) struct Slab<T, R> {
+    shards: Box<[LockedShard<T, R>]>,
+    salt: u32,
+}
+
+/// A live slot, borrowed under its shard's lock.
+pub(crate) struct Occupied<'a, T, R> {
+    shard: &'a mut Shard<T, R>,
+    local: u32,
+}
+
+impl<T, R> Occupied<'_, T, R> {
+    pub(crate) fn entry(&mut self) -> &mut T {
+        match &mut self.shard.slots[self.local as usize].state {
+            State::Busy(entry) => entry,
+            State::Free(_) => unreachable!("an Occupied slot is busy"),
+        }
+    }
+
+    /// Retire the occupant: its handle goes stale. The entry comes back to
+    /// be dropped after the lock is released (dropping a guard finishes a
+    /// request, dropping a ticket cancels one; neither runs under our lock).
+    pub(crate) fn retire(self, how: R) -> T {
+        let slot = &mut self.shard.slots[self.local as usize];
+        slot.generation = slot.generation.wrapping_add(1);
+        let state = std::mem::replace(&mut slot.state, State::Free(Some(how)));
+        self.shard.free.push_back(self.local);
+        match state {
+            State::Busy(entry) => entry,
+            State::Free(_) => unreachable!("an Occupied slot is busy"),
+        }
+    }
+}
+
+/// The shard the calling thread inserts into: threads are spread over the
+/// shards round robin, so workers on different threads rarely share a lock.
+fn home_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static HOME: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    HOME.try_with(|h| *h).unwrap_or(0)
+}
+
+/// A salt that differs between slabs of one process (and between runs).
+fn fresh_salt() -> u32 {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    ahash::RandomState::new().hash_one(n) as u32
+}
+
+impl<T, R> Default for Slab<T, R> {
+    fn default() -> Self {
+        Slab {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(Mutex::new(Shard::default())))
+                .collect(),
+            salt: fresh_salt(),
+        }
+    }
+}
+
+impl<T, R: Copy> Slab<T, R> {
+    fn encode(&self, generation: u32, index: usize) -> u64 {
+        u64::from(generation ^ self.salt) << 32 | (index as u64 + 1)
+    }
+
+    /// The shard, local index and generation of a handle (None for 0).
+    fn decode(&self, handle: u64) -> Option<(usize, u32, u32)> {
+        let index = (handle as u32).checked_sub(1)? as usize;
+        let generation = (handle >> 32) as u32 ^ self.salt;
+        Some((index % SHARDS, (index / SHARDS) as u32, generation))
+    }
+
+    /// Store `entry` under a new handle, or give it back if the handle
+    /// space (2^32 - 1 live slots) is exhausted.
+    pub(crate) fn insert(&self, entry: T) -> Result<u64, T> {
+        let shard_index = home_shard();
+        let mut shard = lock(&self.shards[shard_index]);
+        let local = match shard.free.pop_front() {
+            Some(local) => {
+                shard.slots[local as usize].state = State::Busy(entry);
+                local as usize
+            }
+            None => {
+                let local = shard.slots.len();
+                // The low half of a handle is index + 1, so the largest index
+                // is u32::MAX - 1.
+                if local * SHARDS + shard_index > (u32::MAX - 1) as usize {
+                    return Err(entry);
+                }
+                shard.slots.push(Slot {
+                    generation: 0,
+                    state: State::Busy(entry),
+                });
+                local
+            }
+        };
+        let generation = shard.slots[local].generation;
+        Ok(self.encode(generation, local * SHARDS + shard_index))
+    }
+
+    /// Run `f` on the live occupant `handle` names, under its shard's lock.
+    /// `f` must not block or call user code.
+    pub(crate) fn with<X>(
+        &self,
+        handle: u64,
+        f: impl FnOnce(Occupied<'_, T, R>) -> X,
+    ) -> Result<X, Stale<R>> {
+        let (shard_index, local, generation) = self.decode(handle).ok_or(Stale::Unknown)?;
+        let mut shard = lock(&self.shards[shard_index]);
+        let slot = shard.slots.get(local as usize).ok_or(Stale::Unknown)?;
+        match &slot.state {
+            State::Busy(_) if slot.generation == generation => Ok(f(Occupied {
+                shard: &mut shard,
+                local,
+            })),
+            State::Free(Some(how)) if slot.generation == generation.wrapping_add(1) => {
+                Err(Stale::Retired(*how))
+            }
+            _ => Err(Stale::Unknown),
+        }
+    }
+
+    /// Retire the occupant `handle` names, giving it back.
+    pub(crate) fn remove(&self, handle: u64, how: R) -> Result<T, Stale<R>> {
+        self.with(handle, |occupied| occupied.retire(how))
+    }
+
+    /// Every live occupant, retired as `how` and removed (for tearing the
+    /// owner down).
+    pub(crate) fn drain(&self, how: R) -> Vec<T> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let mut shard = lock(shard);
+            let busy: Vec<u32> = (0..shard.slots.len() as u32)
+                .filter(|&i| matches!(shard.slots[i as usize].state, State::Busy(_)))
+                .collect();
+            for local in busy {
+                out.push(
+                    Occupied {
+                        shard: &mut shard,
+                        local,
+                    }
+                    .retire(how),
+                );
+            }
+        }
+        out
+    }
+
+    /// Occupants live in the slab.
+    pub(crate) fn live(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = lock(s);
+                s.slots.len() - s.free.len()
+            })
+            .sum()
+    }
+
+    /// Panic with `message` while holding the calling thread's shard lock
+    /// (the panic-boundary tests).
+    #[cfg(any(test, feature = "test-hooks"))]
+    pub(crate) fn panic_while_locked(&self, message: &str) {
+        let _shard = lock(&self.shards[home_shard()]);
+        panic!("{message}");
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct Gone;
+
+    #[test]
+    fn handles_round_trip_and_zero_is_invalid() {
+        let slab: Slab<(), ()> = Slab::default();
+        assert_eq!(slab.decode(0), None);
+        for (generation, index) in [(0, 0), (7, 15), (u32::MAX, u32::MAX - 1), (3, 16 * 5 + 2)] {
+            let h = slab.encode(generation, index as usize);
+            assert_ne!(h, 0);
+            let (shard, local, g) = slab.decode(h).unwrap();
+            assert_eq!(g, generation);
+            assert_eq!(local as usize * SHARDS + shard, index as usize);
+        }
+    }
+
+    #[test]
+    fn a_handle_retires_once_and_goes_stale_on_reuse() {
+        let slab: Slab<&str, Gone> = Slab::default();
+        let h = slab.insert("a").unwrap();
+        assert_ne!(h, 0);
+        assert_eq!(slab.live(), 1);
+        assert_eq!(slab.remove(h, Gone), Ok("a"));
+        assert_eq!(slab.remove(h, Gone), Err(Stale::Retired(Gone)));
+        assert_eq!(slab.remove(0, Gone), Err(Stale::Unknown));
+        assert_eq!(slab.remove(h + 1, Gone), Err(Stale::Unknown));
+        assert_eq!(slab.live(), 0);
+        // The slot is reused with a new generation: the old handle stays
+        // stale, and is no longer even "just retired".
+        let h2 = slab.insert("b").unwrap();
+        assert_ne!(h2, h);
+        assert_eq!(slab.remove(h, Gone), Err(Stale::Unknown));
+        assert_eq!(slab.remove(h2, Gone), Ok("b"));
+    }
+
+    #[test]
+    fn another_slabs_handle_is_unknown_here() {
+        let (a, b): (Slab<u8, Gone>, Slab<u8, Gone>) = (Slab::default(), Slab::default());
+        assert_ne!(a.salt, b.salt, "salts are drawn per slab");
+        // Same thread, same shard, same first slot in both: only the salt
+        // tells the handles apart.
+        let ha = a.insert(1).unwrap();
+        let hb = b.insert(2).unwrap();
+        assert_ne!(ha, hb);
+        assert_eq!(b.remove(ha, Gone), Err(Stale::Unknown));
+        assert_eq!(a.remove(hb, Gone), Err(Stale::Unknown));
+        assert_eq!(b.remove(hb, Gone), Ok(2));
+        assert_eq!(a.remove(ha, Gone), Ok(1));
+    }
+}
