@@ -122,8 +122,11 @@ func (f *Factory) BeginConstruction(qCfg fq.QueuingConfig, reqs metrics.RatioedG
 	if err != nil {
 		return nil, fmt.Errorf("priority level %q: %w", qCfg.Name, err)
 	}
+	// qCfg starts as the configuration itself, as in Kubernetes: a level
+	// built without queues keeps its own queue length limit and hand size
+	// (the waiting gauge's denominator).
 	qs := &queueSet{
-		f: f, q: q, name: qCfg.Name,
+		f: f, q: q, name: qCfg.Name, qCfg: qCfg,
 		reqs: reqs, execSeats: execSeats, seatDemand: seatDemand,
 	}
 	return &completer{qs: qs, qCfg: qCfg}, nil
@@ -141,15 +144,30 @@ func (c *completer) Complete(dCfg fq.DispatchingConfig) fq.QueueSet {
 	return c.qs
 }
 
+// exemptLimit is libapf's largest concurrency limit (MAX_CONCURRENCY_LIMIT),
+// given to exempt levels.
+const exemptLimit = 1 << 30
+
 // toConfig maps Kubernetes' queuing configuration and concurrency limit
-// onto libapf's. As in Kubernetes, a non-positive DesiredNumQueues means no
-// queuing: a request that does not fit is rejected.
+// onto libapf's. As in Kubernetes, DesiredNumQueues 0 means no queuing: a
+// request that does not fit is rejected. A negative DesiredNumQueues is
+// Kubernetes' code for an exempt level (the APF controller gives every
+// exempt priority level -1): never limited and never rejected, whatever
+// the concurrency limit, only counted. libapf still runs the level (so its
+// requests stay counted in libapf and in the gauges, and a later change
+// to a limited configuration counts them against the new limit, as
+// Kubernetes' seats in use do), at libapf's largest concurrency limit,
+// 2^30 seats, which no real set of requests reaches (Kubernetes caps a
+// request at a few hundred seats).
 func toConfig(q fq.QueuingConfig, limit int) (apf.QueueSetConfig, error) {
+	if q.DesiredNumQueues < 0 {
+		return apf.QueueSetConfig{ConcurrencyLimit: exemptLimit}, nil
+	}
 	if limit < 0 {
 		return apf.QueueSetConfig{}, fmt.Errorf("priority level %q: negative concurrency limit %d", q.Name, limit)
 	}
 	cfg := apf.QueueSetConfig{ConcurrencyLimit: uint32(min(limit, math.MaxUint32))}
-	if q.DesiredNumQueues <= 0 {
+	if q.DesiredNumQueues == 0 {
 		return cfg, nil
 	}
 	if q.HandSize <= 0 || q.HandSize > q.DesiredNumQueues {
