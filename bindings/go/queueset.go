@@ -255,6 +255,16 @@ func (q *QueueSet) Await(ctx context.Context, t *QueueSetTicket) (bool, RejectRe
 	return false, reason, nil
 }
 
+// StillQueued reports whether a request that Start queued still waits for
+// its decision (neither dispatched nor rejected yet). It neither waits nor
+// takes the decision: Await still returns it. For callers that account
+// for goroutines waiting in Await (k8sfq's fake-clock mode). Call it only
+// before Finish.
+func (q *QueueSet) StillQueued(t *QueueSetTicket) (bool, error) {
+	outcome, _, err := q.pollC(t.handle)
+	return err == nil && outcome == outcomeQueued, err
+}
+
 // Finish ends an executing request (its additional latency counts from now).
 func (q *QueueSet) Finish(t *QueueSetTicket) error {
 	maybeGC()

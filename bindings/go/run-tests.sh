@@ -42,3 +42,7 @@ cd "$here/k8sfq"
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
 go vet ./...
 go test -count=1 -timeout 600s -bench ControllerHandle -benchtime=200x ./...
+# Kubernetes' own queueset tests (queueset_test.go of the k8s.io/apiserver
+# version go.mod requires, taken from the module cache at test time, never
+# committed) against the factory; see the script for its two edits.
+"$here/k8sfq/testdata/k8s-queueset/run.sh"

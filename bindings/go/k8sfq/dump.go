@@ -18,6 +18,7 @@ func seatSeconds(v float64) string { return fmt.Sprintf("%.8fss", v) }
 // admitted at once without touching a queue, in
 // QueuelessExecutingRequests.
 func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
+	qs.f.sync()
 	d, err := qs.q.Dump()
 	if err != nil {
 		klog.ErrorS(err, "libapf queueset dump", "priorityLevel", qs.name)

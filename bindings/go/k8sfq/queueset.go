@@ -33,6 +33,11 @@ type queueSet struct {
 	waiting, executing       atomic.Int64
 	seatsWaiting, seatsInUse atomic.Int64
 
+	// queuing: the configuration in force has queues, so, as in Kubernetes,
+	// a request admitted at once still goes through a queue for the
+	// queue-note callback and the in-queue series.
+	queuing atomic.Bool
+
 	mu   sync.Mutex
 	qCfg fq.QueuingConfig
 
@@ -56,10 +61,14 @@ func (qs *queueSet) apply(qCfg fq.QueuingConfig, dCfg fq.DispatchingConfig) {
 		qCfg.QueueLengthLimit, qCfg.HandSize = qs.qCfg.QueueLengthLimit, qs.qCfg.HandSize
 	}
 	qs.qCfg = qCfg
+	qs.queuing.Store(qCfg.DesiredNumQueues > 0)
+	qs.f.sync()
 	cfg, err := toConfig(qCfg, dCfg.ConcurrencyLimit)
 	if err == nil {
 		err = qs.q.Reconfigure(cfg)
 	}
+	// A higher limit may have dispatched waiting requests.
+	defer qs.f.credit()
 	if err != nil {
 		// Both configurations were checked before Complete; only a negative
 		// or oversized concurrency limit gets here.
@@ -118,6 +127,10 @@ type request struct {
 	// request is shared; Await later changes ticket.Queued).
 	waited bool
 	queue  int
+	// waitCtx: the context Await waits on (ctx, but for goroutine
+	// counting, see counting.go); ctxDone: ctx ended (under count.mu).
+	waitCtx context.Context
+	ctxDone bool
 }
 
 func clampSeats(s uint64) uint32 {
@@ -129,7 +142,11 @@ func clampSeats(s uint64) uint32 {
 // request that waits is observed in the queue-length histogram (the length
 // of the queue it joined) and sets the current-R gauge, as Kubernetes does
 // at each enqueue; one admitted at once on libapf's lock-free path joins
-// no queue and observes neither.
+// no queue and observes neither. As in Kubernetes, which puts every
+// request of a level with queues in a queue and dispatches it from there,
+// a request admitted at once on such a level calls queueNoteFn(true) then
+// queueNoteFn(false) (the HTTP filter's waiting-requests watermark counts
+// it), and its flow schema's in-queue request and seat series exist, at 0.
 func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstimate, hashValue uint64,
 	flowDistinguisher, fsName string, descr1, descr2 interface{}, queueNoteFn fq.QueueNoteFn) (fq.Request, bool) {
 	est := apf.WorkEstimate{
@@ -137,7 +154,10 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 		FinalSeats:        clampSeats(width.FinalSeats),
 		AdditionalLatency: width.AdditionalLatency,
 	}
-	t, err := qs.q.Start(hashValue, est, 0, qs.tags.id(fsName))
+	qs.f.sync()
+	tag := qs.tags.entry(fsName)
+	t, err := qs.q.Start(hashValue, est, 0, tag.id)
+	qs.f.credit()
 	if err != nil {
 		klog.ErrorS(err, "libapf queueset refused to start a request; rejecting it", "priorityLevel", qs.name, "flowSchema", fsName)
 		return nil, qs.IsIdle()
@@ -151,7 +171,15 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
 		waited: t.Queued, queue: int(t.Queue),
 	}
+	r.waitCtx = qs.f.watch(r)
 	if !t.Queued {
+		if qs.queuing.Load() {
+			tag.inQueueSeries(ctx, qs.name, fsName)
+			if queueNoteFn != nil {
+				queueNoteFn(true)
+				queueNoteFn(false)
+			}
+		}
 		r.executing()
 		return r, false
 	}
@@ -218,7 +246,9 @@ func (r *request) releaseSeats() {
 func (r *request) Finish(execute func()) (idle bool) {
 	qs := r.qs
 	if r.ticket.Queued {
-		run, _, err := qs.q.Await(r.ctx, &r.ticket)
+		qs.f.countOut(r)
+		run, _, err := qs.q.Await(r.waitCtx, &r.ticket)
+		qs.f.countIn(r)
 		r.leftQueue()
 		if err != nil || !run {
 			// Kubernetes labels every rejection after waiting "time-out".
@@ -229,9 +259,11 @@ func (r *request) Finish(execute func()) (idle bool) {
 		r.executing()
 	}
 	defer func() {
+		qs.f.sync()
 		if err := qs.q.Finish(&r.ticket); err != nil {
 			klog.ErrorS(err, "libapf queueset: finishing a request", "priorityLevel", qs.name)
 		}
+		qs.f.credit()
 		qs.running.Delete(r)
 		qs.executing.Add(-1)
 		qs.reqs.RequestsExecuting.Add(-1)
@@ -249,24 +281,42 @@ func (r *request) Finish(execute func()) (idle bool) {
 
 // tagTable numbers flow schema names for libapf's request tags.
 type tagTable struct {
-	ids   sync.Map // string -> uint32
+	ids   sync.Map // string -> *tagEntry
 	mu    sync.Mutex
 	names []string
 }
 
-func (t *tagTable) id(name string) uint32 {
+// tagEntry is one flow schema seen at the queueset.
+type tagEntry struct {
+	id uint32
+	// series: its in-queue series exist (made once, at 0; Kubernetes makes
+	// them by adding 1 then -1 for each request it dispatches at once).
+	series atomic.Bool
+}
+
+func (t *tagTable) entry(name string) *tagEntry {
 	if v, ok := t.ids.Load(name); ok {
-		return v.(uint32)
+		return v.(*tagEntry)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if v, ok := t.ids.Load(name); ok {
-		return v.(uint32)
+		return v.(*tagEntry)
 	}
-	id := uint32(len(t.names))
+	e := &tagEntry{id: uint32(len(t.names))}
 	t.names = append(t.names, name)
-	t.ids.Store(name, id)
-	return id
+	t.ids.Store(name, e)
+	return e
+}
+
+// inQueueSeries makes the flow schema's in-queue request and seat series
+// of the level, at 0, unless done already.
+func (e *tagEntry) inQueueSeries(ctx context.Context, level, fsName string) {
+	if e.series.Load() || e.series.Swap(true) {
+		return
+	}
+	metrics.AddRequestsInQueues(ctx, level, fsName, 0)
+	metrics.AddSeatsInQueues(ctx, level, fsName, 0)
 }
 
 func (t *tagTable) name(id uint32) string {
