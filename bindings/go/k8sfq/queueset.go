@@ -42,11 +42,9 @@ type queueSet struct {
 	qCfg fq.QueuingConfig
 
 	tags tagTable
-	// queued maps the waiting id of each queued request to the request,
-	// for Dump's request details; running holds the executing requests
-	// (*request keys), which Dump lists.
-	queued  sync.Map
-	running sync.Map
+	// reg: the executing requests, and the waiting ones by waiting id,
+	// which Dump lists.
+	reg registry
 }
 
 var _ fq.QueueSet = (*queueSet)(nil)
@@ -127,6 +125,8 @@ type request struct {
 	// request is shared; Await later changes ticket.Queued).
 	waited bool
 	queue  int
+	// hash: the flow hash (the registry's shard).
+	hash uint64
 	// waitCtx: the context Await waits on (ctx, but for goroutine
 	// counting, see counting.go); ctxDone: ctx ended (under count.mu).
 	waitCtx context.Context
@@ -166,10 +166,11 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 		metrics.AddReject(ctx, qs.name, fsName, t.Reason.String())
 		return nil, qs.IsIdle()
 	}
-	r := &request{
+	r := requestPool.Get().(*request)
+	*r = request{
 		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
 		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
-		waited: t.Queued, queue: int(t.Queue),
+		waited: t.Queued, queue: int(t.Queue), hash: hashValue,
 	}
 	r.waitCtx = qs.f.watch(r)
 	if !t.Queued {
@@ -183,7 +184,7 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 		r.executing()
 		return r, false
 	}
-	qs.queued.Store(t.WaitingID, r)
+	qs.reg.addQueued(t.WaitingID, r)
 	// Kubernetes observes these at every enqueue; libapf reports them for
 	// the requests that really join a queue (see StartRequest's doc).
 	metrics.ObserveQueueLength(ctx, qs.name, fsName, int(t.QueueLength))
@@ -204,7 +205,7 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 func (r *request) executing() {
 	qs := r.qs
 	r.start = time.Now()
-	qs.running.Store(r, struct{}{})
+	qs.reg.addRunning(r)
 	qs.executing.Add(1)
 	qs.seatsInUse.Add(int64(r.seats))
 	qs.reqs.RequestsExecuting.Add(1)
@@ -217,7 +218,7 @@ func (r *request) executing() {
 // leftQueue counts the request out of its queue.
 func (r *request) leftQueue() {
 	qs := r.qs
-	qs.queued.Delete(r.ticket.WaitingID)
+	qs.reg.removeQueued(r.ticket.WaitingID)
 	if r.queueNote != nil {
 		r.queueNote(false)
 	}
@@ -254,6 +255,7 @@ func (r *request) Finish(execute func()) (idle bool) {
 			// Kubernetes labels every rejection after waiting "time-out".
 			metrics.AddReject(r.ctx, qs.name, r.fsName, "time-out")
 			qs.noteDemand()
+			r.recycle(false)
 			return qs.IsIdle()
 		}
 		r.executing()
@@ -264,19 +266,37 @@ func (r *request) Finish(execute func()) (idle bool) {
 			klog.ErrorS(err, "libapf queueset: finishing a request", "priorityLevel", qs.name)
 		}
 		qs.f.credit()
-		qs.running.Delete(r)
+		qs.reg.removeRunning(r)
 		qs.executing.Add(-1)
 		qs.reqs.RequestsExecuting.Add(-1)
 		metrics.AddRequestsExecuting(r.ctx, qs.name, r.fsName, -1)
-		if lat := r.estimate.AdditionalLatency; lat > 0 {
-			qs.f.after(lat, r.releaseSeats)
+		lingering := r.estimate.AdditionalLatency > 0
+		if lingering {
+			qs.f.after(r.estimate.AdditionalLatency, r.releaseSeats)
 		} else {
 			r.releaseSeats()
 		}
 		idle = qs.IsIdle()
+		r.recycle(lingering)
 	}()
 	execute()
 	return false
+}
+
+// requestPool recycles finished requests: a request admitted and finished
+// allocates nothing in the factory once the pool is warm.
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// recycle returns a finished request to the pool, unless something may
+// still read it: its lingering-seat timer, or (on a counting fake clock)
+// its context watcher. The controller does not touch a request after
+// Finish.
+func (r *request) recycle(lingering bool) {
+	if lingering || r.qs.f.active != nil {
+		return
+	}
+	*r = request{}
+	requestPool.Put(r)
 }
 
 // tagTable numbers flow schema names for libapf's request tags.
