@@ -107,7 +107,8 @@ impl<'a> RequestInfo<'a> {
         // A get or delete that names no object is one of a collection (an
         // empty name segment names none).
         if info.name.is_empty() && info.verb == "get" {
-            let watching = !watch.is_empty() && watch != "0" && !watch.eq_ignore_ascii_case("false");
+            let watching =
+                !watch.is_empty() && watch != "0" && !watch.eq_ignore_ascii_case("false");
             info.verb = if watching { "watch" } else { "list" }.to_string();
         }
         if info.name.is_empty() && info.verb == "delete" {
