@@ -69,7 +69,11 @@ class Middleware:
         pending = self.dispatcher.request_async(digest, estimate, timeout_ns=self.timeout_ns)
         early: list = []  # messages read while the request waited, for the app
         try:
-            request = await _admitted_unless_left(pending, receive, early)
+            # Executing at once (the common case) costs no task; only a
+            # queued request is waited for beside the client's messages.
+            request = pending._admit_now()
+            if request is None:
+                request = await _admitted_unless_left(pending, receive, early)
             if request is None:
                 # The client left while queued: the request is withdrawn;
                 # nobody reads an answer, but it counts toward Retry-After.
@@ -120,8 +124,13 @@ async def _admitted_unless_left(pending, receive, early: list):
     """The executing request, or None if the client disconnected while it
     was queued (then it is withdrawn). Raises Rejected. Messages read while
     waiting are appended to ``early``. A cancellation of the calling task
-    withdraws the request too."""
-    waiting = asyncio.ensure_future(_await(pending))
+    withdraws the request too.
+
+    ``waiting`` takes its first step (registering the wait, after which
+    cancelling it withdraws the request) before this task can run again:
+    the loop runs ready callbacks in order, and its step was scheduled
+    first. So every cancellation below reaches a wait that can withdraw."""
+    waiting = asyncio.ensure_future(pending._wait_queued())
     watcher = asyncio.ensure_future(_until_disconnect(receive, early))
     handed_over = False
     try:
@@ -172,10 +181,6 @@ def _count_cancelled(dispatcher: Dispatcher, pending) -> None:
     decision = pending.decision
     if decision is not None:
         dispatcher.reject(decision.priority_level, decision.flow_schema, RejectReason.CANCELLED)
-
-
-async def _await(awaitable):
-    return await awaitable
 
 
 async def _maybe_await(value):
