@@ -62,6 +62,16 @@ def test_admitted_request_gets_the_uid_headers(dispatcher):
     assert seat_is_free(dispatcher)
 
 
+def test_built_in_objects_send_their_uid_headers(builtin):
+    """Built-in objects have no metadata.uid; libapf derives a stable one,
+    and the headers carry it (the README says so)."""
+    status, headers, _ = asyncio.run(
+        call(apf.asgi.Middleware(hello(), builtin, classify), scope_for("alice")))
+    assert status == 200
+    assert headers["x-kubernetes-pf-flowschema-uid"]
+    assert headers["x-kubernetes-pf-prioritylevel-uid"]
+
+
 def test_rejected_request_gets_429(dispatcher):
     held = dispatcher.start_request(digest("bob"))
     seen = []
