@@ -54,6 +54,13 @@ if [ -f "$here/MANIFEST" ]; then
     root="" bench="$here/bin/scaling" latency="$here/bin/workqueue_latency"
     [ -n "$bundle" ] && { echo "bench-scaling: --bundle needs a checkout" >&2; exit 2; }
     out="${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/bench-scaling.XXXXXX")}"
+    if [ ! -x "$bench" ] || [ ! -x "$latency" ]; then
+        # Copied without its modes: run executable copies.
+        bin="$(mktemp -d "${TMPDIR:-/tmp}/bench-scaling-bin.XXXXXX")"
+        cp "$bench" "$latency" "$bin/"
+        chmod +x "$bin"/*
+        bench="$bin/scaling" latency="$bin/workqueue_latency"
+    fi
 else
     root="$(cd "$here/.." && pwd)"
     cd "$root"
@@ -279,7 +286,11 @@ for round in $(seq "$rounds"); do
     fi
     echo "bench-scaling: round $round of $rounds ($((SECONDS - started)) s so far)" >&2
     CRITERION_HOME="$crit_home/$round" "$bench" --bench "${crit[@]}" --noplot \
-        >"$out/round-$round.txt" 2>&1 || { echo "bench-scaling: round $round failed, see $out/round-$round.txt" >&2; exit 1; }
+        >"$out/round-$round.txt" 2>&1 || {
+        echo "bench-scaling: round $round failed, see $out/round-$round.txt; the table holds the rounds before" >&2
+        echo "round $round failed" >>"$out/machine.txt"
+        break
+    }
     collect "$round"
     "$latency" "${wq[@]}" --only workqueue >"$out/latency-$round.txt" 2>&1 ||
         echo "bench-scaling: the latency run failed, see $out/latency-$round.txt" >&2
