@@ -159,6 +159,7 @@ collect() { # ROUND
 # "round slow_dones N".
 latency_lines() { # ROUND FILE
     awk -v round="$1" '
+        /^workqueue: / { r = $(NF - 1); sub(/^\(/, "", r); print round, "rate", r }
         $2 == "p50" && $5 == "p99" { print round, $1, $3, $6, $9, $12 }
         /^  dones over/ { print round, "slow_dones", $5 }' "$2"
 }
@@ -223,7 +224,7 @@ table() {
         if (!($4 in tseen)) { tseen[$4] = 1; ts[++nt] = $4 + 0 }
         next
     }
-    { if ($2 == "slow_dones") slow[++ns] = $3; else for (k = 3; k <= 6; k++) { lk = $2 SUBSEP k; lv[lk, ++lc[lk]] = $k; if (!($2 in lops)) nops++; lops[$2] = 1 } }
+    { if ($2 == "slow_dones") slow[++ns] = $3; else if ($2 == "rate") lrate[++nl] = $3; else for (k = 3; k <= 6; k++) { lk = $2 SUBSEP k; lv[lk, ++lc[lk]] = $k; if (!($2 in lops)) nops++; lops[$2] = 1 } }
     END {
         for (i = 2; i <= nt; i++) for (j = i; j > 1 && ts[j - 1] > ts[j]; j--) { t = ts[j]; ts[j] = ts[j - 1]; ts[j - 1] = t }
         nr = 0; for (r in rounds) nr++
@@ -269,6 +270,8 @@ table() {
             }
             s = ""; for (i = 1; i <= ns; i++) s = s (i > 1 ? ", " : "") slow[i]
             print ""; print "dones over 1 ms, each round: " s
+            s = ""; for (i = 1; i <= nl; i++) s = s (i > 1 ? ", " : "") rate(lrate[i])
+            print ""; print "get+done+add over all consumers, each round: " s
         }
     }' "$out/cases.txt" "$out/latency.tsv"
 }
