@@ -300,7 +300,7 @@ for round in $(seq "$rounds"); do
     latency_lines "$round" "$out/latency-$round.txt" >>"$out/latency.tsv"
     table >"$out/table.md"
 done
-echo "wall $((SECONDS - started)) s for the rounds" >>"$out/machine.txt"
+echo "wall $((SECONDS - started)) s for the rounds; load after $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 
 # The callgrind rows, from a checkout with valgrind (scripts/lib/instructions.sh).
 if [ -n "$root" ] && command -v valgrind >/dev/null; then
