@@ -66,12 +66,19 @@ else
     cd "$root"
     export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-1}"
     out="${OUT:-$root/target/bench-scaling}"
+    mkdir -p "$root/target"
+    build="$root/target/bench-scaling-build"
+    if ! cargo bench --bench scaling --no-run --message-format=json-render-diagnostics \
+        >"$build.json" 2>"$build.log" ||
+        ! cargo build --release --example workqueue_latency --example hotpath_profile \
+            --example dispatcher_hotpath_profile 2>>"$build.log"; then
+        tail -n 40 "$build.log" >&2
+        echo "bench-scaling: the build failed (log: $build.log)" >&2
+        exit 1
+    fi
     # The bench binary's path, from cargo's JSON messages.
-    bench="$(cargo bench --bench scaling --no-run --message-format=json 2>/dev/null |
-        awk 'match($0, /"executable":"[^"]*"/) { s = substr($0, RSTART + 14, RLENGTH - 15) }
-             END { print s }')"
-    cargo build --release --example workqueue_latency --example hotpath_profile \
-        --example dispatcher_hotpath_profile 2>/dev/null
+    bench="$(awk 'match($0, /"executable":"[^"]*"/) { s = substr($0, RSTART + 14, RLENGTH - 15) }
+                  END { print s }' "$build.json")"
     latency="$root/target/release/examples/workqueue_latency"
     [ -x "$bench" ] || { echo "bench-scaling: the scaling bench did not build" >&2; exit 1; }
     if [ -n "$bundle" ]; then
