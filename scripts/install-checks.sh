@@ -77,7 +77,7 @@ if wants python; then
 fi
 
 if wants go; then
-  step "Go: a static binary, moved, run without the prefix"
+  step "Go: modules from a file proxy (no replace); shared build with no LD_LIBRARY_PATH; static build, moved, without the prefix"
   "$repo/bindings/go/install-check.sh" "$prefix" "$work/go"
 fi
 echo "install checks passed: $checks"

@@ -40,6 +40,7 @@ ldd "$work/app-shared" | grep -q "libapf.so.*$prefix" || {
   echo "the shared build does not load the installed libapf.so" >&2
   exit 1
 }
+echo "shared build (apf.pc's run path, no LD_LIBRARY_PATH):"
 env -u LD_LIBRARY_PATH "$work/app-shared"
 (cd "$work/src" &&
   PKG_CONFIG_PATH="$prefix/lib/pkgconfig" go build -tags apf_static -o "$work/app" .)
@@ -49,4 +50,5 @@ if ldd "$work/elsewhere/app" | grep -q libapf; then
   echo "the static build still needs libapf.so" >&2
   exit 1
 fi
+echo "static build (-tags apf_static), moved, prefix deleted:"
 "$work/elsewhere/app"

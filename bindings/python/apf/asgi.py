@@ -135,7 +135,10 @@ async def _admitted_unless_left(pending, receive, early: list):
     handed_over = False
     try:
         await asyncio.wait((waiting, watcher), return_when=asyncio.FIRST_COMPLETED)
-        if not waiting.done() and watcher.result():
+        # A receive that failed is no disconnect seen: the request waits on,
+        # and the application meets the failure when it reads.
+        left = watcher.done() and watcher.exception() is None and watcher.result()
+        if not waiting.done() and left:
             waiting.cancel()  # the client left: withdraw (seat or queue slot)
         await asyncio.wait((waiting,))
         if waiting.cancelled():
