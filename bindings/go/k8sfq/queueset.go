@@ -32,6 +32,7 @@ type queueSet struct {
 	// execution, or of its additional latency when it has one).
 	waiting, executing       atomic.Int64
 	seatsWaiting, seatsInUse atomic.Int64
+	demandMu                 sync.Mutex
 
 	// queuing: the configuration in force has queues, so, as in Kubernetes,
 	// a request admitted at once still goes through a queue for the
@@ -105,8 +106,16 @@ func (qs *queueSet) IsIdle() bool {
 	return qs.waiting.Load() == 0 && qs.executing.Load() == 0
 }
 
+// noteDemand sets the seat-demand gauge to the seats in use and waiting.
+// Set is not commutative as the other gauges' Add is: two goroutines that
+// read the counters and then Set could leave the older reading in the
+// gauge. Reading and setting under demandMu makes the last Set read the
+// counters after every update that preceded it (each updater calls
+// noteDemand after its update), so the gauge ends at the true value.
 func (qs *queueSet) noteDemand() {
+	qs.demandMu.Lock()
 	qs.seatDemand.Set(float64(qs.seatsInUse.Load() + qs.seatsWaiting.Load()))
+	qs.demandMu.Unlock()
 }
 
 // request is one request between StartRequest and the end of Finish.
