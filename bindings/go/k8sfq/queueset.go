@@ -178,7 +178,7 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 	r := requestPool.Get().(*request)
 	*r = request{
 		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
-		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
+		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: qs.f.wallNow(),
 		waited: t.Queued, queue: int(t.Queue), hash: hashValue,
 	}
 	r.waitCtx = qs.f.watch(r)
@@ -213,7 +213,11 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 // executing counts the request as executing.
 func (r *request) executing() {
 	qs := r.qs
-	r.start = time.Now()
+	// A request admitted at once starts when it arrives: one clock read.
+	r.start = r.arrival
+	if r.waited {
+		r.start = qs.f.wallNow()
+	}
 	qs.reg.addRunning(r)
 	qs.executing.Add(1)
 	qs.seatsInUse.Add(int64(r.seats))
