@@ -81,6 +81,16 @@ func (f *Factory) AdvanceClock(d time.Duration) error {
 	return err
 }
 
+// wallNow is the time the dumps show (arrival, start of execution): the
+// factory's clock for NewFactoryOnClock, as Kubernetes' queueset reads its
+// clock, else the real one.
+func (f *Factory) wallNow() time.Time {
+	if f.clk != nil {
+		return f.clk.Now()
+	}
+	return time.Now()
+}
+
 // sync brings a NewFactoryOnClock factory's queuesets to its clock's time
 // (a no-op for the others), then counts back in the goroutines that moving
 // the clock dispatched.

@@ -32,6 +32,7 @@ type queueSet struct {
 	// execution, or of its additional latency when it has one).
 	waiting, executing       atomic.Int64
 	seatsWaiting, seatsInUse atomic.Int64
+	demandMu                 sync.Mutex
 
 	// queuing: the configuration in force has queues, so, as in Kubernetes,
 	// a request admitted at once still goes through a queue for the
@@ -105,8 +106,16 @@ func (qs *queueSet) IsIdle() bool {
 	return qs.waiting.Load() == 0 && qs.executing.Load() == 0
 }
 
+// noteDemand sets the seat-demand gauge to the seats in use and waiting.
+// Set is not commutative as the other gauges' Add is: two goroutines that
+// read the counters and then Set could leave the older reading in the
+// gauge. Reading and setting under demandMu makes the last Set read the
+// counters after every update that preceded it (each updater calls
+// noteDemand after its update), so the gauge ends at the true value.
 func (qs *queueSet) noteDemand() {
+	qs.demandMu.Lock()
 	qs.seatDemand.Set(float64(qs.seatsInUse.Load() + qs.seatsWaiting.Load()))
+	qs.demandMu.Unlock()
 }
 
 // request is one request between StartRequest and the end of Finish.
@@ -169,7 +178,7 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 	r := requestPool.Get().(*request)
 	*r = request{
 		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
-		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
+		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: qs.f.wallNow(),
 		waited: t.Queued, queue: int(t.Queue), hash: hashValue,
 	}
 	r.waitCtx = qs.f.watch(r)
@@ -204,7 +213,11 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 // executing counts the request as executing.
 func (r *request) executing() {
 	qs := r.qs
-	r.start = time.Now()
+	// A request admitted at once starts when it arrives: one clock read.
+	r.start = r.arrival
+	if r.waited {
+		r.start = qs.f.wallNow()
+	}
 	qs.reg.addRunning(r)
 	qs.executing.Add(1)
 	qs.seatsInUse.Add(int64(r.seats))
