@@ -28,6 +28,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+mod shared;
+// For the C API crate (capi/): not part of the Rust API.
+#[doc(hidden)]
+pub use shared::SharedRequest;
+
 /// A flow schema as requests see it: its identity.
 #[derive(Debug)]
 pub struct Schema {

@@ -34,6 +34,7 @@ impl Core {
         debug_assert_eq!(lingering, self.lingering_seats, "lingering seats");
         let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
         debug_assert_eq!(seats, self.queued_seats_in_use, "queued seats");
+        self.check_queue_seats();
         let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
         debug_assert_eq!(wseats, self.waiting_seats, "waiting seats");
         let sum =
@@ -63,5 +64,35 @@ impl Core {
             }
         }
         self.check_flow_invariants();
+    }
+
+    /// The queues' seats against the level's (issue 22: a release that
+    /// reached the level after its request's finish lowered the level's
+    /// seats but not its queue's). The queues hold part of the level's
+    /// seats (the rest belong to requests of no queue), and a queue with
+    /// no executing request holds only the seats lingering on it; so on
+    /// an idle level every queue holds none.
+    fn check_queue_seats(&self) {
+        debug_assert!(
+            self.queued_seats_in_use <= self.seats_in_use,
+            "the queues' seats ({}) within the level's ({})",
+            self.queued_seats_in_use,
+            self.seats_in_use
+        );
+        let mut lingering = vec![0u64; self.queues.len()];
+        for Reverse(l) in &self.lingering {
+            if let Some(seats) = lingering.get_mut(l.queue as usize) {
+                *seats += u64::from(l.seats);
+            }
+        }
+        for (i, q) in self.queues.iter().enumerate() {
+            if q.executing == 0 {
+                debug_assert_eq!(
+                    u64::from(q.seats_in_use),
+                    lingering[i],
+                    "queue {i}: seats in use with no executing request are lingering seats"
+                );
+            }
+        }
     }
 }
