@@ -71,6 +71,8 @@ mod held;
 pub mod history;
 #[cfg(all(test, not(loom)))]
 mod invariant_tests;
+#[cfg(test)]
+mod ledger;
 mod paths;
 pub mod read_write;
 #[cfg(any(test, feature = "testing"))]

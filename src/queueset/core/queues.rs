@@ -165,12 +165,6 @@ impl Queues {
         self.robin = Some(q);
     }
 
-    /// The last queue dispatched from.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn robin(&self) -> Option<usize> {
-        self.robin
-    }
-
     /// The queue to dispatch from: least virtual finish, ties broken
     /// round-robin from the queue after the last one chosen.
     pub(crate) fn next(&self) -> Option<usize> {
