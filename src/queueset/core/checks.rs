@@ -35,6 +35,7 @@ impl Core {
         debug_assert_eq!(holds, self.lingering.holds() as usize, "holds");
         let seats: u64 = self.queues.iter().map(|q| q.seats_in_use as u64).sum();
         debug_assert_eq!(seats, self.queues.executing_seats(), "queued seats");
+        self.check_queue_seats();
         let wseats: u64 = self.queues.iter().map(|q| q.waiting_seats).sum();
         debug_assert_eq!(wseats, self.queues.waiting_seats(), "waiting seats");
         let sum = |f: fn(&crate::queueset::tally::TagStats) -> u64| -> u64 {
@@ -65,5 +66,35 @@ impl Core {
             }
         }
         self.check_flow_invariants();
+    }
+
+    /// The queues' seats against the level's (issue 22: a release that
+    /// reached the level after its request's finish lowered the level's
+    /// seats but not its queue's). The queues hold part of the level's
+    /// seats (the rest belong to requests of no queue), and a queue with
+    /// no executing request holds only the seats lingering on it; so on
+    /// an idle level every queue holds none.
+    fn check_queue_seats(&self) {
+        debug_assert!(
+            self.queues.executing_seats() <= self.seats.in_use,
+            "the queues' seats ({}) within the level's ({})",
+            self.queues.executing_seats(),
+            self.seats.in_use
+        );
+        let mut lingering = vec![0u64; self.queues.len()];
+        for l in self.lingering.iter() {
+            if let Some(seats) = lingering.get_mut(l.queue as usize) {
+                *seats += u64::from(l.seats);
+            }
+        }
+        for (i, q) in self.queues.iter().enumerate() {
+            if q.executing == 0 {
+                debug_assert_eq!(
+                    u64::from(q.seats_in_use),
+                    lingering[i],
+                    "queue {i}: seats in use with no executing request are lingering seats"
+                );
+            }
+        }
     }
 }
