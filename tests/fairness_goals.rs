@@ -23,6 +23,7 @@ mod measure;
 #[path = "support/sim.rs"]
 mod sim;
 
+use apf::queueset::reference::WaitingOrder;
 use apf::queueset::{Fairness, QueueSetConfig};
 use measure::*;
 use sim::*;
@@ -79,12 +80,27 @@ impl Scenario {
     }
 
     fn run(&self, fairness: Fairness) -> Measured {
+        self.measure(fairness, None)
+    }
+
+    /// Under issue 22's per-flow order, which only the reference model
+    /// implements so far.
+    fn run_by_flow(&self, fairness: Fairness) -> Measured {
+        self.measure(fairness, Some(WaitingOrder::Flows))
+    }
+
+    /// `order`: None runs the queueset and the reference (which must
+    /// agree); Some runs the reference alone under that order.
+    fn measure(&self, fairness: Fairness, order: Option<WaitingOrder>) -> Measured {
         let cfg = QueueSetConfig {
             fairness,
             ..self.cfg.clone()
         };
         let (from, to) = self.window;
-        let trace = simulate(&cfg, &self.clients, to);
+        let trace = match order {
+            None => simulate(&cfg, &self.clients, to),
+            Some(order) => simulate_reference(&cfg, &self.clients, to, order),
+        };
         no_refusals(&trace);
         let per_client = exec_seats(&trace, self.clients.len(), from, to);
         let mut seats = vec![0.0; self.flows()];
@@ -339,11 +355,13 @@ fn pct(x: f64) -> String {
 #[test]
 #[ignore = "measurement: prints the table of docs/flow-fairness.md"]
 fn measured_today() {
-    eprintln!("| scenario | goal | Kubernetes | `flow` | `flow-maxmin` |");
-    eprintln!("| --- | --- | --- | --- | --- |");
+    eprintln!("| scenario | goal | Kubernetes | `flow` | `flow-maxmin` | per-flow order, `flow` | per-flow order, `flow-maxmin` |");
+    eprintln!("| --- | --- | --- | --- | --- | --- | --- |");
     for s in scenarios() {
         let fair = s.fair();
         let [kube, flow, max_min] = Fairness::ALL.map(|p| s.run(p));
+        let by_flow = s.run_by_flow(Fairness::Flow);
+        let by_flow_max_min = s.run_by_flow(Fairness::FlowMaxMin);
         let detail = |m: &Measured| {
             format!(
                 "{} (flow {}: {:.2} of {:.2})",
@@ -354,12 +372,14 @@ fn measured_today() {
             )
         };
         eprintln!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             s.name,
             pct(s.goal),
             pct(kube.error),
             detail(&flow),
-            detail(&max_min)
+            detail(&max_min),
+            detail(&by_flow),
+            detail(&by_flow_max_min)
         );
     }
 }
