@@ -363,7 +363,7 @@ impl ReferenceQueueSet {
         }
         if self.by_flow() {
             // A flow not active starts level with R: no credit, no debt.
-            let (r, turn) = (self.r, self.turns);
+            let (r, turn) = (self.entry_start(), self.turns);
             let ready = !self.flow_waits(flow_hash);
             let clock = self
                 .flow_clocks
@@ -774,6 +774,20 @@ impl ReferenceQueueSet {
                 clock.start = clock.start.max(arrival);
             }
         }
+    }
+
+    /// Where a flow that was not active starts: level with R, or with the
+    /// least virtual start of the flows with requests waiting if that is
+    /// later (those flows then got seats that R credited to flows using
+    /// less; a newcomer starting behind them would be served ahead of them
+    /// until it caught up, the credit issue 22 forbids).
+    fn entry_start(&self) -> VTime {
+        let waiting_min = self
+            .flow_heads()
+            .keys()
+            .filter_map(|h| self.flow_clocks.get(h).map(|c| c.start))
+            .min();
+        waiting_min.map_or(self.r, |m| m.max(self.r))
     }
 
     /// A request of `hash` was charged `correction` more than its actual
