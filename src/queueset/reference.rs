@@ -67,6 +67,9 @@ struct FlowClock {
     /// When the flow last became ready or was dispatched from: ties
     /// between equal finish times go round robin in this order.
     turn: u64,
+    /// The service time its requests are charged per initial seat at
+    /// dispatch: its last request's, or (a new flow) the level's last.
+    guess: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +112,8 @@ struct Executing {
     queue: Option<usize>,
     flow: Option<u64>,
     hash: u64,
+    /// Per-flow order: the service time it was charged per initial seat.
+    guess: Duration,
     estimate: WorkEstimate,
     start: Instant,
     /// Seats it still holds (fewer than its estimate's after a release).
@@ -153,6 +158,8 @@ pub struct ReferenceQueueSet {
     flow_clocks: HashMap<u64, FlowClock>,
     arrivals: u64,
     turns: u64,
+    /// Per-flow order: the last finished request's service time.
+    last_service: Option<Duration>,
 }
 
 impl ReferenceQueueSet {
@@ -180,6 +187,7 @@ impl ReferenceQueueSet {
             flow_clocks: HashMap::new(),
             arrivals: 0,
             turns: 0,
+            last_service: None,
         })
     }
 
@@ -364,11 +372,13 @@ impl ReferenceQueueSet {
         if self.by_flow() {
             // A flow not active starts level with R: no credit, no debt.
             let (r, turn) = (self.entry_start(), self.turns);
+            let guess = self.last_service.unwrap_or(self.cfg.service_time_guess);
             let ready = !self.flow_waits(flow_hash);
-            let clock = self
-                .flow_clocks
-                .entry(flow_hash)
-                .or_insert(FlowClock { start: r, turn });
+            let clock = self.flow_clocks.entry(flow_hash).or_insert(FlowClock {
+                start: r,
+                turn,
+                guess,
+            });
             if ready {
                 clock.turn = turn;
                 self.turns += 1;
@@ -430,7 +440,14 @@ impl ReferenceQueueSet {
             queue.executing -= 1;
             queue.next_dispatch_r -= correction;
             self.bound_next_dispatch(q);
+            let correction = seats_times(charged, ex.guess) - seats_times(charged, actual);
             self.correct_flow(ex.hash, correction);
+            if self.by_flow() {
+                self.last_service = Some(actual);
+                if let Some(clock) = self.flow_clocks.get_mut(&ex.hash) {
+                    clock.guess = actual;
+                }
+            }
         }
         // Only the seats still held are given back or held: those released
         // early went back at their release (never held for the flow), and a
@@ -498,13 +515,14 @@ impl ReferenceQueueSet {
         let before = ex.estimate.initial_seats.min(ex.held);
         ex.held -= seats;
         let refunded = before - ex.estimate.initial_seats.min(ex.held);
-        let (queue, start, hash) = (ex.queue, ex.start, ex.hash);
+        let (queue, start, hash, guess) = (ex.queue, ex.start, ex.hash, ex.guess);
         if let Some(q) = queue {
             let held_for = now.saturating_since(start);
             let correction = seats_times(refunded, self.cfg.service_time_guess)
                 - seats_times(refunded, held_for);
             self.queues[q].next_dispatch_r -= correction;
             self.bound_next_dispatch(q);
+            let correction = seats_times(refunded, guess) - seats_times(refunded, held_for);
             self.correct_flow(hash, correction);
         }
         self.give_back(queue, seats);
@@ -785,9 +803,23 @@ impl ReferenceQueueSet {
         let waiting_min = self
             .flow_heads()
             .keys()
-            .filter_map(|h| self.flow_clocks.get(h).map(|c| c.start))
+            .filter_map(|h| {
+                let clock = self.flow_clocks.get(h)?;
+                Some(clock.start - self.flow_in_flight(*h))
+            })
             .min();
         waiting_min.map_or(self.r, |m| m.max(self.r))
+    }
+
+    /// The work `hash`'s executing requests were charged at dispatch for
+    /// their initial seats (what its virtual start counts ahead of the
+    /// service it has had).
+    fn flow_in_flight(&self, hash: u64) -> VTime {
+        self.executing
+            .values()
+            .filter(|ex| ex.hash == hash && ex.queue.is_some())
+            .map(|ex| seats_times(ex.estimate.initial_seats.min(ex.held), ex.guess))
+            .sum()
     }
 
     /// A request of `hash` was charged `correction` more than its actual
@@ -892,6 +924,7 @@ impl ReferenceQueueSet {
                 let clock = FlowClock {
                     start: self.r,
                     turn: self.turns,
+                    guess: self.last_service.unwrap_or(self.cfg.service_time_guess),
                 };
                 self.turns += 1;
                 self.flow_clocks.insert(hash, clock);
@@ -902,7 +935,7 @@ impl ReferenceQueueSet {
             .map(|(hash, &(q, i))| {
                 let clock = self.flow_clocks[hash];
                 let w = &self.queues[q].waiting[i];
-                (clock.start + w.work, clock.turn, q, i)
+                (clock.start + flow_work(w, clock.guess), clock.turn, q, i)
             })
             .collect();
         order.sort_unstable();
@@ -943,12 +976,17 @@ impl ReferenceQueueSet {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
+        let mut guess = self.cfg.service_time_guess;
         if let Some(clock) = self.flow_clocks.get_mut(&w.hash) {
-            clock.start += w.work;
+            clock.start += flow_work(&w, clock.guess);
             clock.turn = self.turns;
+            guess = clock.guess;
             self.turns += 1;
         }
         self.begin_executing(w.id, Some(q), w.flow, w.hash, w.estimate, now);
+        if let Some(ex) = self.executing.get_mut(&w.id) {
+            ex.guess = guess;
+        }
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
     }
@@ -1034,6 +1072,7 @@ impl ReferenceQueueSet {
                 queue,
                 flow,
                 hash,
+                guess: self.cfg.service_time_guess,
                 estimate,
                 start: now,
                 held: seats,
@@ -1098,6 +1137,18 @@ impl ReferenceQueueSet {
             }
         }
     }
+}
+
+/// A waiting request's work under per-flow order: its initial seats for
+/// its flow's service-time guess, its final seats for its additional
+/// latency.
+fn flow_work(w: &Waiting, guess: Duration) -> VTime {
+    total_work(
+        w.estimate.initial_seats,
+        w.estimate.final_seats,
+        w.estimate.additional_latency,
+        guess,
+    )
 }
 
 /// Kubernetes' rule: final seats above the limit are reduced to it, with the
