@@ -231,6 +231,10 @@ impl ReferenceQueueSet {
     pub fn current_r(&self) -> VTime {
         self.r
     }
+    /// Per-flow order: `flow_hash`'s virtual start, while it is active.
+    pub fn flow_virtual_start(&self, flow_hash: u64) -> Option<VTime> {
+        self.flow_clocks.get(&flow_hash).map(|c| c.start)
+    }
     /// Queues currently held (desired ones and undesired ones still draining).
     pub fn queue_count(&self) -> usize {
         self.queues.len()
