@@ -436,3 +436,14 @@ fn the_max_min_shares_are_the_ones_worked_by_hand() {
     assert!(close(&fair_alloc(&[1.0, 5.0, 5.0], 7.0), &[1.0, 3.0, 3.0]));
     assert!(close(&fair_alloc(&[0.5, 0.5], 4.0), &[0.5, 0.5]));
 }
+
+#[test]
+#[ignore]
+fn debug_one() {
+    let name = std::env::var("SCEN").unwrap();
+    let s = scenarios().into_iter().find(|s| s.name.contains(&name)).unwrap();
+    for p in [Fairness::Flow, Fairness::FlowMaxMin] {
+        let m = s.run_by_flow(p);
+        eprintln!("{p:?}: {:.3?} sum {:.3} fair {:.3?}", m.seats, m.seats.iter().sum::<f64>(), s.fair());
+    }
+}

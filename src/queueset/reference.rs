@@ -881,8 +881,13 @@ impl ReferenceQueueSet {
     /// under `flow-maxmin`), among active flows instead.
     fn sync_by_flow(&mut self, dt: u64) {
         let mut demands = self.active_flow_demands();
+        // R advances by the seats actually in use, not the limit: seats a
+        // reserving front leaves idle serve no flow, and crediting them
+        // would push R past every flow, the anti-windup bound then taking
+        // the most from the flow whose requests are the newest.
+        let capacity = self.cfg.concurrency_limit.min(self.seats_in_use);
         if self.cfg.fairness.is_max_min() {
-            let level = water_level_by_sorting(self.cfg.concurrency_limit, &mut demands);
+            let level = water_level_by_sorting(capacity, &mut demands);
             self.r += level.increment(dt);
             return;
         }
@@ -899,7 +904,7 @@ impl ReferenceQueueSet {
                         .sum::<u64>()
             })
             .sum();
-        self.r += r_increment(self.cfg.concurrency_limit, demand, demands.len() as u32, dt);
+        self.r += r_increment(capacity, demand, demands.len() as u32, dt);
     }
 
     /// Anticipation per flow: hold a finished request's seats for its
