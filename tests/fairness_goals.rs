@@ -441,9 +441,17 @@ fn the_max_min_shares_are_the_ones_worked_by_hand() {
 #[ignore]
 fn debug_one() {
     let name = std::env::var("SCEN").unwrap();
-    let s = scenarios().into_iter().find(|s| s.name.contains(&name)).unwrap();
+    let s = scenarios()
+        .into_iter()
+        .find(|s| s.name.contains(&name))
+        .unwrap();
     for p in [Fairness::Flow, Fairness::FlowMaxMin] {
         let m = s.run_by_flow(p);
-        eprintln!("{p:?}: {:.3?} sum {:.3} fair {:.3?}", m.seats, m.seats.iter().sum::<f64>(), s.fair());
+        eprintln!(
+            "{p:?}: {:.3?} sum {:.3} fair {:.3?}",
+            m.seats,
+            m.seats.iter().sum::<f64>(),
+            s.fair()
+        );
     }
 }

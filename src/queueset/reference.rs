@@ -822,7 +822,11 @@ impl ReferenceQueueSet {
         self.executing
             .values()
             .filter(|ex| ex.hash == hash && ex.queue.is_some())
-            .map(|ex| seats_times(ex.estimate.initial_seats.min(ex.held), ex.guess))
+            .map(|ex| {
+                let served = self.last_sync.saturating_since(ex.start);
+                let seats = ex.estimate.initial_seats.min(ex.held);
+                (seats_times(seats, ex.guess) - seats_times(seats, served)).max(0)
+            })
             .sum()
     }
 
