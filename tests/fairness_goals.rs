@@ -437,21 +437,31 @@ fn the_max_min_shares_are_the_ones_worked_by_hand() {
     assert!(close(&fair_alloc(&[0.5, 0.5], 4.0), &[0.5, 0.5]));
 }
 
+/// Issue 22's design, as the reference model runs it: every scenario meets
+/// its goal under per-flow order, under `flow` and `flow-maxmin`. On
+/// demand (about 35 s in a debug build, most of it the 200-flow scenario)
+/// until the core implements the order and the scenarios' `enforce`
+/// switches put it in the test command.
 #[test]
-#[ignore]
-fn debug_one() {
-    let name = std::env::var("SCEN").unwrap();
-    let s = scenarios()
-        .into_iter()
-        .find(|s| s.name.contains(&name))
-        .unwrap();
-    for p in [Fairness::Flow, Fairness::FlowMaxMin] {
-        let m = s.run_by_flow(p);
-        eprintln!(
-            "{p:?}: {:.3?} sum {:.3} fair {:.3?}",
-            m.seats,
-            m.seats.iter().sum::<f64>(),
-            s.fair()
-        );
+#[ignore = "measurement: the reference model under per-flow order, ~35 s"]
+fn per_flow_order_meets_every_goal() {
+    let mut missed = Vec::new();
+    for s in scenarios() {
+        for policy in [Fairness::Flow, Fairness::FlowMaxMin] {
+            let m = s.run_by_flow(policy);
+            if m.error > s.goal {
+                missed.push(format!(
+                    "{} under {}: flow {} got {:.3} of {:.3} ({} off, goal {})",
+                    s.name,
+                    policy.as_str(),
+                    m.worst,
+                    m.seats[m.worst],
+                    s.fair()[m.worst],
+                    pct(m.error),
+                    pct(s.goal)
+                ));
+            }
+        }
     }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
 }
