@@ -78,6 +78,8 @@ pub mod read_write;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
+#[cfg(all(test, not(loom)))]
+mod reference_order_tests;
 mod shards;
 pub mod tally;
 pub mod utilization;
