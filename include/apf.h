@@ -885,6 +885,9 @@ apf_status apf_dispatcher_observe(const struct apf_dispatcher *dispatcher, const
 // and `*out_name` with `apf_text_free`, `out_name` once done with
 // `out->name`.
 //
+// `method` and `path` must be UTF-8 (else `APF_ERR_INVALID_UTF8`); `query`
+// may hold any bytes.
+//
 // # Safety
 // The strings readable for their lengths (or NULL with length 0); `out`
 // and `out_name` NULL or writable.

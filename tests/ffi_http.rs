@@ -285,4 +285,26 @@ fn the_path_helper_meets_every_shared_case() {
         )
     };
     assert_eq!(st, apf_status::APF_ERR_NULL_POINTER);
+    // A query is bytes, as Kubernetes takes it: not UTF-8 is no error, and
+    // a watch value that is neither 0 nor false is a watch.
+    let (path, query) = ("/api/v1/pods", b"watch=\xff");
+    // SAFETY: strings valid for their lengths; `info`, `name` writable.
+    let st = unsafe {
+        apf_request_info_parse_query(
+            b"GET".as_ptr().cast(),
+            3,
+            path.as_ptr().cast(),
+            path.len(),
+            query.as_ptr().cast(),
+            query.len(),
+            info.as_mut_ptr(),
+            &mut name,
+        )
+    };
+    assert_eq!(st, apf_status::APF_OK);
+    // SAFETY: written on APF_OK.
+    let got = info_json(unsafe { &mut info.assume_init() });
+    assert_eq!(got["verb"], "watch");
+    // SAFETY: filled above, freed once.
+    unsafe { apf_text_free(&mut name) };
 }

@@ -116,15 +116,26 @@ int main(int argc, char **argv) {
   free(line);
   fclose(in);
 
-  /* Refusals: a NULL out or out_name, a query that is not UTF-8. */
+  /* Refusals: a NULL out or out_name, a path that is not UTF-8. */
   apf_request_info info;
   apf_text name = {0};
   if (apf_request_info_parse_query("GET", 3, "/", 1, "", 0, NULL, &name) != APF_ERR_NULL_POINTER ||
       apf_request_info_parse_query("GET", 3, "/", 1, "", 0, &info, NULL) != APF_ERR_NULL_POINTER ||
-      apf_request_info_parse_query("GET", 3, "/", 1, "\xff", 1, &info, &name) !=
+      apf_request_info_parse_query("GET", 3, "\xff", 1, "", 0, &info, &name) !=
           APF_ERR_INVALID_UTF8) {
     fprintf(stderr, "FAIL a bad argument was not refused\n");
     failures++;
+  }
+  /* A query is bytes, as in Kubernetes: a watch value that is not UTF-8
+   * is still neither 0 nor false. */
+  if (apf_request_info_parse_query("GET", 3, "/api/v1/pods", 12, "watch=\xff", 7, &info, &name) !=
+          APF_OK ||
+      info.verb.len != 5 || memcmp(info.verb.ptr, "watch", 5) != 0) {
+    fprintf(stderr, "FAIL a query that is not UTF-8\n");
+    failures++;
+  } else {
+    apf_text_free(&info.verb);
+    apf_text_free(&name);
   }
 
   if (cases < 70 || by_watch_value < 40) {

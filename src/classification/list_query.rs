@@ -31,10 +31,10 @@ struct Params {
 }
 
 impl ListQuery {
-    /// Reads `query` (the raw query string, without `?`) as Kubernetes
-    /// reads a collection GET's.
-    pub(crate) fn parse(query: &str) -> ListQuery {
-        let params = Params::parse(query.as_bytes());
+    /// Reads `query` (the raw query string, without `?`; any bytes, as Go
+    /// takes them) as Kubernetes reads a collection GET's.
+    pub(crate) fn parse(query: &[u8]) -> ListQuery {
+        let params = Params::parse(query);
         // Kubernetes decodes every list option; a malformed number or
         // field selector fails the whole decoding. (So does a malformed
         // label selector, which is not checked here: docs/middleware.md.)
@@ -249,7 +249,7 @@ mod tests {
     use super::*;
 
     fn q(query: &str) -> (bool, Option<String>) {
-        let l = ListQuery::parse(query);
+        let l = ListQuery::parse(query.as_bytes());
         (l.watch, l.name)
     }
 
@@ -266,6 +266,7 @@ mod tests {
         assert_eq!(q("watch=fal%C5%BFe&limit=x"), (true, None));
         assert_eq!(q("watch;x=1"), (false, None));
         assert_eq!(q("watch=%zz"), (false, None));
+        assert!(ListQuery::parse(b"watch=\xff").watch);
     }
 
     #[test]

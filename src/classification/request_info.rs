@@ -54,13 +54,14 @@ impl<'a> RequestInfo<'a> {
     /// (exact case) has verb `""`.
     ///
     /// `query` is the request's raw query string, without the `?` (`""`
-    /// for none), read as Kubernetes reads it for a GET of a collection:
+    /// for none; a `&str` or raw bytes, which need not be UTF-8), read as
+    /// Kubernetes reads it for a GET of a collection:
     /// the first `watch` value but `0` or `false` (any case), an empty one
     /// included, makes it a watch, and a `fieldSelector` that requires
     /// `metadata.name=NAME` gives it that name (verb still `list` or
     /// `watch`).
-    pub fn parse(method: &str, path: &'a str, query: &str) -> RequestInfo<'a> {
-        Self::parse_with(method, path, || ListQuery::parse(query))
+    pub fn parse(method: &str, path: &'a str, query: impl AsRef<[u8]>) -> RequestInfo<'a> {
+        Self::parse_with(method, path, || ListQuery::parse(query.as_ref()))
     }
 
     /// As [`RequestInfo::parse`], given only the decoded `watch` query

@@ -194,6 +194,9 @@ pub struct apf_request_info {
 /// and `*out_name` with `apf_text_free`, `out_name` once done with
 /// `out->name`.
 ///
+/// `method` and `path` must be UTF-8 (else `APF_ERR_INVALID_UTF8`); `query`
+/// may hold any bytes.
+///
 /// # Safety
 /// The strings readable for their lengths (or NULL with length 0); `out`
 /// and `out_name` NULL or writable.
@@ -211,7 +214,13 @@ pub unsafe extern "C" fn apf_request_info_parse_query(
     ffi_panic_boundary! {
         let method = try_str!(method, method_len, "method");
         let path = try_str!(path, path_len, "path");
-        let query = try_str!(query, query_len, "query");
+        // The query is taken as bytes, UTF-8 or not, as Kubernetes takes it.
+        // SAFETY: the caller vouches that a non-NULL `query` is readable for
+        // `query_len` bytes during the call.
+        let query = match unsafe { super::cast::bytes_from_raw(query.cast::<u8>(), query_len) } {
+            Ok(query) => query,
+            Err(e) => return fail(e.status(), format_args!("query {}", e.describe())),
+        };
         if out.is_null() || out_name.is_null() {
             return fail(apf_status::APF_ERR_NULL_POINTER, "out or out_name is NULL");
         }

@@ -32,3 +32,8 @@ def test_a_bytes_query_reads_as_its_text():
     # ASGI hands the query over as bytes.
     got = apf.parse_path("GET", "/api/v1/pods", b"fieldSelector=metadata.name%3Dp&watch=")
     assert (got.verb, got.name) == ("watch", "p")
+
+
+def test_a_query_that_is_not_utf8_is_read_as_bytes():
+    # As in Kubernetes: a watch value that is neither 0 nor false.
+    assert apf.parse_path("GET", "/api/v1/pods", b"watch=\xff").verb == "watch"
