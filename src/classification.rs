@@ -34,6 +34,7 @@
 //! ```
 
 mod flow_hash_memo;
+mod list_query;
 mod matchers;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
