@@ -1,6 +1,8 @@
 //! Classify + start + finish through the dispatcher in a loop, on the
 //! built-in configuration, for profilers
 //! (`valgrind --tool=callgrind target/release/examples/dispatcher_hotpath_profile 100000`).
+//! A second argument `adaptive` turns the adaptive server concurrency limit
+//! on (its updates run on the clock's timer thread, counted too).
 use apf::classification::RequestDigest;
 use apf::clock::Clock;
 use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
@@ -12,7 +14,12 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
-    let d = Dispatcher::builtin(DispatcherOptions::default(), Clock::real());
+    let adaptive = std::env::args().nth(2).is_some_and(|a| a == "adaptive");
+    let options = DispatcherOptions {
+        adaptive: adaptive.then(apf::adaptive::AdaptiveOptions::default),
+        ..DispatcherOptions::default()
+    };
+    let d = Dispatcher::builtin(options, Clock::real());
     let digest = RequestDigest {
         user: "system:serviceaccount:shop:frontend",
         groups: &[

@@ -1,6 +1,6 @@
 //! The gradient controller: a pure, deterministic function from latency
 //! windows to a server concurrency limit. It owns no clock, no thread and
-//! no lock; whoever runs it (the dispatcher's [`super::AdaptiveLimit`], a
+//! no lock; whoever runs it (the dispatcher's `runtime.rs`, a
 //! test, the simulator) hands it one [`Window`] per update interval.
 //!
 //! # The rule
@@ -9,10 +9,11 @@
 //!
 //! ```text
 //! latency   = window's latency sum / window's completions   (mean)
-//! gradient  = clamp(min_latency × (1 + tolerance) / latency, 0.5, 2)
+//! gradient  = clamp((min_latency × (1 + tolerance) / latency)^gain, 0.5, 2)
 //! target    = estimate × gradient
 //! target    = min(target, estimate)   when the window was app-limited
-//!                                      (in flight < estimate / 2)
+//!                                      (in flight < estimate / 2 and
+//!                                       nothing waiting in a queue)
 //! estimate  = clamp(estimate × (1 − smoothing) + target × smoothing,
 //!                   min_limit, max_limit)
 //! limit     = round(estimate)
@@ -21,12 +22,24 @@
 //! So the limit settles where the mean latency is `1 + tolerance` times the
 //! minimum latency: below that the gradient is above 1 and the limit grows,
 //! above it the limit shrinks, by at most half (gradient 0.5) or double (2)
-//! of the smoothed step per window.
+//! of the smoothed step per window. `gain` (an integer exponent) sets how
+//! hard the gradient answers a given latency ratio without moving that
+//! fixed point: with gain 1 (Envoy's and Gradient2's form) an uncongested
+//! backend lets the limit grow by only `smoothing × tolerance` (2%) per
+//! window; with the default 3 and a 10% tolerance, `1.1³ ≈ 1.33` lets it
+//! grow by 6.6%, and at 25% tolerance `1.25³ ≈ 1.95` by almost 20%.
+//!
+//! # Slow start
+//! Until the first window whose latency exceeds the target, the gradient is
+//! 2 (doubling, smoothed: +20% a window at the default smoothing), as TCP's
+//! slow start: the dispatcher starts the total at `min_limit`, so no total
+//! is used before a latency vouched for the one below it.
 //!
 //! # The minimum-latency probe
 //! `min_latency` is measured, not guessed: at start, every `probe_interval`,
 //! and when the limit sat at `min_limit` for [`STUCK_AT_MIN_WINDOWS`]
-//! windows in a row (the estimate may be stale), the controller asks for
+//! windows in a row with latency over the target (the minimum may be
+//! stale), the controller asks for
 //! `probe_limit` seats. It first waits until the requests in flight fit that
 //! limit (`Draining`, so the backlog of the loaded period does not count),
 //! then averages the latency of the next `probe_samples` completions
@@ -70,6 +83,10 @@ pub struct Window {
     /// Seats the limited levels may use at the end of the window (the sum
     /// of their CurrentCLs): a probe measures once `in_flight` fits it.
     pub allowed: u64,
+    /// Requests waiting in the limited levels' queues at the end of the
+    /// window: with some, the load is held back by the limit (or by how
+    /// borrowing shares it), not app-limited.
+    pub waiting: u64,
 }
 
 impl Window {
@@ -119,6 +136,8 @@ pub struct GradientController {
     /// Completions (and their latency sum) of windows too small to use
     /// alone, carried into the next.
     carried: (u64, u128),
+    /// No window has been over the target latency yet.
+    slow_start: bool,
 }
 
 impl GradientController {
@@ -138,6 +157,7 @@ impl GradientController {
             at_min: 0,
             probes: 1,
             carried: (0, 0),
+            slow_start: true,
         }
     }
 
@@ -178,6 +198,12 @@ impl GradientController {
     /// The last gradient applied, in `[0.5, 2]` (1 before the first).
     pub fn gradient(&self) -> f64 {
         self.gradient
+    }
+
+    /// Whether no window has exceeded the target latency yet (the limit
+    /// doubles, smoothed, each window).
+    pub fn slow_start(&self) -> bool {
+        self.slow_start
     }
 
     /// Where the controller is.
@@ -273,16 +299,22 @@ impl GradientController {
         self.carried = (0, 0);
         let latency = latency_nanos as f64 / completed as f64;
         let tolerance = 1.0 + f64::from(self.options.tolerance_percent) / 100.0;
-        let gradient = if latency > 0.0 {
-            (min_latency * tolerance / latency).clamp(MIN_GRADIENT, MAX_GRADIENT)
-        } else {
+        let target_latency = min_latency * tolerance;
+        if latency > target_latency {
+            self.slow_start = false;
+        }
+        let gradient = if self.slow_start || latency <= 0.0 {
             MAX_GRADIENT
+        } else {
+            (target_latency / latency)
+                .powi(self.options.gain as i32)
+                .clamp(MIN_GRADIENT, MAX_GRADIENT)
         };
         self.gradient = gradient;
         let mut target = self.estimate * gradient;
-        // App-limited: the load did not reach half the limit, so a low
-        // latency says nothing about a higher one.
-        if (w.in_flight as f64) < self.estimate / 2.0 {
+        // App-limited: the load did not reach half the limit and nothing
+        // waits, so a low latency says nothing about a higher one.
+        if (w.in_flight as f64) < self.estimate / 2.0 && w.waiting == 0 {
             target = target.min(self.estimate);
         }
         let smoothing = f64::from(self.options.smoothing_percent) / 100.0;
@@ -291,7 +323,7 @@ impl GradientController {
             f64::from(self.options.max_limit),
         );
         self.estimate = (self.estimate * (1.0 - smoothing) + target * smoothing).clamp(lo, hi);
-        if self.rounded_estimate() == self.options.min_limit {
+        if gradient < 1.0 && self.rounded_estimate() == self.options.min_limit {
             self.at_min += 1;
         } else {
             self.at_min = 0;

@@ -44,6 +44,7 @@ impl Backend {
             latency_nanos: (completed as f64 * latency) as u128,
             in_flight: n as u64,
             allowed: u64::from(limit),
+            waiting: (demand - n).max(0.0) as u64,
         }
     }
 
@@ -102,6 +103,7 @@ fn starts_with_a_probe_and_resumes_the_initial_limit() {
         latency_nanos: 1000 * 80 * u128::from(MS),
         in_flight: 300,
         allowed: 8,
+        waiting: 0,
     };
     assert_eq!(ctl.update(&busy), opts.probe_limit);
     assert!(matches!(ctl.phase(), Phase::Draining { .. }));
@@ -124,6 +126,7 @@ fn starts_with_a_probe_and_resumes_the_initial_limit() {
         latency_nanos: 30 * 20 * u128::from(MS),
         in_flight: 3,
         allowed: 8,
+        waiting: 0,
     };
     assert_eq!(ctl.update(&probe(750)), opts.probe_limit);
     assert_eq!(ctl.update(&probe(1000)), 400);
@@ -177,6 +180,7 @@ fn windows_with_few_completions_change_nothing_until_merged() {
         latency_nanos: u128::from(opts.min_window_samples - 1) * 200 * u128::from(MS),
         in_flight: 100,
         allowed: 100,
+        waiting: 0,
     };
     assert_eq!(ctl.update(&w), before.0);
     assert_eq!((ctl.estimate(), ctl.gradient()), (before.1, before.2));
@@ -300,7 +304,8 @@ fn probes_come_every_probe_interval() {
 fn every_bad_option_is_refused_by_name() {
     let ok = AdaptiveOptions::default();
     assert_eq!(ok.validate(), Ok(()));
-    let cases: [(&str, AdaptiveOptions); 10] = [
+    let cases: [(&str, AdaptiveOptions); 11] = [
+        ("gain", AdaptiveOptions { gain: 0, ..ok }),
         ("min_limit", AdaptiveOptions { min_limit: 0, ..ok }),
         ("max_limit", AdaptiveOptions { max_limit: 7, ..ok }),
         (
@@ -409,6 +414,7 @@ proptest! {
                 latency_nanos: u128::from(completed) * u128::from(mean_ms * MS),
                 in_flight,
                 allowed,
+                waiting: in_flight % 3,
             };
             let before = a.estimate();
             let adapting = a.phase() == Phase::Adapting;

@@ -108,6 +108,7 @@ pub fn run(
         service_time_guess: workload.server.service_time_guess,
         wait_limit: workload.server.wait_limit,
         borrowing_period: workload.server.borrowing_period,
+        adaptive: None,
     };
     let (clock, manual) = Clock::manual();
     let dispatcher = Dispatcher::new(config, options, clock)?;
