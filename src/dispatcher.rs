@@ -364,8 +364,11 @@ impl Dispatcher {
             self.adjuster
                 .reconfigure_keeping_total(&borrowing, publish)?;
         } else {
-            self.adjuster
-                .reconfigure(self.options.server_concurrency_limit, &borrowing, publish)?;
+            self.adjuster.reconfigure(
+                self.options.server_concurrency_limit,
+                &borrowing,
+                publish,
+            )?;
         }
         let (levels, table) = built.expect("publish runs on success");
         attach_demand(&self.adjuster, &table);

@@ -193,12 +193,21 @@ fn exempt_traffic_is_never_limited_by_the_adapted_total() {
         executing += u32::from(matches!(out, Outcome::Execute(_)));
         tenants.push(out);
     }
-    assert!(executing <= 1, "{executing} tenants executing under a total of 1");
+    assert!(
+        executing <= 1,
+        "{executing} tenants executing under a total of 1"
+    );
 }
 
 /// Keeps `n` tenant requests executing, each for `latency`, for `secs`,
 /// stepping the clock by 1 ms; returns the completions.
-fn closed_loop(d: &Dispatcher, manual: &ManualClock, n: usize, latency: Duration, secs: u64) -> u64 {
+fn closed_loop(
+    d: &Dispatcher,
+    manual: &ManualClock,
+    n: usize,
+    latency: Duration,
+    secs: u64,
+) -> u64 {
     let mut running: Vec<RequestGuard> = Vec::new();
     let mut waiting: Vec<RequestTicket> = Vec::new();
     let mut done = 0;

@@ -93,7 +93,11 @@ fn a_fixed_limit_twice_too_high() {
         ms(p99),
         ms(unloaded)
     );
-    assert!(adaptive.goodput() >= 0.9 * best, "{} vs best {best}", adaptive.goodput());
+    assert!(
+        adaptive.goodput() >= 0.9 * best,
+        "{} vs best {best}",
+        adaptive.goodput()
+    );
     // The scenario is one where the fixed limit fails.
     assert!(too_high.execution().quantile(0.99) as f64 > 1.5 * unloaded as f64);
 }
@@ -110,7 +114,11 @@ fn a_fixed_limit_twice_too_low() {
         w.server.concurrency_limit,
         too_low.goodput(),
     );
-    assert!(adaptive.goodput() >= 0.9 * best, "{} vs best {best}", adaptive.goodput());
+    assert!(
+        adaptive.goodput() >= 0.9 * best,
+        "{} vs best {best}",
+        adaptive.goodput()
+    );
     assert!(too_low.goodput() < 0.9 * best);
 }
 
@@ -187,8 +195,14 @@ fn fairness_under_a_noisy_neighbour_matches_the_best_fixed_limit() {
         );
     }
     for level in ["workload-low", "node-high", "leader-election"] {
-        let (a, b) = (adaptive.level(level).unwrap(), best_run.level(level).unwrap());
-        eprintln!("  level {level}: share {:.4} vs {:.4}", a.seat_share, b.seat_share);
+        let (a, b) = (
+            adaptive.level(level).unwrap(),
+            best_run.level(level).unwrap(),
+        );
+        eprintln!(
+            "  level {level}: share {:.4} vs {:.4}",
+            a.seat_share, b.seat_share
+        );
         assert!(
             (a.seat_share - b.seat_share).abs() <= 0.05 * b.seat_share,
             "{level}: share {} vs {}",
@@ -271,7 +285,9 @@ flows:
 
 #[test]
 fn the_report_names_the_limit_and_the_backend() {
-    let mut w = load("adaptive-too-high").with_duration(std::time::Duration::from_secs(3)).unwrap();
+    let mut w = load("adaptive-too-high")
+        .with_duration(std::time::Duration::from_secs(3))
+        .unwrap();
     let text = run(&w).render();
     assert!(text.contains("server limit: adaptive"), "{text}");
     w.server.adaptive = None;

@@ -245,8 +245,7 @@ impl GradientController {
             } => {
                 let completed = completed + w.completed;
                 let latency_nanos = latency_nanos + w.latency_nanos;
-                if completed >= u64::from(self.options.probe_samples)
-                    || self.timed_out(since, w.at)
+                if completed >= u64::from(self.options.probe_samples) || self.timed_out(since, w.at)
                 {
                     if completed > 0 {
                         self.min_latency = Some(latency_nanos as f64 / completed as f64);
@@ -268,7 +267,8 @@ impl GradientController {
     }
 
     fn timed_out(&self, since: Instant, now: Instant) -> bool {
-        now.as_nanos().saturating_sub(since.as_nanos()) >= duration_nanos(self.options.probe_timeout)
+        now.as_nanos().saturating_sub(since.as_nanos())
+            >= duration_nanos(self.options.probe_timeout)
     }
 
     fn start_probe(&mut self, now: Instant) {

@@ -22,9 +22,9 @@ mod runtime;
 pub use controller::{
     GradientController, Phase, Window, MAX_GRADIENT, MIN_GRADIENT, STUCK_AT_MIN_WINDOWS,
 };
-pub use runtime::AdaptiveReport;
-pub(crate) use runtime::AdaptiveLimit;
 pub use options::{AdaptiveConfigError, AdaptiveOptions, MIN_UPDATE_INTERVAL};
+pub(crate) use runtime::AdaptiveLimit;
+pub use runtime::AdaptiveReport;
 
 #[cfg(all(test, not(loom)))]
 mod tests;

@@ -114,10 +114,7 @@ fn starts_with_a_probe_and_resumes_the_initial_limit() {
         ..busy
     };
     ctl.update(&drained);
-    assert!(matches!(
-        ctl.phase(),
-        Phase::Measuring { completed: 0, .. }
-    ));
+    assert!(matches!(ctl.phase(), Phase::Measuring { completed: 0, .. }));
     assert_eq!(ctl.min_latency_secs(), None);
     // 30 then 30 completions at 20 ms: measured once 50 are in.
     let probe = |at: u64| Window {
@@ -161,7 +158,10 @@ fn a_probe_without_completions_keeps_the_old_minimum_and_times_out() {
         at += 250 * MS;
         ctl.update(&idle(at));
         windows += 1;
-        assert!(windows <= 2 * timeout / (250 * MS) + 2, "the probe never ends");
+        assert!(
+            windows <= 2 * timeout / (250 * MS) + 2,
+            "the probe never ends"
+        );
     }
     assert_eq!(ctl.min_latency_secs(), Some(min));
 }
@@ -205,7 +205,10 @@ fn a_limit_twice_too_high_comes_down_to_low_latency_and_full_goodput() {
     for &l in tail(&limits, 40) {
         let n = f64::from(l);
         assert!(b.latency(n) <= 1.5 * b.base, "limit {l}: latency too high");
-        assert!(b.goodput(n) >= 0.9 * b.goodput(b.k), "limit {l}: goodput too low");
+        assert!(
+            b.goodput(n) >= 0.9 * b.goodput(b.k),
+            "limit {l}: goodput too low"
+        );
     }
 }
 
@@ -336,7 +339,13 @@ fn every_bad_option_is_refused_by_name() {
                 ..ok
             },
         ),
-        ("probe_limit", AdaptiveOptions { probe_limit: 0, ..ok }),
+        (
+            "probe_limit",
+            AdaptiveOptions {
+                probe_limit: 0,
+                ..ok
+            },
+        ),
         (
             "probe_samples",
             AdaptiveOptions {
@@ -367,18 +376,28 @@ fn every_bad_option_is_refused_by_name() {
 }
 
 fn any_options() -> impl Strategy<Value = AdaptiveOptions> {
-    (1u32..50, 0u32..500, 1u32..200, 1u32..=100, 1u32..20, 1u32..100).prop_map(
-        |(min_limit, extra, tolerance, smoothing, probe_limit, probe_samples)| AdaptiveOptions {
-            min_limit,
-            max_limit: min_limit + extra + probe_limit,
-            tolerance_percent: tolerance,
-            smoothing_percent: smoothing,
-            probe_limit,
-            probe_samples,
-            probe_interval: Duration::from_secs(5),
-            ..AdaptiveOptions::default()
-        },
+    (
+        1u32..50,
+        0u32..500,
+        1u32..200,
+        1u32..=100,
+        1u32..20,
+        1u32..100,
     )
+        .prop_map(
+            |(min_limit, extra, tolerance, smoothing, probe_limit, probe_samples)| {
+                AdaptiveOptions {
+                    min_limit,
+                    max_limit: min_limit + extra + probe_limit,
+                    tolerance_percent: tolerance,
+                    smoothing_percent: smoothing,
+                    probe_limit,
+                    probe_samples,
+                    probe_interval: Duration::from_secs(5),
+                    ..AdaptiveOptions::default()
+                }
+            },
+        )
 }
 
 fn any_window() -> impl Strategy<Value = (u64, u64, u64, u64, u64)> {

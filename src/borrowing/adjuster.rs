@@ -495,7 +495,11 @@ impl State {
     /// The CurrentCLs for a new total, from the statistics in hand.
     fn rescale(&mut self, server_cl: u32, now: Instant) -> Vec<u32> {
         let configs: Vec<LevelConfig> = self.levels.iter().map(|l| l.config.clone()).collect();
-        for (level, limits) in self.levels.iter_mut().zip(level_limits(server_cl, &configs)) {
+        for (level, limits) in self
+            .levels
+            .iter_mut()
+            .zip(level_limits(server_cl, &configs))
+        {
             level.demand.with(|d| d.set_nominal(limits.nominal_cl, now));
             level.limits = limits;
         }

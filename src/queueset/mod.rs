@@ -176,7 +176,6 @@ pub enum Admission<'q> {
     Rejected(RejectReason),
 }
 
-
 /// A level's execution-time totals since it was created (less the tallies
 /// of flow schemas forgotten since), with its seats in use and limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -474,12 +473,9 @@ impl QueueSet {
     pub(crate) fn latency_totals(&self) -> LatencyTotals {
         let st = self.shared.lock_and_drain();
         let core = &st.core;
-        let (completed, latency_nanos) = core
-            .tallies
-            .iter()
-            .fold((0u64, 0u128), |(n, sum), t| {
-                (n + t.execution.count(), sum + t.execution.sum())
-            });
+        let (completed, latency_nanos) = core.tallies.iter().fold((0u64, 0u128), |(n, sum), t| {
+            (n + t.execution.count(), sum + t.execution.sum())
+        });
         LatencyTotals {
             completed,
             latency_nanos,

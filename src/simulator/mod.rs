@@ -57,8 +57,8 @@ pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
 #[doc(hidden)]
 pub use report::{count as format_count, duration as format_duration, wait as format_wait};
 pub use workload::{
-    limits, parse_duration, Arrival, Backend, BackendPhase, Burst, Expectation, Flow, Phase, RequestTemplate, Server,
-    ServiceTime, Workload, WorkloadError, WorkloadErrors,
+    limits, parse_duration, Arrival, Backend, BackendPhase, Burst, Expectation, Flow, Phase,
+    RequestTemplate, Server, ServiceTime, Workload, WorkloadError, WorkloadErrors,
 };
 
 use std::path::{Path, PathBuf};
@@ -103,7 +103,8 @@ pub fn charts(report: &Report) -> Vec<(&'static str, String)> {
 
 fn server_limit_chart(report: &Report) -> svg::Chart {
     let s = &report.series;
-    let line = |values: Vec<f64>| -> Vec<(f64, f64)> { s.times.iter().copied().zip(values).collect() };
+    let line =
+        |values: Vec<f64>| -> Vec<(f64, f64)> { s.times.iter().copied().zip(values).collect() };
     let mut series = vec![
         svg::Line {
             name: if report.adaptive {

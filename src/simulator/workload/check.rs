@@ -158,10 +158,7 @@ fn check_server(c: &mut Checker, s: raw::Server) -> Server {
         }),
     };
     if let Some(Err(e)) = server.adaptive.as_ref().map(|a| a.validate()) {
-        c.error(
-            format!("server.adaptive.{}", camel(e.field)),
-            e.message,
-        );
+        c.error(format!("server.adaptive.{}", camel(e.field)), e.message);
     }
     c.check(
         (1..=limits::MAX_CONCURRENCY).contains(&server.concurrency_limit),
