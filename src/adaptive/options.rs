@@ -39,8 +39,9 @@ pub struct AdaptiveOptions {
     /// Windows with fewer completions than this change nothing: their mean
     /// is noise.
     pub min_window_samples: u32,
-    /// Time between minimum-latency probes (Envoy has no default; 60 s
-    /// costs about 1% of the seat time to a probe of half a second).
+    /// Time between minimum-latency probes (Envoy has no default): a probe
+    /// holds the total at a few seats for about a second in the simulator's
+    /// scenarios, under 2% of a minute.
     pub probe_interval: Duration,
     /// The total a probe asks for: "few requests outstanding" (Envoy's
     /// default `min_concurrency`, 3). Borrowing still gives every limited
