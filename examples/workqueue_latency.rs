@@ -28,9 +28,8 @@
 
 use apf::workqueue::{Config, Workqueue};
 use hdrhistogram::Histogram;
-use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Condvar, Mutex};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Instant;
 
@@ -53,53 +52,19 @@ impl Queue for Workqueue<u64> {
     }
 }
 
-/// client-go's workqueue as written there: one lock over everything, a
-/// condition variable for waiting consumers.
-#[derive(Default)]
-struct PlainWorkqueue {
-    state: Mutex<PlainState>,
-    ready: Condvar,
-}
-
-#[derive(Default)]
-struct PlainState {
-    queue: VecDeque<u64>,
-    dirty: HashSet<u64>,
-    processing: HashSet<u64>,
-}
+#[path = "../benches/support/plain_workqueue.rs"]
+mod plain_workqueue;
+use plain_workqueue::PlainWorkqueue;
 
 impl Queue for PlainWorkqueue {
     fn add(&self, item: u64) {
-        let mut s = self.state.lock().unwrap();
-        if !s.dirty.insert(item) {
-            return;
-        }
-        if s.processing.contains(&item) {
-            return;
-        }
-        s.queue.push_back(item);
-        drop(s);
-        self.ready.notify_one();
+        PlainWorkqueue::add(self, item);
     }
     fn get(&self) -> u64 {
-        let mut s = self.state.lock().unwrap();
-        loop {
-            if let Some(item) = s.queue.pop_front() {
-                s.processing.insert(item);
-                s.dirty.remove(&item);
-                return item;
-            }
-            s = self.ready.wait(s).unwrap();
-        }
+        PlainWorkqueue::get(self)
     }
     fn done(&self, item: u64) {
-        let mut s = self.state.lock().unwrap();
-        s.processing.remove(&item);
-        if s.dirty.contains(&item) {
-            s.queue.push_back(item);
-            drop(s);
-            self.ready.notify_one();
-        }
+        PlainWorkqueue::done(self, item);
     }
 }
 

@@ -863,13 +863,17 @@ apf_status apf_dispatcher_reject(const struct apf_dispatcher *dispatcher, const 
 // lengths (or NULL with length 0); the out-parameters NULL or writable.
 apf_status apf_dispatcher_observe(const struct apf_dispatcher *dispatcher, const char *path, size_t path_len, const char *query, size_t query_len, uint16_t *out_status, struct apf_text *out_content_type, struct apf_text *out_body);
 
-// Parse a Kubernetes-style request: `/api/v1/...` is the core group,
-// `/apis/GROUP/VERSION/...` a named group, then optionally
-// `namespaces/NAMESPACE`, then `RESOURCE[/NAME[/SUBRESOURCE]]`; any other
+// Parse a Kubernetes-style request by Kubernetes' request-info rules:
+// `/api/v1/...` is the core group, `/apis/GROUP/VERSION/...` a named
+// group, then optionally a verb prefix (`watch/`, `proxy/`), then
+// optionally `namespaces/NAMESPACE`, then `RESOURCE[/NAME[/SUBRESOURCE]]`;
+// an empty segment inside the path is a segment
+// (`/api/v1/namespaces//pods` lists pods in every namespace). Any other
 // path is a non-resource request whose verb is the lower-case method.
-// `watch` is the `watch` query parameter's value (`true` or `1` turns get
-// and list into watch). The one implementation behind every binding's
-// path helper (`tests/data/request-info-cases.json`).
+// `watch` is the `watch` query parameter's value, empty when absent: any
+// other value but `0` or `false` turns a list into a watch. The one
+// implementation behind every binding's path helper
+// (`tests/data/request-info-cases.json`).
 //
 // On `APF_OK`, `*out` is written; free `out->verb` with `apf_text_free`.
 //

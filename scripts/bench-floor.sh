@@ -46,15 +46,7 @@ cargo build --release --example hotpath_profile --example dispatcher_hotpath_pro
 cargo bench --no-run --bench queueset --bench dispatcher --bench workqueue 2>/dev/null
 
 # Instructions: the difference of two run lengths, so set-up cancels out.
-instructions() { # NAME BINARY ARGS...
-    local name="$1" bin="$2"
-    shift 2
-    for n in "${calls[@]}"; do
-        valgrind --tool=callgrind --callgrind-out-file="$out/$name.$n.callgrind" \
-            "$bin" "$n" "$@" 2>"$out/$name.$n.log" >/dev/null
-        echo "$n $(grep -o 'Collected : [0-9]*' "$out/$name.$n.log" | grep -o '[0-9]*$')"
-    done >"$out/$name.instructions"
-}
+. "$root/scripts/lib/instructions.sh"
 for policy in kubernetes flow flow-maxmin; do
     instructions "hotpath-$policy" target/release/examples/hotpath_profile "$policy"
 done

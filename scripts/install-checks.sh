@@ -6,8 +6,9 @@
 #      find_package(apf) only; the SONAME; no test hook exported.
 #   2. Python: the wheel, installed into a fresh venv, starts and finishes a
 #      request and uses a workqueue with no environment variable.
-#   3. Go: a program built against the installed prefix with -tags
-#      apf_static, moved elsewhere, run after the prefix is deleted.
+#   3. Go: a program built against the installed prefix (pkg-config) runs
+#      with no LD_LIBRARY_PATH; one built with -tags apf_static, moved
+#      elsewhere, runs after the prefix is deleted.
 #   4. Rust: a crate depending on apf (default features) has no clap or
 #      indicatif in its `cargo tree` and builds.
 # Called by scripts/test-all.sh. APF_INSTALL_CHECKS="c rust" runs a subset.
@@ -49,13 +50,13 @@ if wants c; then
     export PKG_CONFIG_PATH="$lib/pkgconfig" &&
     # shellcheck disable=SC2046 # pkg-config's words are separate flags
     cc -std=c11 -Wall -Werror main.c $(pkg-config --cflags --libs apf) -o check &&
-    LD_LIBRARY_PATH="$lib" ./check)
+    env -u LD_LIBRARY_PATH ./check) # the run path apf.pc gives finds libapf
 
   step "C++ with find_package(apf) only"
   mkdir "$work/cpp" && cp "$here/main.cpp" "$here/CMakeLists.txt" "$work/cpp/"
   cmake -S "$work/cpp" -B "$work/cpp/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
   cmake --build "$work/cpp/build" >/dev/null
-  LD_LIBRARY_PATH="$lib" "$work/cpp/build/check"
+  env -u LD_LIBRARY_PATH "$work/cpp/build/check" # CMake's run path
 fi
 
 if wants rust; then
@@ -76,7 +77,7 @@ if wants python; then
 fi
 
 if wants go; then
-  step "Go: a static binary, moved, run without the prefix"
+  step "Go: modules from a file proxy (no replace); shared build with no LD_LIBRARY_PATH; static build, moved, without the prefix"
   "$repo/bindings/go/install-check.sh" "$prefix" "$work/go"
 fi
 echo "install checks passed: $checks"

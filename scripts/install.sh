@@ -43,6 +43,25 @@ install -m 644 include/apf.h "$prefix/include/apf.h"
 install -m 644 bindings/cpp/include/apf.hpp "$prefix/include/apf.hpp"
 install -m 644 bindings/cpp/include/apf_http.hpp "$prefix/include/apf_http.hpp"
 
+# How a program linked with `pkg-config --libs apf` (C, and Go through
+# `#cgo pkg-config`) finds libapf.so when it starts: a libdir the dynamic
+# loader searches (/etc/ld.so.conf: /usr/local/lib, /usr/lib, ...) is made
+# current with `ldconfig`; any other prefix gets a run path in apf.pc, so the
+# program finds the library where it was installed, with no LD_LIBRARY_PATH.
+libdir_real="$(cd "$lib" && pwd -P)"
+loader_dirs="$( (ldconfig -v -N 2>/dev/null || true) | sed -n 's|^\(/[^:]*\):.*|\1|p' |
+  while read -r d; do readlink -f "$d" || echo "$d"; done)" # /lib is /usr/lib
+if grep -qxF "$libdir_real" <<<"$loader_dirs"; then
+  rpath=""
+  if [ "$(id -u)" = 0 ]; then
+    ldconfig
+  else
+    echo "libapf: $lib is on the loader's path: run ldconfig as root so programs find libapf.so" >&2
+  fi
+else
+  rpath=" -Wl,-rpath,\${libdir}"
+fi
+
 # What a static link of a Rust staticlib needs besides libc.
 static_libs="-lpthread -ldl -lm -lgcc_s"
 
@@ -61,7 +80,7 @@ Libs.private: $static_libs
 Cflags: -I\${includedir}
 PC
 }
-pc apf "libapf: Kubernetes API Priority and Fairness and client-go workqueues (shared library)" "-L\${libdir} -lapf"
+pc apf "libapf: Kubernetes API Priority and Fairness and client-go workqueues (shared library)" "-L\${libdir} -lapf$rpath"
 pc apf-static "libapf: Kubernetes API Priority and Fairness and client-go workqueues (static library)" "\${libdir}/libapf.a $static_libs"
 
 cat >"$lib/cmake/apf/apfConfig.cmake" <<CMAKE

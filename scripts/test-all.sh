@@ -71,5 +71,8 @@ bindings/python/run-tests.sh
 step "one behaviour for every middleware: tower, Go net/http, Python WSGI and ASGI"
 scripts/middleware-expectations.sh
 
+step "the README's snippets as written: Rust, Go (under a flood), Python, C++ and C"
+scripts/check-readme-snippets.sh
+
 step "install: C, C++, Python, Go and Rust from outside the repository"
 scripts/install-checks.sh

@@ -43,12 +43,23 @@ pub fn too_large(len: Option<usize>) -> String {
 /// error names the path.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    read_capped(file, &path.display().to_string())
+}
+
+/// Reads standard input as [`read_file`] reads a file (the error says
+/// `standard input`).
+pub fn read_stdin() -> Result<Vec<u8>, String> {
+    read_capped(std::io::stdin().lock(), "standard input")
+}
+
+fn read_capped(reader: impl Read, name: &str) -> Result<Vec<u8>, String> {
     let mut bytes = Vec::new();
-    file.take(MAX_INPUT_BYTES as u64 + 1)
+    reader
+        .take(MAX_INPUT_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|e| format!("{name}: {e}"))?;
     if bytes.len() > MAX_INPUT_BYTES {
-        return Err(format!("{}: {}", path.display(), too_large(None)));
+        return Err(format!("{name}: {}", too_large(None)));
     }
     Ok(bytes)
 }

@@ -30,6 +30,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+mod shared;
+#[cfg_attr(loom, allow(unused_imports))] // the C ABI does not build under loom
+pub(crate) use shared::SharedRequest;
+
 /// A flow schema as requests see it: its identity.
 #[derive(Debug)]
 pub struct Schema {

@@ -447,3 +447,81 @@ fn the_fairness_field_chooses_the_policy_and_is_checked() {
     }
     assert!(queues_with_waiters(&q).len() > 1, "the default policy");
 }
+
+/// Issue 22 through a bare queueset: 4 handlers, each with a helper thread
+/// that releases one of its request's two seats just as the handler
+/// finishes it, 300 rounds under each flow policy; every release lands
+/// before the finish or finds the request finished, and the idle queueset
+/// holds no seat on any queue (its JSON dump). Before the fix a release
+/// could reach the level after the finish and leave a phantom seat.
+#[test]
+fn a_release_racing_the_finish_leaves_no_seat_on_a_queue() {
+    use std::sync::{Arc, Barrier};
+    struct Shared(Qs);
+    // SAFETY: the ABI promises a queueset may be used from any thread.
+    unsafe impl Send for Shared {}
+    // SAFETY: as above.
+    unsafe impl Sync for Shared {}
+    let two_seats = apf_work_estimate {
+        initial_seats: 2,
+        final_seats: 0,
+        additional_latency_nanos: 0,
+    };
+    for fairness in [
+        apf_fairness::APF_FAIRNESS_FLOW,
+        apf_fairness::APF_FAIRNESS_FLOW_MAXMIN,
+    ] {
+        let mut cfg = config(16, 8, 2, 10);
+        cfg.fairness = fairness as u32;
+        let q = Arc::new(Shared(new_qs(&cfg)));
+        let mut threads = Vec::new();
+        for flow in 0..4u64 {
+            let barrier = Arc::new(Barrier::new(2));
+            let (tx, rx) = std::sync::mpsc::channel::<u64>();
+            let (q1, b1) = (q.clone(), barrier.clone());
+            threads.push(std::thread::spawn(move || {
+                for _ in 0..300 {
+                    let mut d = std::mem::MaybeUninit::uninit();
+                    // SAFETY: live queueset, readable estimate, writable out.
+                    let st = unsafe {
+                        apf_queueset_start(q1.0 .0, 100 + flow, &two_seats, 0, 0, d.as_mut_ptr())
+                    };
+                    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
+                    // SAFETY: written on APF_OK.
+                    let d = unsafe { d.assume_init() };
+                    assert_eq!(d.outcome, apf_outcome::APF_OUTCOME_EXECUTE as u32);
+                    tx.send(d.request).unwrap();
+                    b1.wait();
+                    // SAFETY: live queueset.
+                    let st = unsafe { apf_queueset_finish(q1.0 .0, d.request, 0) };
+                    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
+                    b1.wait();
+                }
+            }));
+            let q2 = q.clone();
+            threads.push(std::thread::spawn(move || {
+                for handle in rx.iter() {
+                    barrier.wait();
+                    // SAFETY: live queueset.
+                    match unsafe { apf_queueset_release_seats(q2.0 .0, handle, 1) } {
+                        apf_status::APF_OK | apf_status::APF_ERR_INVALID_HANDLE => {}
+                        other => panic!("release: {other:?} {}", last_error()),
+                    }
+                    barrier.wait();
+                }
+            }));
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        let q = &q.0;
+        assert_eq!(stats(q).seats_in_use, 0, "{fairness:?}");
+        // SAFETY: live queueset; `t` is a writable apf_text.
+        let (st, dump) = take_text(|t| unsafe { apf_queueset_dump_json(q.0, t) });
+        assert_eq!(st, apf_status::APF_OK);
+        let v: serde_json::Value = serde_json::from_str(&dump.unwrap()).unwrap();
+        for (i, queue) in v["queues"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(queue["seats_in_use"], 0, "{fairness:?}: queue {i}: {queue}");
+        }
+    }
+}

@@ -89,8 +89,9 @@ func (d *Dispatcher) text(kind textKind) (string, error) {
 }
 
 // MetricsHandler serves d's metrics for Prometheus (mount it at /metrics,
-// or beside other collectors' output at a path of its own). A closed
-// dispatcher answers 503.
+// or beside other collectors' output at a path of its own), beside
+// Middleware rather than behind it, as DebugHandler. A closed dispatcher
+// answers 503.
 func MetricsHandler(d *Dispatcher) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		text, err := d.MetricsText()
@@ -106,9 +107,11 @@ func MetricsHandler(d *Dispatcher) http.Handler {
 // DebugHandler serves Kubernetes' three debug dumps of d by the last
 // element of the request's path (dump_priority_levels, dump_queues,
 // dump_requests; 404 for anything else), so it can be mounted at
-// DebugPathPrefix:
+// DebugPathPrefix, beside Middleware rather than behind it so that it
+// answers when the server is saturated:
 //
-//	mux.Handle(apf.DebugPathPrefix, apf.DebugHandler(d))
+//	root.Handle(apf.DebugPathPrefix, apf.DebugHandler(d))
+//	root.Handle("/", apf.Middleware(d, opts)(mux))
 //
 // As in Kubernetes, dump_requests adds each request's details when the
 // query has a non-empty includeRequestDetails (…/dump_requests?includeRequestDetails=1).

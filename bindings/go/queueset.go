@@ -1,7 +1,26 @@
 package apf
 
-// #include <stdlib.h>
-// #include "qs_shim.h"
+// The per-request wrappers are marked noescape/nocallback, as the
+// dispatcher's are (cgo.go): they keep no Go pointer after returning, and
+// libapf's queueset has no callbacks (decisions reach Go through the
+// completion fd), so their out-parameters stay on the goroutine's stack
+// and a request costs no allocation here.
+
+/*
+#cgo noescape go_apf_qs_start
+#cgo nocallback go_apf_qs_start
+#cgo noescape go_apf_qs_finish
+#cgo nocallback go_apf_qs_finish
+#cgo noescape go_apf_qs_poll
+#cgo nocallback go_apf_qs_poll
+#cgo noescape go_apf_qs_cancel
+#cgo nocallback go_apf_qs_cancel
+#cgo noescape go_apf_qs_take
+#cgo nocallback go_apf_qs_take
+
+#include <stdlib.h>
+#include "qs_shim.h"
+*/
 import "C"
 
 import (
@@ -255,6 +274,16 @@ func (q *QueueSet) Await(ctx context.Context, t *QueueSetTicket) (bool, RejectRe
 	return false, reason, nil
 }
 
+// StillQueued reports whether a request that Start queued still waits for
+// its decision (neither dispatched nor rejected yet). It neither waits nor
+// takes the decision: Await still returns it. For callers that account
+// for goroutines waiting in Await (k8sfq's fake-clock mode). Call it only
+// before Finish.
+func (q *QueueSet) StillQueued(t *QueueSetTicket) (bool, error) {
+	outcome, _, err := q.pollC(t.handle)
+	return err == nil && outcome == outcomeQueued, err
+}
+
 // Finish ends an executing request (its additional latency counts from now).
 func (q *QueueSet) Finish(t *QueueSetTicket) error {
 	maybeGC()
@@ -265,8 +294,31 @@ func (q *QueueSet) Finish(t *QueueSetTicket) error {
 	defer q.c.exit()
 	var e cerr
 	st := C.go_apf_qs_finish(p, C.uint64_t(t.handle), &e.e)
+	if err := e.err(st); err != nil {
+		runtime.KeepAlive(q)
+		return err
+	}
+	// The seats just given back may have dispatched waiting requests: wake
+	// their goroutines from here rather than wait for the completion
+	// goroutine (a poller wake-up and a goroutine hop on the path from one
+	// request to the next when the level is saturated). Both take from
+	// libapf's completion queue under its lock, so each decision wakes its
+	// waiter once.
+	if q.c.waiters.any() {
+		var batch [8]C.uint64_t
+		for {
+			var got C.size_t
+			st := C.go_apf_qs_take(p, &batch[0], C.size_t(len(batch)), &got, &e.e)
+			for _, h := range batch[:got] {
+				q.c.waiters.wake(uint64(h))
+			}
+			if e.err(st) != nil || int(got) < len(batch) {
+				break
+			}
+		}
+	}
 	runtime.KeepAlive(q)
-	return e.err(st)
+	return nil
 }
 
 // ReleaseSeats gives back seats of an executing request now (0: every

@@ -236,3 +236,34 @@ func TestQueueSetReleaseSeats(t *testing.T) {
 		t.Fatal("not idle after both finished")
 	}
 }
+
+// TestQueueSetStillQueued: StillQueued is true while a request waits,
+// false once another request's Finish dispatched it (before its Await
+// runs), and does not take the decision: Await still returns it.
+func TestQueueSetStillQueued(t *testing.T) {
+	q := newTestQueueSet(t, 1)
+	first, err := q.Start(1, WorkEstimate{InitialSeats: 1}, 0, 0)
+	if err != nil || first.Queued {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	second, err := q.Start(2, WorkEstimate{InitialSeats: 1}, 0, 0)
+	if err != nil || !second.Queued {
+		t.Fatalf("second: %+v %v", second, err)
+	}
+	if queued, err := q.StillQueued(&second); err != nil || !queued {
+		t.Fatalf("waiting request: StillQueued %v, %v", queued, err)
+	}
+	if err := q.Finish(&first); err != nil {
+		t.Fatal(err)
+	}
+	if queued, err := q.StillQueued(&second); err != nil || queued {
+		t.Fatalf("dispatched request: StillQueued %v, %v", queued, err)
+	}
+	run, _, err := q.Await(context.Background(), &second)
+	if err != nil || !run {
+		t.Fatalf("Await after StillQueued: run %v, %v", run, err)
+	}
+	if err := q.Finish(&second); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -49,12 +49,14 @@ func (d *Dispatcher) Reject(c Classification, reason RejectReason) (Rejection, e
 }
 
 // ParsePath reads the request attributes Kubernetes' API server derives
-// from a method and a URL path: /api/v1/... is the core group,
-// /apis/GROUP/VERSION/... a named group, then optionally
-// namespaces/NAMESPACE, then RESOURCE[/NAME[/SUBRESOURCE]]. Any other path
-// is a non-resource request whose verb is the lower-case method. watch is
-// the value of the `watch` query parameter ("true" or "1" turns get/list
-// into watch). User and groups are left empty: fill them in from your
+// from a method and a URL path, by its rules: /api/v1/... is the core
+// group, /apis/GROUP/VERSION/... a named group, then optionally a verb
+// prefix (watch/, proxy/), then optionally namespaces/NAMESPACE, then
+// RESOURCE[/NAME[/SUBRESOURCE]]; an empty segment inside the path is a
+// segment (/api/v1/namespaces//pods lists pods in every namespace). Any
+// other path is a non-resource request whose verb is the lower-case
+// method. watch is the value of the `watch` query parameter, "" when
+// absent: any other value but "0" or "false" turns a list into a watch. User and groups are left empty: fill them in from your
 // authentication. It is libapf's own parser (apf_request_info_parse), the
 // same in every binding. A method or path that is not UTF-8 is taken as a
 // non-resource request.

@@ -21,8 +21,9 @@ if ! command -v go >/dev/null 2>&1; then
     fi
 fi
 command -v go >/dev/null 2>&1 || { echo "run-tests.sh: Go 1.24 or newer is required" >&2; exit 1; }
-# go.mod asks for 1.24 (cgo noescape/nocallback); a Go 1.21+ toolchain
-# fetches it by itself through the module proxy.
+# go.mod asks for 1.24 (cgo noescape/nocallback), k8sfq's for 1.26 (its
+# k8s.io/apiserver v0.37 requires it); a Go 1.21+ toolchain fetches the
+# toolchain it needs by itself through the module proxy.
 export CGO_ENABLED=1
 # The checkout's libapf, through the same pkg-config lookup as an installed one.
 PKG_CONFIG_PATH="$("$root/scripts/dev-pkgconfig.sh")${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
@@ -42,3 +43,7 @@ cd "$here/k8sfq"
 export GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod"
 go vet ./...
 go test -count=1 -timeout 600s -bench ControllerHandle -benchtime=200x ./...
+# Kubernetes' own queueset tests (queueset_test.go of the k8s.io/apiserver
+# version go.mod requires, taken from the module cache at test time, never
+# committed) against the factory; see the script for its two edits.
+"$here/k8sfq/testdata/k8s-queueset/run.sh"

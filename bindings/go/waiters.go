@@ -1,6 +1,9 @@
 package apf
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // waiters maps the handle of each queued request that a goroutine waits
 // for to the channel that wakes it. The completion loop wakes; Handle adds
@@ -14,6 +17,9 @@ type waiters struct {
 	mu     sync.Mutex
 	closed bool
 	m      map[uint64]chan struct{}
+	// n is len(m), readable without the mutex (any: a caller that may
+	// have decided requests skips draining when nobody waits).
+	n atomic.Int64
 }
 
 var wakePool = sync.Pool{New: func() any { return make(chan struct{}, 1) }}
@@ -32,6 +38,7 @@ func (w *waiters) add(h uint64) (chan struct{}, bool) {
 		return nil, false
 	}
 	w.m[h] = ch
+	w.n.Store(int64(len(w.m)))
 	w.mu.Unlock()
 	return ch, true
 }
@@ -42,6 +49,7 @@ func (w *waiters) wake(h uint64) {
 	w.mu.Lock()
 	if ch, ok := w.m[h]; ok {
 		delete(w.m, h)
+		w.n.Store(int64(len(w.m)))
 		ch <- struct{}{}
 	}
 	w.mu.Unlock()
@@ -58,6 +66,7 @@ func (w *waiters) remove(h uint64, ch chan struct{}) {
 	_, registered := w.m[h]
 	if registered {
 		delete(w.m, h)
+		w.n.Store(int64(len(w.m)))
 	}
 	w.mu.Unlock()
 	if !registered {
@@ -65,6 +74,11 @@ func (w *waiters) remove(h uint64, ch chan struct{}) {
 	}
 	wakePool.Put(ch)
 }
+
+// any reports whether a waiter may be registered (a racy read: a waiter
+// that registers just after a false polls libapf itself, so it misses no
+// decision).
+func (w *waiters) any() bool { return w.n.Load() != 0 }
 
 // isClosed reports whether close has run (a woken waiter checks it).
 func (w *waiters) isClosed() bool {
@@ -81,6 +95,7 @@ func (w *waiters) close() {
 		delete(w.m, h)
 		ch <- struct{}{}
 	}
+	w.n.Store(0)
 	w.mu.Unlock()
 }
 

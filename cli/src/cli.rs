@@ -105,7 +105,7 @@ struct SimulateArgs {
 
 #[derive(Args)]
 struct CheckArgs {
-    /// The file to check
+    /// The file to check (`-`: standard input)
     #[arg(
         required_unless_present = "from_cluster",
         conflicts_with = "from_cluster"
@@ -158,6 +158,28 @@ struct ClassifyArgs {
     non_resource: bool,
 }
 
+/// `print!`, but a failed write (a full disk, a closed descriptor) returns
+/// the error from the enclosing function, to end the command with a clear
+/// message and a non-zero exit; `print!` would panic (exit 101).
+macro_rules! out {
+    ($($arg:tt)*) => {
+        std::io::Write::write_fmt(&mut std::io::stdout(), format_args!($($arg)*))
+            .map_err(stdout_failed)?
+    };
+}
+
+/// `println!` as [`out!`] is `print!`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        out!($($arg)*);
+        out!("\n");
+    }};
+}
+
+fn stdout_failed(e: std::io::Error) -> String {
+    format!("cannot write to standard output: {e}")
+}
+
 pub fn main() -> ExitCode {
     quiet_on_broken_pipe();
     let cli = Cli::parse();
@@ -166,21 +188,41 @@ pub fn main() -> ExitCode {
         Some(Command::Simulate(args)) => simulate(args),
         Some(Command::Check(args)) => check(&args),
         Some(Command::Classify(args)) => classify(&args),
-        Some(Command::Defaults) => {
-            print!("{}", Config::builtin().to_yaml());
-            Ok(ExitCode::SUCCESS)
-        }
+        Some(Command::Defaults) => defaults(),
     };
+    // What is still buffered goes out now, where a failure can be told.
+    let result = result.and_then(|code| {
+        std::io::Write::flush(&mut std::io::stdout()).map_err(stdout_failed)?;
+        Ok(code)
+    });
     result.unwrap_or_else(|message| {
         eprintln!("apf: {message}");
         ExitCode::FAILURE
     })
 }
 
+fn defaults() -> Result<ExitCode, String> {
+    out!("{}", Config::builtin().to_yaml());
+    Ok(ExitCode::SUCCESS)
+}
+
 /// At most `apf::input::MAX_INPUT_BYTES`: `apf check /dev/zero` fails
-/// promptly, naming the cap.
+/// promptly, naming the cap. `-` is standard input, as for Unix tools.
 fn read(path: &Path) -> Result<Vec<u8>, String> {
-    apf::input::read_file(path)
+    if path == Path::new("-") {
+        apf::input::read_stdin()
+    } else {
+        apf::input::read_file(path)
+    }
+}
+
+/// How a file given on the command line is named in messages.
+fn shown(path: &Path) -> String {
+    if path == Path::new("-") {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    }
 }
 
 /// The cluster's FlowSchemas and PriorityLevelConfigurations as YAML, from
@@ -340,7 +382,7 @@ fn quiet_on_broken_pipe() {
 }
 
 fn config_errors(path: &Path, errors: &ConfigErrors) -> String {
-    let mut out = format!("{}: {} error(s)", path.display(), errors.len());
+    let mut out = format!("{}: {} error(s)", shown(path), errors.len());
     for e in errors.iter() {
         out.push_str("\n  ");
         out.push_str(&e.to_string());
@@ -404,7 +446,7 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
         text.push_str(&format!("  {line}\n"));
     }
     text.push('\n');
-    print!("{text}");
+    out!("{text}");
     let mut bar = Progress::new();
     if let Some(against) = args.compare_fairness {
         let comparison =
@@ -413,14 +455,14 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
             })
             .map_err(|e| e.to_string())?;
         bar.finish();
-        print!("{}", comparison.render());
+        out!("{}", comparison.render());
         return Ok(ExitCode::SUCCESS);
     }
     let (report, stats) = simulator::run(&config, &workload, seed, &mut |f| bar.update(f))
         .map_err(|e| e.to_string())?;
     bar.finish();
     let rest = format!("{}\n{}\n", report.render(), speed(&stats));
-    print!("{rest}");
+    out!("{rest}");
     text.push_str(&rest);
     charts(&report, &text, args.out.as_deref())?;
     Ok(if report.verdict().pass {
@@ -468,12 +510,12 @@ fn rate(r: f64) -> String {
 
 fn charts(report: &Report, text: &str, out: Option<&Path>) -> Result<(), String> {
     match out {
-        None => println!("charts: add --out DIR to write SVG charts of seat share, throughput against demand, rejections by reason, queue length, seats and waits, and an index.html showing them with this report"),
+        None => outln!("charts: add --out DIR to write SVG charts of seat share, throughput against demand, rejections by reason, queue length, seats and waits, and an index.html showing them with this report"),
         Some(dir) => {
             let paths = simulator::write_report_page(report, text, dir)
                 .map_err(|e| format!("writing charts to {}: {e}", dir.display()))?;
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            println!("charts: {}", names.join(", "));
+            outln!("charts: {}", names.join(", "));
         }
     }
     Ok(())
@@ -546,7 +588,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode, String> {
             PathBuf::from("the cluster's objects"),
         ),
     };
-    let name = file.display();
+    let name = shown(&file);
     if args.workload {
         let w = Workload::from_slice(&bytes).map_err(|e| {
             format!(
@@ -556,7 +598,7 @@ fn check(args: &CheckArgs) -> Result<ExitCode, String> {
             )
         })?;
         let replicas: u64 = w.flows.iter().map(|f| f.replicas as u64).sum();
-        println!(
+        outln!(
             "{name}: valid workload {:?}: {} flows ({replicas} with replicas), {} simulated",
             w.name,
             w.flows.len(),
@@ -565,14 +607,23 @@ fn check(args: &CheckArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     let config = Config::from_slice(&bytes).map_err(|e| config_errors(&file, &e))?;
-    let valid = config.validate().map_err(|e| config_errors(&file, &e))?;
-    println!(
+    // The notices (a dangling schema, mandatory objects added) are shown
+    // beside the errors too: fixing the errors would not make them go away.
+    let (valid, notices) = config.validate_with_notices(&Default::default());
+    let valid = valid.map_err(|e| {
+        let mut message = config_errors(&file, &e);
+        for notice in &notices {
+            message.push_str(&format!("\n  note: {notice}"));
+        }
+        message
+    })?;
+    outln!(
         "{name}: valid: {} priority levels, {} flow schemas",
         valid.priority_levels().len(),
         valid.flow_schemas().len()
     );
     for notice in valid.notices() {
-        println!("  note: {notice}");
+        outln!("  note: {notice}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -605,9 +656,10 @@ fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
     } else {
         ""
     };
-    println!(
+    outln!(
         "flow schema:    {} (matching precedence {}){fallback}",
-        c.schema.name, c.schema.matching_precedence
+        c.schema.name,
+        c.schema.matching_precedence
     );
     let level = if c.level.exempt {
         "exempt: never queued, never rejected".to_string()
@@ -616,7 +668,7 @@ fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
     } else {
         format!("{} queues", c.level.queues)
     };
-    println!("priority level: {} ({level})", c.level.name);
+    outln!("priority level: {} ({level})", c.level.name);
     let method = match c.schema.distinguisher {
         Some(DistinguisherMethod::ByUser) => "by user",
         Some(DistinguisherMethod::ByNamespace) => "by namespace",
@@ -627,8 +679,8 @@ fn classify(args: &ClassifyArgs) -> Result<ExitCode, String> {
     } else {
         c.flow_distinguisher.to_string()
     };
-    println!("distinguisher:  {distinguisher} ({method})");
-    println!("flow hash:      {:#018x}", c.flow_hash);
+    outln!("distinguisher:  {distinguisher} ({method})");
+    outln!("flow hash:      {:#018x}", c.flow_hash);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -64,6 +64,46 @@ fn a_reader_that_goes_away_ends_apf_quietly() {
 }
 
 #[test]
+fn a_standard_output_that_fails_ends_apf_with_a_message() {
+    // /dev/full takes no byte (ENOSPC): not a broken pipe, so no SIGPIPE
+    // ends the process; every command must say what failed and exit 1,
+    // never panic (exit 101).
+    let dir = scratch("stdout_fails");
+    let config = write(&dir, "builtin.yaml", &stdout(&apf(&["defaults"])));
+    for args in [
+        vec!["defaults"],
+        vec!["check", &config],
+        vec!["simulate", "--duration", "1s"],
+        vec![
+            "classify",
+            "--user",
+            "u",
+            "--verb",
+            "get",
+            "--resource",
+            "pods",
+        ],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = Command::new(env!("CARGO_BIN_EXE_apf"))
+            .args(&args)
+            .stdout(Stdio::from(full))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("the apf binary runs");
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("apf: cannot write to standard output") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_configuration_without_objects_is_refused() {
     let dir = scratch("empty");
     for (name, text) in [
@@ -199,4 +239,49 @@ fn classify_warns_on_a_verb_kubernetes_never_sends() {
         "/x",
     ]);
     assert!(stderr(&out).contains("non-resource request"));
+}
+
+#[test]
+fn check_dash_reads_standard_input() {
+    use std::io::Write;
+    let yaml = stdout(&apf(&["defaults"]));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_apf"))
+        .args(["check", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the apf binary runs");
+    // An apf that does not read its input may close the pipe early: the
+    // status below says so, not this write.
+    let _ = child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(yaml.as_bytes());
+    let out = child.wait_with_output().expect("apf ends");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("standard input: valid:"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn check_shows_a_dangling_schema_beside_other_errors() {
+    // One schema names a level that does not exist (a notice: Kubernetes
+    // keeps it, matching nothing), another level is broken (an error): the
+    // notice must not wait until the error is fixed.
+    let dir = scratch("dangling_beside_errors");
+    let text = "apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\nmetadata: {name: orphan}\nspec: {matchingPrecedence: 500, priorityLevelConfiguration: {name: nowhere}}\n---\napiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: PriorityLevelConfiguration\nmetadata: {name: broken}\nspec: {type: Limited, limited: {nominalConcurrencyShares: -1, limitResponse: {type: Reject}}}\n";
+    let file = write(&dir, "config.yaml", text);
+    let out = apf(&["check", &file]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("broken"), "the error: {err}");
+    assert!(
+        err.contains("note: FlowSchema \"orphan\"") && err.contains("nowhere"),
+        "the dangling notice beside the error: {err}"
+    );
 }

@@ -33,37 +33,65 @@ pub struct RequestInfo<'a> {
 }
 
 impl<'a> RequestInfo<'a> {
-    /// Reads `path` as Kubernetes does: `/api/v1/...` is the core group,
-    /// `/apis/GROUP/VERSION/...` a named group, then optionally
+    /// Reads `path` by Kubernetes' request-info rules (the API server's
+    /// `RequestInfoFactory`), so that a middleware sees what Kubernetes
+    /// would: `/api/VERSION/...` is the core group,
+    /// `/apis/GROUP/VERSION/...` a named group, then optionally a verb
+    /// prefix (`watch/` or `proxy/`), then optionally
     /// `namespaces/NAMESPACE`, then `RESOURCE[/NAME[/SUBRESOURCE]]`
     /// (`namespaces/NAME` alone, or with `status` or `finalize`, is the
-    /// namespace object itself). Any other path, and a group version's
-    /// discovery, is a non-resource request. `watch` is the value of the
-    /// `watch` query parameter: `true` or `1` turns get and list into watch.
+    /// namespace object itself). Only the slashes at either end are
+    /// dropped: an empty segment inside the path is a segment, so
+    /// `/api/v1/namespaces//pods` lists pods in namespace `""` (all
+    /// namespaces), as in Kubernetes, never a get of one object. Any other
+    /// path, and discovery (`/api/v1`, `/apis/GROUP/VERSION`), is a
+    /// non-resource request whose verb is the lower-case method; a resource
+    /// request's method other than GET, HEAD, POST, PUT, PATCH and DELETE
+    /// (exact case) has verb `""`. `watch` is the value of the `watch` query
+    /// parameter, `""` when absent: any other value but `0` or `false` (any
+    /// case) turns get and list into watch.
     pub fn parse(method: &str, path: &'a str, watch: &str) -> RequestInfo<'a> {
         let mut info = RequestInfo {
             verb: method.to_ascii_lowercase(),
             path,
             ..RequestInfo::default()
         };
-        let mut parts = path.split('/').filter(|p| !p.is_empty());
-        let group = match (parts.next(), parts.next()) {
-            (Some("api"), Some(_version)) => "",
-            (Some("apis"), Some(group)) => {
-                if parts.next().is_none() {
-                    return info; // /apis/GROUP: discovery
-                }
-                group
-            }
+        let trimmed = path.trim_matches('/');
+        if trimmed.is_empty() {
+            return info;
+        }
+        // Kept: empty segments (`a//b`), which Kubernetes reads as segments.
+        let parts: Vec<&'a str> = trimmed.split('/').collect();
+        // Past the prefix, the group for /apis, and the version: what
+        // remains is never empty (a prefix with nothing after its version
+        // is discovery).
+        let (group, mut rest) = match parts.as_slice() {
+            ["api", _version, rest @ ..] if !rest.is_empty() => ("", rest),
+            ["apis", group, _version, rest @ ..] if !rest.is_empty() => (*group, rest),
             _ => return info,
         };
-        let rest: Vec<&'a str> = parts.collect();
-        if rest.is_empty() {
-            return info; // a group version's discovery
-        }
         info.is_resource_request = true;
         info.api_group = group;
-        let mut rest = rest.as_slice();
+        let verb_from_path = matches!(rest[0], "watch" | "proxy");
+        if verb_from_path {
+            if rest.len() < 2 {
+                // Kubernetes refuses this path (it names no resource);
+                // what is known is kept, as Kubernetes keeps it.
+                return info;
+            }
+            info.verb = rest[0].to_string();
+            rest = &rest[1..];
+        } else {
+            info.verb = match method {
+                "GET" | "HEAD" => "get",
+                "POST" => "create",
+                "PUT" => "update",
+                "PATCH" => "patch",
+                "DELETE" => "delete",
+                _ => "",
+            }
+            .to_string();
+        }
         if let ["namespaces", namespace, tail @ ..] = rest {
             info.namespace = namespace;
             let names_the_namespace = matches!(tail, [] | ["status" | "finalize", ..]);
@@ -73,21 +101,19 @@ impl<'a> RequestInfo<'a> {
         }
         info.resource = rest[0];
         info.name = rest.get(1).copied().unwrap_or("");
-        info.subresource = rest.get(2).copied().unwrap_or("");
-        let watching = watch == "true" || watch == "1";
-        let named = !info.name.is_empty();
-        let verb = match method.to_ascii_uppercase().as_str() {
-            "GET" | "HEAD" if watching => "watch",
-            "GET" | "HEAD" if named => "get",
-            "GET" | "HEAD" => "list",
-            "POST" => "create",
-            "PUT" => "update",
-            "PATCH" => "patch",
-            "DELETE" if named => "delete",
-            "DELETE" => "deletecollection",
-            _ => return info,
-        };
-        info.verb = verb.to_string();
+        if info.verb != "proxy" {
+            info.subresource = rest.get(2).copied().unwrap_or("");
+        }
+        // A get or delete that names no object is one of a collection (an
+        // empty name segment names none).
+        if info.name.is_empty() && info.verb == "get" {
+            let watching =
+                !watch.is_empty() && watch != "0" && !watch.eq_ignore_ascii_case("false");
+            info.verb = if watching { "watch" } else { "list" }.to_string();
+        }
+        if info.name.is_empty() && info.verb == "delete" {
+            info.verb = "deletecollection".to_string();
+        }
         info
     }
 

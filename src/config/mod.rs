@@ -164,6 +164,18 @@ impl Config {
         validate::validate(self, options)
     }
 
+    /// Validates with the given options, and gives the notices (mandatory
+    /// objects added, dangling schemas ignored, ...) whether or not the
+    /// configuration is valid: on success they are
+    /// [`ValidConfig::notices`]; beside errors they say what else a fixed
+    /// configuration will meet.
+    pub fn validate_with_notices(
+        &self,
+        options: &ValidateOptions,
+    ) -> (Result<ValidConfig, ConfigErrors>, Vec<Notice>) {
+        validate::validate_noting(self, options)
+    }
+
     /// Adds the mandatory objects this configuration lacks (validation does
     /// this on its own copy); returns what was added.
     pub fn ensure_mandatory(&mut self) -> Vec<Notice> {

@@ -51,6 +51,15 @@ pub(crate) fn validate(
     config: &Config,
     opts: &ValidateOptions,
 ) -> Result<ValidConfig, ConfigErrors> {
+    validate_noting(config, opts).0
+}
+
+/// [`validate`], with the notices also when the configuration has errors
+/// (a tool shows a dangling schema's notice beside the errors).
+pub(crate) fn validate_noting(
+    config: &Config,
+    opts: &ValidateOptions,
+) -> (Result<ValidConfig, ConfigErrors>, Vec<Notice>) {
     let mut config = config.clone();
     // Idempotent for loaded objects; gives objects built in code the same
     // defaults a file would have got.
@@ -82,9 +91,9 @@ pub(crate) fn validate(
         })),
     }
     if !errors.is_empty() {
-        return Err(ConfigErrors(errors));
+        return (Err(ConfigErrors(errors)), notices);
     }
-    Ok(build(config, notices))
+    (Ok(build(config, notices.clone())), notices)
 }
 
 /// Adds the mandatory objects the configuration lacks, as Kubernetes'

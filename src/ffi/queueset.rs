@@ -464,7 +464,7 @@ pub unsafe extern "C" fn apf_queueset_start(
             WaitingNote::new("", &RequestDigest::default())
         });
         let (outcome, reason, request, waiting) = match outcome {
-            LevelOutcome::Execute(guard) => match q.requests.insert(Entry::Executing(guard)) {
+            LevelOutcome::Execute(guard) => match q.requests.insert(Entry::executing(guard)) {
                 Ok(h) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, h, None),
                 Err(entry) => return too_many(entry),
             },

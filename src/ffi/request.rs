@@ -338,7 +338,7 @@ pub(crate) unsafe fn start(
     let decision = d.inner.start_request(&rust_digest, estimate, deadline);
     let (schema, level) = d.names.of(&decision.flow_schema, &decision.priority_level);
     let (outcome, reason, request) = match decision.outcome {
-        Outcome::Execute(guard) => match d.requests.insert(Entry::Executing(guard)) {
+        Outcome::Execute(guard) => match d.requests.insert(Entry::executing(guard)) {
             Ok(handle) => (
                 apf_outcome::APF_OUTCOME_EXECUTE,
                 apf_reject_reason::APF_REJECT_NONE,
@@ -390,7 +390,7 @@ pub(crate) fn enqueue(
         match poll_ticket(&mut w.ticket, &std_waker) {
             None => None,
             Some(Ok(guard)) => {
-                *occ.entry() = Entry::Executing(guard);
+                *occ.entry() = Entry::executing(guard);
                 Some(Ok(()))
             }
             Some(Err(reason)) => Some(Err((reason, occ.retire(Retired::Rejected(reason))))),
@@ -426,7 +426,7 @@ pub(crate) fn poll_request(
     handle: u64,
     action: &str,
 ) -> Result<(apf_outcome, apf_reject_reason), apf_status> {
-    let result = requests.with(handle, |mut occ| match occ.entry() {
+    let result = live(requests, handle, |mut occ| match occ.entry() {
         Entry::Executing(_) => (
             apf_outcome::APF_OUTCOME_EXECUTE,
             apf_reject_reason::APF_REJECT_NONE,
@@ -439,7 +439,7 @@ pub(crate) fn poll_request(
                 None,
             ),
             Some(Ok(guard)) => {
-                *occ.entry() = Entry::Executing(guard);
+                *occ.entry() = Entry::executing(guard);
                 (
                     apf_outcome::APF_OUTCOME_EXECUTE,
                     apf_reject_reason::APF_REJECT_NONE,
@@ -650,26 +650,42 @@ pub unsafe extern "C" fn apf_request_release_seats(
 /// The release is checked and counted under the request table's lock, and
 /// the seats given back after it is dropped: giving them back can dispatch
 /// waiters and run completion callbacks, which may call back into libapf.
+/// A finish of the request meanwhile waits for the release to end (see
+/// [`SharedRequest`](crate::level::SharedRequest)): it is done here if it
+/// came.
 pub(crate) fn release_request_seats(
     requests: &RequestSlab,
     request: u64,
     seats: u32,
     action: &str,
 ) -> apf_status {
-    let begun = requests.with(request, |mut occ| match occ.entry() {
-        Entry::Executing(guard) => {
+    let begun = live(requests, request, |mut occ| match occ.entry() {
+        Entry::Executing(shared) => {
             let seats = if seats == 0 {
-                crate::level::saturate(guard.seats()).max(1)
+                crate::level::saturate(shared.seats()).max(1)
             } else {
                 seats
             };
-            Some(guard.begin_release(seats))
+            Some(shared.begin_release(seats))
         }
         Entry::Waiting(_) => None,
     });
     match begun {
         Ok(Some(Ok(pending))) => {
             pending.complete();
+            // The slot stays this request's until the release ends: no
+            // finish retires it while a release is in flight.
+            let last = requests.with(request, |mut occ| {
+                let Entry::Executing(shared) = occ.entry() else {
+                    unreachable!("a request releasing seats stays executing");
+                };
+                shared
+                    .end_release()
+                    .then(|| occ.retire(Retired::Finished))
+            });
+            if let Ok(Some(Entry::Executing(shared))) = last {
+                shared.finish();
+            }
             apf_status::APF_OK
         }
         Ok(Some(Err(e))) => fail(
@@ -694,7 +710,7 @@ pub(crate) fn wait_request(
     timeout_nanos: u64,
     action: &str,
 ) -> Result<(apf_outcome, apf_reject_reason), apf_status> {
-    let waker = requests.with(request, |mut occ| match occ.entry() {
+    let waker = live(requests, request, |mut occ| match occ.entry() {
         Entry::Waiting(w) => Some(w.waker.clone()),
         Entry::Executing(_) => None,
     });
@@ -712,7 +728,7 @@ pub(crate) fn cancel_request(
     request: u64,
     action: &str,
 ) -> Result<bool, apf_status> {
-    let taken = requests.with(request, |mut occ| match occ.entry() {
+    let taken = live(requests, request, |mut occ| match occ.entry() {
         Entry::Executing(_) => None,
         Entry::Waiting(_) => Some(occ.retire(Retired::Cancelled)),
     });
@@ -751,29 +767,29 @@ fn finish_request_with(
     action: &str,
     cost: Option<f64>,
 ) -> apf_status {
-    let taken = requests.with(request, |mut occ| match occ.entry() {
-        Entry::Executing(_) => Some(occ.retire(Retired::Finished)),
+    let end = if end_nanos == 0 {
+        now()
+    } else {
+        Instant::from_nanos(end_nanos)
+    };
+    // A finish that meets a release in flight is left to that release
+    // (see `SharedRequest`): the level must see the release first.
+    let taken = live(requests, request, |mut occ| match occ.entry() {
+        Entry::Executing(shared) => Some(
+            shared
+                .ask_finish(end, cost)
+                .then(|| occ.retire(Retired::Finished)),
+        ),
         Entry::Waiting(_) => None,
     });
     match taken {
-        Ok(Some(Entry::Executing(guard))) => {
-            let end = if end_nanos == 0 {
-                now()
-            } else {
-                Instant::from_nanos(end_nanos)
-            };
-            match cost {
-                None => guard.finish_at(end),
-                Some(cost) => {
-                    // Checked by the caller; a refusal would finish it anyway.
-                    if let Err((guard, _)) = guard.finish_at_with_cost(end, cost) {
-                        guard.finish_at(end);
-                    }
-                }
-            }
+        Ok(Some(Some(Entry::Executing(shared)))) => {
+            shared.finish();
             apf_status::APF_OK
         }
-        Ok(_) => fail(
+        Ok(Some(None)) => apf_status::APF_OK,
+        Ok(Some(Some(Entry::Waiting(_)))) => unreachable!("retired only when executing"),
+        Ok(None) => fail(
             apf_status::APF_ERR_REQUEST_QUEUED,
             format_args!(
                 "{action}: request {request:#x} is queued; wait for it, poll it, or cancel it"
@@ -781,6 +797,24 @@ fn finish_request_with(
         ),
         Err(stale) => stale_error(request, stale, action),
     }
+}
+
+/// Run `f` on the live request `handle` names, under its shard's lock; a
+/// request whose finish was asked for (and waits for a release to end)
+/// reads as already finished.
+fn live<X>(
+    requests: &RequestSlab,
+    handle: u64,
+    f: impl FnOnce(super::slab::Occupied<'_, Entry, Retired>) -> X,
+) -> Result<X, Stale<Retired>> {
+    requests
+        .with(handle, |mut occ| match occ.entry() {
+            Entry::Executing(shared) if shared.finishing() => {
+                Err(Stale::Retired(Retired::Finished))
+            }
+            _ => Ok(f(occ)),
+        })
+        .and_then(|x| x)
 }
 
 /// Retire every live request of a dispatcher or queueset being freed:

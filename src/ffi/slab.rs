@@ -29,7 +29,7 @@
 //! 2^32 reuses of one slot, the only way a stale handle could alias a live
 //! one.
 
-use crate::level::{RequestGuard, RequestTicket};
+use crate::level::{RequestGuard, RequestTicket, SharedRequest};
 use crate::queueset::RejectReason;
 use crate::sync::{lock, Arc, AtomicUsize, Mutex, Ordering};
 use crossbeam_utils::CachePadded;
@@ -42,10 +42,21 @@ pub(crate) const SHARDS: usize = 16;
 
 /// What a request handle refers to while it is live.
 pub(crate) enum Entry {
-    /// Dispatched (at once, or its dispatch was reported): finish it.
-    Executing(RequestGuard),
+    /// Dispatched (at once, or its dispatch was reported): finish it. A
+    /// release and the finish of it are exclusive end to end (see
+    /// [`SharedRequest`]): one whose finish was asked for while a release
+    /// was in flight stays here, reading as finished, until that release
+    /// ends and finishes it.
+    Executing(SharedRequest),
     /// In a queue, or decided without the caller having been told yet.
     Waiting(Box<Waiting>),
+}
+
+impl Entry {
+    /// A request executing from now on.
+    pub(crate) fn executing(guard: RequestGuard) -> Entry {
+        Entry::Executing(SharedRequest::new(guard))
+    }
 }
 
 /// A queued request and the waker registered with its ticket.

@@ -65,11 +65,14 @@ pub mod dump;
 mod failure_tests;
 mod flows;
 mod guard;
+mod held;
 #[cfg(shuttle)]
 #[doc(hidden)]
 pub mod history;
 #[cfg(all(test, not(loom)))]
 mod invariant_tests;
+#[cfg(test)]
+mod ledger;
 mod paths;
 pub mod read_write;
 #[cfg(any(test, feature = "testing"))]
@@ -92,9 +95,10 @@ pub use tally::TagStats;
 pub use utilization::Utilization;
 
 use self::admission::AdmissionWord;
-use self::core::{Core, FLOW_QUEUE, NO_QUEUE};
+use self::core::Core;
+use self::held::Held;
 use self::paths::{Locked, Routing, Shared};
-use self::shards::{Shards, ANY_SHARD};
+use self::shards::Shards;
 use self::wait::{SlotState, WaitSlot};
 use crate::borrowing::SeatDemandHandle;
 use crate::clock::{Clock, Instant};
@@ -333,15 +337,7 @@ impl QueueSet {
     #[inline]
     pub(crate) fn admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
         match self.shared.try_fast_start(request, tag) {
-            Some((queue, flow, start, shard)) => RawAdmission::Execute(Execution {
-                shard,
-                queue,
-                flow,
-                tag,
-                estimate: request.estimate,
-                start,
-                released: 0,
-            }),
+            Some(held) => RawAdmission::Execute(Execution { held }),
             None => self.shared.slow_start(request, tag),
         }
     }
@@ -357,16 +353,8 @@ impl QueueSet {
 
     /// Finish at `now`, a time just read from this queueset's clock.
     fn finish_execution_now(&self, exec: Execution, now: Instant) {
-        self.shared.finish(
-            exec.shard,
-            exec.queue,
-            exec.flow,
-            exec.tag,
-            exec.estimate,
-            exec.held_seats(),
-            exec.start,
-            now.max(exec.start),
-        );
+        let end = now.max(exec.held.start);
+        self.shared.finish(exec.held, end);
     }
 
     /// Give back `seats` of an executing request's seats now, while it
@@ -384,8 +372,7 @@ impl QueueSet {
     /// [`Execution::begin_release`]. Takes the level lock and may wake
     /// waiters (which can run user code): call it holding no lock of yours.
     pub(crate) fn complete_release(&self, p: PendingRelease) {
-        self.shared
-            .release_early(p.queue, p.flow, p.tag, p.estimate, p.held, p.seats, p.start);
+        self.shared.release_early(&p.before, p.seats);
     }
 
     /// Give back every seat the request still holds (see
@@ -420,25 +407,8 @@ impl QueueSet {
         self.shared.cancel(&waiting.slot);
         match waiting.slot.try_take(None) {
             Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
-            Some(SlotState::Dispatched {
-                queue,
-                flow,
-                tag,
-                estimate,
-                start,
-            }) => {
-                self.finish_execution_now(
-                    Execution {
-                        shard: ANY_SHARD,
-                        queue,
-                        flow,
-                        tag,
-                        estimate,
-                        start,
-                        released: 0,
-                    },
-                    self.shared.clock.now(),
-                );
+            Some(SlotState::Dispatched(held)) => {
+                self.finish_execution_now(Execution { held }, self.shared.clock.now());
                 false
             }
             _ => false,
@@ -479,8 +449,8 @@ impl QueueSet {
         LatencyTotals {
             completed,
             latency_nanos,
-            seats_in_use: core.seats_in_use,
-            waiting: u64::from(core.requests_waiting),
+            seats_in_use: core.seats.in_use,
+            waiting: u64::from(core.requests_waiting()),
             limit: core.cfg.concurrency_limit,
         }
     }
@@ -527,12 +497,12 @@ impl QueueSet {
         QueueSetStats {
             concurrency_limit: w.limit,
             seats_in_use: w.seats_in_use,
-            requests_executing: core.requests_executing,
-            requests_waiting: core.requests_waiting,
+            requests_executing: core.requests_executing(),
+            requests_waiting: core.requests_waiting(),
             queues: core.queues.len(),
-            dispatched_from_queues: core.dispatched_total,
-            rejected: core.rejected_total,
-            clamped_estimates: core.clamped_estimates,
+            dispatched_from_queues: core.counters.dispatched,
+            rejected: core.counters.rejected,
+            clamped_estimates: core.counters.clamped_estimates,
             held_seats: core.held_seats(),
         }
     }
@@ -558,7 +528,7 @@ impl QueueSet {
     /// The level's virtual time R, in [`vtime::VTime`] units (2^-20
     /// seat-nanoseconds; [`vtime::to_seat_seconds`] converts).
     pub fn current_r(&self) -> vtime::VTime {
-        self.shared.lock_and_drain().core.r
+        self.shared.lock_and_drain().core.r()
     }
 
     /// Kubernetes' virtual-time gauges as of the last dispatch from a queue
@@ -625,41 +595,29 @@ pub enum RawAdmission {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "an execution holds seats until it is finished"]
 pub struct Execution {
-    /// The shard whose ring holds its start record ([`ANY_SHARD`] when the
-    /// slow path accounted its start): its finish record goes there too.
-    shard: u32,
-    /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
-    /// (the queue is then chosen at replay and found in the flow table).
-    queue: u32,
-    /// The flow's hash when the flow fairness policy admitted it: the
-    /// request counts in the level's flow table until it finishes.
-    flow: Option<u64>,
-    tag: u32,
-    estimate: WorkEstimate,
-    start: Instant,
-    /// Seats already given back by [`QueueSet::release_seats`].
-    released: u32,
+    /// The request and the seats it holds (`held.rs`).
+    held: Held,
 }
 
 impl Execution {
     /// When the request started executing.
     pub fn start_time(&self) -> Instant {
-        self.start
+        self.held.start
     }
     /// The work estimate it holds seats for (after clamping).
     pub fn estimate(&self) -> WorkEstimate {
-        self.estimate
+        self.held.estimate
     }
     /// The queue it belongs to, if the level queues and the queue was
     /// chosen at admission (under the flow fairness policy a request
     /// admitted lock-free has its queue chosen later, under the level lock,
     /// and this is None).
     pub fn queue(&self) -> Option<u32> {
-        (self.queue != NO_QUEUE && self.queue != FLOW_QUEUE).then_some(self.queue)
+        self.held.known_queue()
     }
     /// The seats it still holds: its estimate's, less those released.
     pub fn held_seats(&self) -> u32 {
-        self.estimate.max_seats() - self.released
+        self.held.seats()
     }
 
     /// The first half of a release: check it and count the seats as no
@@ -668,29 +626,8 @@ impl Execution {
     /// holder can check under its own lock and give the seats back after
     /// dropping it (the C ABI's request table).
     pub(crate) fn begin_release(&mut self, seats: u32) -> Result<PendingRelease, ReleaseError> {
-        let held = self.held_seats();
-        if seats == 0 {
-            return Err(ReleaseError::ZeroSeats);
-        }
-        if held == 0 {
-            return Err(ReleaseError::NothingHeld);
-        }
-        if seats > held {
-            return Err(ReleaseError::MoreThanHeld {
-                held,
-                requested: seats,
-            });
-        }
-        self.released += seats;
-        Ok(PendingRelease {
-            queue: self.queue,
-            flow: self.flow,
-            tag: self.tag,
-            estimate: self.estimate,
-            held,
-            seats,
-            start: self.start,
-        })
+        let before = self.held.begin_release(seats)?;
+        Ok(PendingRelease { before, seats })
     }
 }
 
@@ -699,13 +636,10 @@ impl Execution {
 #[derive(Debug)]
 #[must_use = "the seats are given back only by QueueSet::complete_release"]
 pub(crate) struct PendingRelease {
-    queue: u32,
-    flow: Option<u64>,
-    tag: u32,
-    estimate: WorkEstimate,
-    held: u32,
+    /// The request as it was before the release.
+    before: Held,
+    /// The seats it gives back.
     seats: u32,
-    start: Instant,
 }
 
 /// Why [`QueueSet::release_seats`] refused: nothing changed.
@@ -775,21 +709,7 @@ impl Waiting {
 
 fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
     match decision {
-        SlotState::Dispatched {
-            queue,
-            flow,
-            tag,
-            estimate,
-            start,
-        } => Ok(Execution {
-            shard: ANY_SHARD,
-            queue,
-            flow,
-            tag,
-            estimate,
-            start,
-            released: 0,
-        }),
+        SlotState::Dispatched(held) => Ok(Execution { held }),
         SlotState::Rejected(reason) => Err(reason),
         SlotState::Waiting(_) | SlotState::Taken => Err(RejectReason::Cancelled),
     }

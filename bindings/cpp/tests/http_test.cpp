@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
+#include <vector>
 
 using namespace apf_test;
 
@@ -65,6 +67,39 @@ TEST(Http, ObserveAnswersMetricsAndDumpsAndNothingElse) {
   ASSERT_TRUE(requests.has_value());
   EXPECT_EQ(requests->body, d.dump_requests(true));
   EXPECT_FALSE(apf::observe(d, "/api/v1/pods").has_value());
+}
+
+// The cases every binding's path helper is checked on
+// (tests/data/request-info-cases.json: what Kubernetes' own parser answers),
+// through apf::parse_path.
+TEST(Http, ParsePathMeetsTheSharedCases) {
+  std::ifstream in(APF_REQUEST_INFO_CASES);
+  ASSERT_TRUE(in) << APF_REQUEST_INFO_CASES;
+  std::string line;
+  int count = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::string::size_type start = 0;
+    for (;;) {
+      auto tab = line.find('\t', start);
+      f.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+      if (tab == std::string::npos) break;
+      start = tab + 1;
+    }
+    ASSERT_EQ(f.size(), 11u) << line;
+    auto info = apf::parse_path(f[0], f[1], f[2]);
+    std::string what = f[0] + " " + f[1] + " watch=" + f[2];
+    EXPECT_EQ(info.verb, f[3]) << what;
+    EXPECT_EQ(info.is_resource_request, f[4] == "1") << what;
+    EXPECT_EQ(info.api_group, f[5]) << what;
+    EXPECT_EQ(info.resource, f[6]) << what;
+    EXPECT_EQ(info.subresource, f[7]) << what;
+    EXPECT_EQ(info.namespace_, f[8]) << what;
+    EXPECT_EQ(info.name, f[9]) << what;
+    EXPECT_EQ(info.path, f[10]) << what;
+    ++count;
+  }
+  EXPECT_GE(count, 20);
 }
 
 TEST(Http, ParsePathReadsKubernetesStylePaths) {

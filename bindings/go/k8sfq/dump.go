@@ -2,6 +2,7 @@ package k8sfq
 
 import (
 	"fmt"
+	"time"
 
 	genericrequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/util/flowcontrol/debug"
@@ -18,6 +19,7 @@ func seatSeconds(v float64) string { return fmt.Sprintf("%.8fss", v) }
 // admitted at once without touching a queue, in
 // QueuelessExecutingRequests.
 func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
+	qs.f.sync()
 	d, err := qs.q.Dump()
 	if err != nil {
 		klog.ErrorS(err, "libapf queueset dump", "priorityLevel", qs.name)
@@ -56,31 +58,37 @@ func (qs *queueSet) Dump(includeRequestDetails bool) debug.QueueSetDump {
 			continue
 		}
 		rd := debug.RequestDump{MatchedFlowSchema: qs.tags.name(w.Tag)}
-		if v, ok := qs.queued.Load(w.ID); ok {
-			rd = v.(*request).dump(includeRequestDetails)
+		if v, ok := qs.reg.queuedDump(w.ID, includeRequestDetails); ok {
+			rd = v.rd
+			rd.StartTime = time.Time{}
 		}
 		out.Queues[i].Requests = append(out.Queues[i].Requests, rd)
 	}
-	qs.running.Range(func(k, _ any) bool {
-		r := k.(*request)
-		rd := r.dump(includeRequestDetails)
-		rd.StartTime = r.start
-		if i, ok := slot[r.queue]; ok && r.waited {
-			out.Queues[i].RequestsExecuting = append(out.Queues[i].RequestsExecuting, rd)
+	qs.reg.eachRunning(includeRequestDetails, func(v requestDump) {
+		if i, ok := slot[v.queue]; ok && v.waited {
+			out.Queues[i].RequestsExecuting = append(out.Queues[i].RequestsExecuting, v.rd)
 		} else {
-			out.QueuelessExecutingRequests = append(out.QueuelessExecutingRequests, rd)
+			out.QueuelessExecutingRequests = append(out.QueuelessExecutingRequests, v.rd)
 		}
-		return true
 	})
 	return out
 }
 
-// dump is the request as Kubernetes' debug dump shows it.
-func (r *request) dump(includeRequestDetails bool) debug.RequestDump {
+// requestDump is a request as Kubernetes' debug dump shows it, with where
+// it waited, copied under the registry's lock (requests are reused once
+// finished).
+type requestDump struct {
+	rd     debug.RequestDump
+	waited bool
+	queue  int
+}
+
+func (r *request) snapshot(includeRequestDetails bool) requestDump {
 	rd := debug.RequestDump{
 		MatchedFlowSchema: r.fsName,
 		FlowDistinguisher: r.flowDistinguisher,
 		ArriveTime:        r.arrival,
+		StartTime:         r.start,
 		WorkEstimate:      r.estimate,
 	}
 	if includeRequestDetails {
@@ -91,5 +99,5 @@ func (r *request) dump(includeRequestDetails bool) debug.RequestDump {
 			rd.RequestInfo = *ri
 		}
 	}
-	return rd
+	return requestDump{rd: rd, waited: r.waited, queue: r.queue}
 }

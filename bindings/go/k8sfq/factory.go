@@ -8,15 +8,26 @@ import (
 	"time"
 
 	apf "github.com/libapf/apf/bindings/go"
+	"k8s.io/apiserver/pkg/util/flowcontrol/counter"
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
+	"k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing/eventclock"
 	"k8s.io/apiserver/pkg/util/flowcontrol/metrics"
+	"k8s.io/klog/v2"
 )
 
 // Factory makes libapf queuesets for Kubernetes' APF controller
 // (fairqueuing.QueueSetFactory).
 type Factory struct {
 	manual bool
-	mu     sync.Mutex
+	// clk, for NewFactoryOnClock: the clock the manual clock follows (from
+	// start), and active, the fake clock's goroutine counter (or nil).
+	clk    eventclock.Interface
+	start  time.Time
+	active counter.GoRoutineCounter
+	// count: the waiting goroutines counted out of active (see counting.go).
+	count waitCount
+
+	mu sync.Mutex
 	// sets and now: a manual factory's queuesets and its clock, which
 	// AdvanceClock moves for all of them at once.
 	sets []*apf.QueueSet
@@ -39,12 +50,29 @@ func NewFactory() *Factory { return &Factory{} }
 // only through AdvanceClock (for tests and simulations on a fake clock).
 func NewManualFactory() *Factory { return &Factory{manual: true} }
 
+// NewFactoryOnClock makes queuesets whose time is clk's, Kubernetes'
+// event clock (the one queueset.NewQueueSetFactory takes): libapf runs
+// them on its manual clock, brought to clk's time before every call that
+// reads time, and a request's additional latency ends at a clk event. For
+// simulations and tests on a fake clock (Kubernetes'
+// testing/eventclock.Fake). active, when not nil, is that fake clock's
+// count of running goroutines (the clock moves only when it is 0): a
+// goroutine that waits in a queue counts itself out, and the goroutine
+// whose call dispatches it counts it back in before that call returns, as
+// Kubernetes' counting promises do; see counting.go.
+func NewFactoryOnClock(clk eventclock.Interface, active counter.GoRoutineCounter) *Factory {
+	return &Factory{manual: true, clk: clk, start: clk.Now(), active: active}
+}
+
 // AdvanceClock moves a manual factory's clock, and every queueset's, by d.
 func (f *Factory) AdvanceClock(d time.Duration) error {
-	if !f.manual {
-		return fmt.Errorf("k8sfq: AdvanceClock on a factory with the real clock")
+	if !f.manual || f.clk != nil {
+		return fmt.Errorf("k8sfq: AdvanceClock on a factory with the real clock or a clock of its own")
 	}
-	due, err := f.advance(d)
+	if d < 0 {
+		return fmt.Errorf("k8sfq: AdvanceClock by a negative duration %v", d)
+	}
+	due, err := f.advance(func(now time.Duration) time.Duration { return now + d })
 	// Outside f.mu: the calls feed gauges, which may call back into
 	// anything.
 	for _, fn := range due {
@@ -53,11 +81,39 @@ func (f *Factory) AdvanceClock(d time.Duration) error {
 	return err
 }
 
-// advance moves the clocks and takes the after calls that fell due, in
-// due order.
-func (f *Factory) advance(d time.Duration) ([]func(), error) {
+// wallNow is the time the dumps show (arrival, start of execution): the
+// factory's clock for NewFactoryOnClock, as Kubernetes' queueset reads its
+// clock, else the real one.
+func (f *Factory) wallNow() time.Time {
+	if f.clk != nil {
+		return f.clk.Now()
+	}
+	return time.Now()
+}
+
+// sync brings a NewFactoryOnClock factory's queuesets to its clock's time
+// (a no-op for the others), then counts back in the goroutines that moving
+// the clock dispatched.
+func (f *Factory) sync() {
+	if f.clk == nil {
+		return
+	}
+	to := f.clk.Since(f.start)
+	if _, err := f.advance(func(time.Duration) time.Duration { return to }); err != nil {
+		klog.ErrorS(err, "libapf queueset: following the factory's clock")
+	}
+	f.credit()
+}
+
+// advance moves the clocks to target(now) (never backwards) and takes the
+// after calls that fell due, in due order.
+func (f *Factory) advance(target func(now time.Duration) time.Duration) ([]func(), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	d := target(f.now) - f.now
+	if d <= 0 {
+		return nil, nil
+	}
 	f.now += d
 	var err error
 	for _, q := range f.sets {
@@ -81,6 +137,15 @@ func (f *Factory) advance(d time.Duration) ([]func(), error) {
 // after calls fn once d has passed on the factory's clock: the real one,
 // or a manual factory's (then from AdvanceClock).
 func (f *Factory) after(d time.Duration, fn func()) {
+	if f.clk != nil {
+		f.clk.EventAfterDuration(func(time.Time) {
+			// libapf holds the final seats until its clock reaches the
+			// same time, then dispatches what now fits.
+			f.sync()
+			fn()
+		}, d)
+		return
+	}
 	if !f.manual {
 		time.AfterFunc(d, fn)
 		return
@@ -122,8 +187,11 @@ func (f *Factory) BeginConstruction(qCfg fq.QueuingConfig, reqs metrics.RatioedG
 	if err != nil {
 		return nil, fmt.Errorf("priority level %q: %w", qCfg.Name, err)
 	}
+	// qCfg starts as the configuration itself, as in Kubernetes: a level
+	// built without queues keeps its own queue length limit and hand size
+	// (the waiting gauge's denominator).
 	qs := &queueSet{
-		f: f, q: q, name: qCfg.Name,
+		f: f, q: q, name: qCfg.Name, qCfg: qCfg,
 		reqs: reqs, execSeats: execSeats, seatDemand: seatDemand,
 	}
 	return &completer{qs: qs, qCfg: qCfg}, nil
@@ -141,15 +209,30 @@ func (c *completer) Complete(dCfg fq.DispatchingConfig) fq.QueueSet {
 	return c.qs
 }
 
+// exemptLimit is libapf's largest concurrency limit (MAX_CONCURRENCY_LIMIT),
+// given to exempt levels.
+const exemptLimit = 1 << 30
+
 // toConfig maps Kubernetes' queuing configuration and concurrency limit
-// onto libapf's. As in Kubernetes, a non-positive DesiredNumQueues means no
-// queuing: a request that does not fit is rejected.
+// onto libapf's. As in Kubernetes, DesiredNumQueues 0 means no queuing: a
+// request that does not fit is rejected. A negative DesiredNumQueues is
+// Kubernetes' code for an exempt level (the APF controller gives every
+// exempt priority level -1): never limited and never rejected, whatever
+// the concurrency limit, only counted. libapf still runs the level (so its
+// requests stay counted in libapf and in the gauges, and a later change
+// to a limited configuration counts them against the new limit, as
+// Kubernetes' seats in use do), at libapf's largest concurrency limit,
+// 2^30 seats, which no real set of requests reaches (Kubernetes caps a
+// request at a few hundred seats).
 func toConfig(q fq.QueuingConfig, limit int) (apf.QueueSetConfig, error) {
+	if q.DesiredNumQueues < 0 {
+		return apf.QueueSetConfig{ConcurrencyLimit: exemptLimit}, nil
+	}
 	if limit < 0 {
 		return apf.QueueSetConfig{}, fmt.Errorf("priority level %q: negative concurrency limit %d", q.Name, limit)
 	}
 	cfg := apf.QueueSetConfig{ConcurrencyLimit: uint32(min(limit, math.MaxUint32))}
-	if q.DesiredNumQueues <= 0 {
+	if q.DesiredNumQueues == 0 {
 		return cfg, nil
 	}
 	if q.HandSize <= 0 || q.HandSize > q.DesiredNumQueues {

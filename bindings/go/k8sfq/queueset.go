@@ -32,16 +32,20 @@ type queueSet struct {
 	// execution, or of its additional latency when it has one).
 	waiting, executing       atomic.Int64
 	seatsWaiting, seatsInUse atomic.Int64
+	demandMu                 sync.Mutex
+
+	// queuing: the configuration in force has queues, so, as in Kubernetes,
+	// a request admitted at once still goes through a queue for the
+	// queue-note callback and the in-queue series.
+	queuing atomic.Bool
 
 	mu   sync.Mutex
 	qCfg fq.QueuingConfig
 
 	tags tagTable
-	// queued maps the waiting id of each queued request to the request,
-	// for Dump's request details; running holds the executing requests
-	// (*request keys), which Dump lists.
-	queued  sync.Map
-	running sync.Map
+	// reg: the executing requests, and the waiting ones by waiting id,
+	// which Dump lists.
+	reg registry
 }
 
 var _ fq.QueueSet = (*queueSet)(nil)
@@ -56,10 +60,14 @@ func (qs *queueSet) apply(qCfg fq.QueuingConfig, dCfg fq.DispatchingConfig) {
 		qCfg.QueueLengthLimit, qCfg.HandSize = qs.qCfg.QueueLengthLimit, qs.qCfg.HandSize
 	}
 	qs.qCfg = qCfg
+	qs.queuing.Store(qCfg.DesiredNumQueues > 0)
+	qs.f.sync()
 	cfg, err := toConfig(qCfg, dCfg.ConcurrencyLimit)
 	if err == nil {
 		err = qs.q.Reconfigure(cfg)
 	}
+	// A higher limit may have dispatched waiting requests.
+	defer qs.f.credit()
 	if err != nil {
 		// Both configurations were checked before Complete; only a negative
 		// or oversized concurrency limit gets here.
@@ -98,8 +106,16 @@ func (qs *queueSet) IsIdle() bool {
 	return qs.waiting.Load() == 0 && qs.executing.Load() == 0
 }
 
+// noteDemand sets the seat-demand gauge to the seats in use and waiting.
+// Set is not commutative as the other gauges' Add is: two goroutines that
+// read the counters and then Set could leave the older reading in the
+// gauge. Reading and setting under demandMu makes the last Set read the
+// counters after every update that preceded it (each updater calls
+// noteDemand after its update), so the gauge ends at the true value.
 func (qs *queueSet) noteDemand() {
+	qs.demandMu.Lock()
 	qs.seatDemand.Set(float64(qs.seatsInUse.Load() + qs.seatsWaiting.Load()))
+	qs.demandMu.Unlock()
 }
 
 // request is one request between StartRequest and the end of Finish.
@@ -118,6 +134,12 @@ type request struct {
 	// request is shared; Await later changes ticket.Queued).
 	waited bool
 	queue  int
+	// hash: the flow hash (the registry's shard).
+	hash uint64
+	// waitCtx: the context Await waits on (ctx, but for goroutine
+	// counting, see counting.go); ctxDone: ctx ended (under count.mu).
+	waitCtx context.Context
+	ctxDone bool
 }
 
 func clampSeats(s uint64) uint32 {
@@ -129,7 +151,11 @@ func clampSeats(s uint64) uint32 {
 // request that waits is observed in the queue-length histogram (the length
 // of the queue it joined) and sets the current-R gauge, as Kubernetes does
 // at each enqueue; one admitted at once on libapf's lock-free path joins
-// no queue and observes neither.
+// no queue and observes neither. As in Kubernetes, which puts every
+// request of a level with queues in a queue and dispatches it from there,
+// a request admitted at once on such a level calls queueNoteFn(true) then
+// queueNoteFn(false) (the HTTP filter's waiting-requests watermark counts
+// it), and its flow schema's in-queue request and seat series exist, at 0.
 func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstimate, hashValue uint64,
 	flowDistinguisher, fsName string, descr1, descr2 interface{}, queueNoteFn fq.QueueNoteFn) (fq.Request, bool) {
 	est := apf.WorkEstimate{
@@ -137,7 +163,10 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 		FinalSeats:        clampSeats(width.FinalSeats),
 		AdditionalLatency: width.AdditionalLatency,
 	}
-	t, err := qs.q.Start(hashValue, est, 0, qs.tags.id(fsName))
+	qs.f.sync()
+	tag := qs.tags.entry(fsName)
+	t, err := qs.q.Start(hashValue, est, 0, tag.id)
+	qs.f.credit()
 	if err != nil {
 		klog.ErrorS(err, "libapf queueset refused to start a request; rejecting it", "priorityLevel", qs.name, "flowSchema", fsName)
 		return nil, qs.IsIdle()
@@ -146,16 +175,25 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 		metrics.AddReject(ctx, qs.name, fsName, t.Reason.String())
 		return nil, qs.IsIdle()
 	}
-	r := &request{
+	r := requestPool.Get().(*request)
+	*r = request{
 		qs: qs, ctx: ctx, ticket: t, fsName: fsName, flowDistinguisher: flowDistinguisher,
-		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: time.Now(),
-		waited: t.Queued, queue: int(t.Queue),
+		estimate: *width, seats: width.MaxSeats(), queueNote: queueNoteFn, arrival: qs.f.wallNow(),
+		waited: t.Queued, queue: int(t.Queue), hash: hashValue,
 	}
+	r.waitCtx = qs.f.watch(r)
 	if !t.Queued {
+		if qs.queuing.Load() {
+			tag.inQueueSeries(ctx, qs.name, fsName)
+			if queueNoteFn != nil {
+				queueNoteFn(true)
+				queueNoteFn(false)
+			}
+		}
 		r.executing()
 		return r, false
 	}
-	qs.queued.Store(t.WaitingID, r)
+	qs.reg.addQueued(t.WaitingID, r)
 	// Kubernetes observes these at every enqueue; libapf reports them for
 	// the requests that really join a queue (see StartRequest's doc).
 	metrics.ObserveQueueLength(ctx, qs.name, fsName, int(t.QueueLength))
@@ -175,8 +213,12 @@ func (qs *queueSet) StartRequest(ctx context.Context, width *fcrequest.WorkEstim
 // executing counts the request as executing.
 func (r *request) executing() {
 	qs := r.qs
-	r.start = time.Now()
-	qs.running.Store(r, struct{}{})
+	// A request admitted at once starts when it arrives: one clock read.
+	r.start = r.arrival
+	if r.waited {
+		r.start = qs.f.wallNow()
+	}
+	qs.reg.addRunning(r)
 	qs.executing.Add(1)
 	qs.seatsInUse.Add(int64(r.seats))
 	qs.reqs.RequestsExecuting.Add(1)
@@ -189,7 +231,7 @@ func (r *request) executing() {
 // leftQueue counts the request out of its queue.
 func (r *request) leftQueue() {
 	qs := r.qs
-	qs.queued.Delete(r.ticket.WaitingID)
+	qs.reg.removeQueued(r.ticket.WaitingID)
 	if r.queueNote != nil {
 		r.queueNote(false)
 	}
@@ -218,55 +260,96 @@ func (r *request) releaseSeats() {
 func (r *request) Finish(execute func()) (idle bool) {
 	qs := r.qs
 	if r.ticket.Queued {
-		run, _, err := qs.q.Await(r.ctx, &r.ticket)
+		qs.f.countOut(r)
+		run, _, err := qs.q.Await(r.waitCtx, &r.ticket)
+		qs.f.countIn(r)
 		r.leftQueue()
 		if err != nil || !run {
 			// Kubernetes labels every rejection after waiting "time-out".
 			metrics.AddReject(r.ctx, qs.name, r.fsName, "time-out")
 			qs.noteDemand()
+			r.recycle(false)
 			return qs.IsIdle()
 		}
 		r.executing()
 	}
 	defer func() {
+		qs.f.sync()
 		if err := qs.q.Finish(&r.ticket); err != nil {
 			klog.ErrorS(err, "libapf queueset: finishing a request", "priorityLevel", qs.name)
 		}
-		qs.running.Delete(r)
+		qs.f.credit()
+		qs.reg.removeRunning(r)
 		qs.executing.Add(-1)
 		qs.reqs.RequestsExecuting.Add(-1)
 		metrics.AddRequestsExecuting(r.ctx, qs.name, r.fsName, -1)
-		if lat := r.estimate.AdditionalLatency; lat > 0 {
-			qs.f.after(lat, r.releaseSeats)
+		lingering := r.estimate.AdditionalLatency > 0
+		if lingering {
+			qs.f.after(r.estimate.AdditionalLatency, r.releaseSeats)
 		} else {
 			r.releaseSeats()
 		}
 		idle = qs.IsIdle()
+		r.recycle(lingering)
 	}()
 	execute()
 	return false
 }
 
+// requestPool recycles finished requests: a request admitted and finished
+// allocates nothing in the factory once the pool is warm.
+var requestPool = sync.Pool{New: func() any { return new(request) }}
+
+// recycle returns a finished request to the pool, unless something may
+// still read it: its lingering-seat timer, or (on a counting fake clock)
+// its context watcher. The controller does not touch a request after
+// Finish.
+func (r *request) recycle(lingering bool) {
+	if lingering || r.qs.f.active != nil {
+		return
+	}
+	*r = request{}
+	requestPool.Put(r)
+}
+
 // tagTable numbers flow schema names for libapf's request tags.
 type tagTable struct {
-	ids   sync.Map // string -> uint32
+	ids   sync.Map // string -> *tagEntry
 	mu    sync.Mutex
 	names []string
 }
 
-func (t *tagTable) id(name string) uint32 {
+// tagEntry is one flow schema seen at the queueset.
+type tagEntry struct {
+	id uint32
+	// series: its in-queue series exist (made once, at 0; Kubernetes makes
+	// them by adding 1 then -1 for each request it dispatches at once).
+	series atomic.Bool
+}
+
+func (t *tagTable) entry(name string) *tagEntry {
 	if v, ok := t.ids.Load(name); ok {
-		return v.(uint32)
+		return v.(*tagEntry)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if v, ok := t.ids.Load(name); ok {
-		return v.(uint32)
+		return v.(*tagEntry)
 	}
-	id := uint32(len(t.names))
+	e := &tagEntry{id: uint32(len(t.names))}
 	t.names = append(t.names, name)
-	t.ids.Store(name, id)
-	return id
+	t.ids.Store(name, e)
+	return e
+}
+
+// inQueueSeries makes the flow schema's in-queue request and seat series
+// of the level, at 0, unless done already.
+func (e *tagEntry) inQueueSeries(ctx context.Context, level, fsName string) {
+	if e.series.Load() || e.series.Swap(true) {
+		return
+	}
+	metrics.AddRequestsInQueues(ctx, level, fsName, 0)
+	metrics.AddSeatsInQueues(ctx, level, fsName, 0)
 }
 
 func (t *tagTable) name(id uint32) string {

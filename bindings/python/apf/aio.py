@@ -246,6 +246,12 @@ class AsyncRequestScope:
         self.decision = None
 
     async def _acquire(self):
+        request = self._admit_now()
+        return request if request is not None else await self._wait_queued()
+
+    def _admit_now(self):
+        """Admission, without waiting: the executing Request, or None when
+        the request is queued (then :meth:`_wait_queued`). Raises Rejected."""
         from .dispatcher import Request
 
         if self._started:
@@ -255,10 +261,20 @@ class AsyncRequestScope:
         decision, queued = d._admit(*self._args)
         self.decision = decision
         if queued:
-            outcome, reason = await d._async_hub().wait(decision.request)
-            if outcome == Outcome.REJECTED:
-                raise Rejected(reason, decision)
-            decision = dataclasses.replace(decision, outcome=Outcome.EXECUTE)
+            return None
+        self._request = Request(d, decision)
+        return self._request
+
+    async def _wait_queued(self):
+        """The wait of a request :meth:`_admit_now` queued. Cancelling it
+        (once it has started) withdraws the request."""
+        from .dispatcher import Request
+
+        d, decision = self._dispatcher, self.decision
+        outcome, reason = await d._async_hub().wait(decision.request)
+        if outcome == Outcome.REJECTED:
+            raise Rejected(reason, decision)
+        decision = dataclasses.replace(decision, outcome=Outcome.EXECUTE)
         self._request = Request(d, decision)
         return self._request
 

@@ -18,13 +18,16 @@ from .types import RequestDigest
 
 
 def parse_path(method: str, path: str, watch: str = "") -> RequestDigest:
-    """``/api/v1/...`` is the core group, ``/apis/GROUP/VERSION/...`` a named
-    group, then optionally ``namespaces/NAMESPACE``, then
+    """Kubernetes' request-info rules: ``/api/v1/...`` is the core group,
+    ``/apis/GROUP/VERSION/...`` a named group, then optionally a verb prefix
+    (``watch/``, ``proxy/``), then optionally ``namespaces/NAMESPACE``, then
     ``RESOURCE[/NAME[/SUBRESOURCE]]`` (``namespaces/NAME`` alone, or with
-    ``status`` or ``finalize``, is the namespace object itself). Any other
-    path, and a group version's discovery, is a non-resource request whose
-    verb is the lower-case method. ``watch`` ``"true"`` or ``"1"`` turns get
-    and list into watch. The user and groups are left empty: fill them in
+    ``status`` or ``finalize``, is the namespace object itself); an empty
+    segment inside the path is a segment (``/api/v1/namespaces//pods``
+    lists pods in every namespace). Any other path, and a group version's
+    discovery, is a non-resource request whose verb is the lower-case
+    method. ``watch`` is the ``watch`` query parameter, ``""`` when absent:
+    any other value but ``"0"`` or ``"false"`` turns a list into a watch. The user and groups are left empty: fill them in
     from authentication."""
     m, p, w = method.encode(), path.encode(), watch.encode()
     # One pointer to the path's bytes, both passed and used as the base the

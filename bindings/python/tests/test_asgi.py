@@ -62,6 +62,16 @@ def test_admitted_request_gets_the_uid_headers(dispatcher):
     assert seat_is_free(dispatcher)
 
 
+def test_built_in_objects_send_their_uid_headers(builtin):
+    """Built-in objects have no metadata.uid; libapf derives a stable one,
+    and the headers carry it (the README says so)."""
+    status, headers, _ = asyncio.run(
+        call(apf.asgi.Middleware(hello(), builtin, classify), scope_for("alice")))
+    assert status == 200
+    assert headers["x-kubernetes-pf-flowschema-uid"]
+    assert headers["x-kubernetes-pf-prioritylevel-uid"]
+
+
 def test_rejected_request_gets_429(dispatcher):
     held = dispatcher.start_request(digest("bob"))
     seen = []
@@ -115,6 +125,42 @@ def _disconnect_while_queued(dispatcher):
     level, schema = asyncio.run(main())
     assert seat_is_free(dispatcher, "carol")
     return level, schema
+
+
+def test_http_disconnect_while_queued_withdraws_the_request(dispatcher):
+    """uvicorn's way: the task is not cancelled, only http.disconnect comes."""
+
+    async def main():
+        held = dispatcher.start_request(digest("carol"))
+        seen = []
+        gone = asyncio.Event()
+        messages = [{"type": "http.request", "body": b"", "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message):
+            seen.append(message)
+
+        app = apf.asgi.Middleware(hello(seen), dispatcher, classify)
+        task = asyncio.create_task(app(scope_for("carol"), receive, send))
+        await asyncio.sleep(0.05)
+        assert dispatcher._hub.pending == 1
+        gone.set()
+        await asyncio.wait_for(task, 5)  # ends, not cancelled
+        assert dispatcher._hub.pending == 0 and seen == []
+        dispatcher.finish(held.request)
+        return held.priority_level, held.flow_schema
+
+    asyncio.run(main())
+    assert seat_is_free(dispatcher, "carol")
+    cancelled = [line for line in dispatcher.metrics_text().splitlines()
+                 if line.startswith("apiserver_flowcontrol_rejected_requests_total")
+                 and 'priority_level="short"' in line and 'reason="cancelled"' in line]
+    assert len(cancelled) == 1 and cancelled[0].endswith(" 1"), cancelled
 
 
 def test_disconnects_while_queued_count_toward_retry_after(dispatcher):
