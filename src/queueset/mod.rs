@@ -182,6 +182,21 @@ pub enum Admission<'q> {
     Rejected(RejectReason),
 }
 
+/// A level's execution-time totals since it was created (less the tallies
+/// of flow schemas forgotten since), with its seats in use and limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct LatencyTotals {
+    /// Requests that finished executing.
+    pub(crate) completed: u64,
+    /// The sum of their execution times, nanoseconds.
+    pub(crate) latency_nanos: u128,
+    /// Seats held now (executing or lingering).
+    pub(crate) seats_in_use: u64,
+    /// Requests waiting in its queues now.
+    pub(crate) waiting: u64,
+    /// The level's concurrency limit now.
+    pub(crate) limit: u32,
+}
 /// Counters and gauges of one queueset.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueSetStats {
@@ -421,6 +436,25 @@ impl QueueSet {
     /// sees every change up to this instant rather than the last replay.
     pub fn catch_up(&self) {
         drop(self.shared.lock_and_drain());
+    }
+
+    /// What the adaptive limit reads of this level each update interval
+    /// (see [`crate::adaptive`]): the ring replayed first, then the
+    /// execution-time tallies the replay already keeps, summed over tags.
+    /// The hot path pays nothing for it.
+    pub(crate) fn latency_totals(&self) -> LatencyTotals {
+        let st = self.shared.lock_and_drain();
+        let core = &st.core;
+        let (completed, latency_nanos) = core.tallies.iter().fold((0u64, 0u128), |(n, sum), t| {
+            (n + t.execution.count(), sum + t.execution.sum())
+        });
+        LatencyTotals {
+            completed,
+            latency_nanos,
+            seats_in_use: core.seats.in_use,
+            waiting: u64::from(core.requests_waiting()),
+            limit: core.cfg.concurrency_limit,
+        }
     }
 
     /// Report this level's seat demand (seats in use plus seats waiting,
