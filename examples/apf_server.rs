@@ -104,14 +104,11 @@ fn classify<B>(request: &Request<B>) -> (OwnedDigest, WorkEstimate) {
         }
         .to_owned(),
     );
-    let watch = request
-        .uri()
-        .query()
-        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("watch=")))
-        .unwrap_or("");
     // The verb and, for a resource path, the group, namespace, resource,
-    // name and subresource, as Kubernetes' request-info filter derives them.
-    let info = RequestInfo::parse(request.method().as_str(), request.uri().path(), watch);
+    // name and subresource, as Kubernetes' request-info filter derives them
+    // (the query says whether a list is a watch).
+    let query = request.uri().query().unwrap_or("");
+    let info = RequestInfo::parse(request.method().as_str(), request.uri().path(), query);
     let user = user.unwrap_or("system:anonymous").to_owned();
     let digest = OwnedDigest::from_info(&info, user, groups);
     (digest, WorkEstimate::new(1, 0, Duration::ZERO))

@@ -1,6 +1,10 @@
 //! Classify + start + finish through the dispatcher in a loop, on the
 //! built-in configuration, for profilers
 //! (`valgrind --tool=callgrind target/release/examples/dispatcher_hotpath_profile 100000`).
+//! A second argument `adaptive` turns the adaptive server concurrency limit
+//! on (its updates run on the clock's timer thread, counted too); a number
+//! instead is the fixed server concurrency limit (default 600), to compare
+//! with the small total the adaptive limit keeps for one request at a time.
 use apf::classification::RequestDigest;
 use apf::clock::Clock;
 use apf::dispatcher::{Dispatcher, DispatcherOptions, Outcome};
@@ -12,7 +16,14 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
-    let d = Dispatcher::builtin(DispatcherOptions::default(), Clock::real());
+    let mode = std::env::args().nth(2).unwrap_or_default();
+    let defaults = DispatcherOptions::default();
+    let options = DispatcherOptions {
+        adaptive: (mode == "adaptive").then(apf::adaptive::AdaptiveOptions::default),
+        server_concurrency_limit: mode.parse().unwrap_or(defaults.server_concurrency_limit),
+        ..defaults
+    };
+    let d = Dispatcher::builtin(options, Clock::real());
     let digest = RequestDigest {
         user: "system:serviceaccount:shop:frontend",
         groups: &[

@@ -364,12 +364,14 @@ typedef struct apf_str {
 } apf_str;
 
 // The request attributes Kubernetes' API server derives from a method, a
-// URL path and the `watch` query parameter (`apf_request_info_parse`):
-// the digest's fields but the user and groups, which come from your
+// URL path and its query string (`apf_request_info_parse_query`): the
+// digest's fields but the user and groups, which come from your
 // authentication.
 //
-// Every `apf_str` points into the `path` given to `apf_request_info_parse`
-// (valid while it is); `verb` is owned: free it with `apf_text_free`.
+// Every `apf_str` points into the `path` given (valid while it is), except
+// a `name` taken from the query's field selector, which points into the
+// `out_name` text of `apf_request_info_parse_query`; `verb` is owned: free
+// it with `apf_text_free`.
 typedef struct apf_request_info {
   // Kubernetes' verb for a resource request (`get`, `list`, `watch`,
   // `create`, `update`, `patch`, `delete`, `deletecollection`), the
@@ -385,7 +387,8 @@ typedef struct apf_request_info {
   struct apf_str subresource;
   // Namespace, empty when cluster-scoped. (`namespace_`: a C++ keyword.)
   struct apf_str namespace_;
-  // Object name.
+  // Object name (from the path, or from a list's
+  // `fieldSelector=metadata.name=NAME`).
   struct apf_str name;
   // The whole path.
   struct apf_str path;
@@ -870,10 +873,30 @@ apf_status apf_dispatcher_observe(const struct apf_dispatcher *dispatcher, const
 // an empty segment inside the path is a segment
 // (`/api/v1/namespaces//pods` lists pods in every namespace). Any other
 // path is a non-resource request whose verb is the lower-case method.
-// `watch` is the `watch` query parameter's value, empty when absent: any
-// other value but `0` or `false` turns a list into a watch. The one
-// implementation behind every binding's path helper
+// `query` is the raw query string, without `?` (empty for none), read as
+// Kubernetes reads a collection GET's: the first `watch` value but `0` or
+// `false` (any case), an empty one included, makes it a watch, and a
+// `fieldSelector` requiring `metadata.name=NAME` gives it that name. The
+// one implementation behind every binding's path helper
 // (`tests/data/request-info-cases.json`).
+//
+// On `APF_OK`, `*out` and `*out_name` are written: `out->name` points into
+// `path` or into `*out_name`'s text (empty when unused). Free `out->verb`
+// and `*out_name` with `apf_text_free`, `out_name` once done with
+// `out->name`.
+//
+// `method` and `path` must be UTF-8 (else `APF_ERR_INVALID_UTF8`); `query`
+// may hold any bytes.
+//
+// # Safety
+// The strings readable for their lengths (or NULL with length 0); `out`
+// and `out_name` NULL or writable.
+apf_status apf_request_info_parse_query(const char *method, size_t method_len, const char *path, size_t path_len, const char *query, size_t query_len, struct apf_request_info *out, struct apf_text *out_name);
+
+// Parse a Kubernetes-style request as `apf_request_info_parse_query`
+// does, given only the `watch` query parameter's decoded value (empty
+// when absent) instead of the query: no field selector is read, so
+// `out->name` always points into `path`.
 //
 // On `APF_OK`, `*out` is written; free `out->verb` with `apf_text_free`.
 //

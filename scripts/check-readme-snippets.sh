@@ -25,7 +25,7 @@ for lang in "${langs[@]}"; do
   case "$lang" in
   rust)
     # Compiles with exactly the dependencies the README names.
-    echo "== Rust: the README's tower snippet compiles in a dependent crate"
+    echo "== Rust: the README's tower snippet compiles in a dependent crate and classifies a watch"
     mkdir -p "$work/rust/src"
     extract rust tests/readme/main.rs.in >"$work/rust/src/main.rs"
     deps="$("${PYTHON:-python3}" - <<'PY'
@@ -52,7 +52,7 @@ $deps
 TOML
     echo "$deps" | sed 's/^/   /'
     cp Cargo.lock "$work/rust/Cargo.lock" # the versions CI already has
-    (cd "$work/rust" && CARGO_TARGET_DIR="$root/target/readme-snippet" cargo check --quiet)
+    (cd "$work/rust" && CARGO_TARGET_DIR="$root/target/readme-snippet" cargo run --quiet)
     ;;
   python)
     echo "== Python: the README's ASGI snippet serves a request and /metrics"

@@ -34,6 +34,7 @@
 //! ```
 
 mod flow_hash_memo;
+mod list_query;
 mod matchers;
 mod owned;
 #[cfg(any(test, feature = "testing"))]

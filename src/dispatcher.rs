@@ -9,6 +9,7 @@
 //! requests and its demand statistics; a removed level lingers, held by the
 //! requests still in it, until they are done.
 
+use crate::adaptive::{AdaptiveConfigError, AdaptiveLimit, AdaptiveOptions, AdaptiveReport};
 use crate::borrowing::{AdjusterOptions, BorrowingAdjuster, BorrowingConfigError, LevelConfig};
 use crate::classification::{Classifier, RequestDigest};
 use crate::clock::{Clock, Instant};
@@ -31,11 +32,15 @@ use std::time::Duration;
 pub use crate::level::Outcome;
 
 /// Server-wide settings. `Default` gives 600 seats (Kubernetes' 400 + 200),
-/// G = 3 ms, a 15 s wait limit and borrowing every 10 s.
+/// G = 3 ms, a 15 s wait limit, borrowing every 10 s, and no adaptive
+/// limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DispatcherOptions {
     /// Seats shared by all levels (Kubernetes: max-requests-inflight +
-    /// max-mutating-requests-inflight, 400 + 200 by default).
+    /// max-mutating-requests-inflight, 400 + 200 by default). With
+    /// `adaptive`, the levels' per-request seat caps stay computed from it,
+    /// while the total starts at the adaptive `min_limit` after a first
+    /// probe and grows as latency allows.
     pub server_concurrency_limit: u32,
     /// G, the initial service-time guess of fair queuing.
     pub service_time_guess: Duration,
@@ -43,6 +48,11 @@ pub struct DispatcherOptions {
     pub wait_limit: Duration,
     /// How often borrowing recomputes the levels' CurrentCLs.
     pub borrowing_period: Duration,
+    /// An adaptive server concurrency limit ([`crate::adaptive`]): the
+    /// total follows the backend's measured latency, and borrowing shares
+    /// it among the levels as it shares a fixed one. `None` (the default):
+    /// `server_concurrency_limit` is fixed.
+    pub adaptive: Option<AdaptiveOptions>,
 }
 
 impl Default for DispatcherOptions {
@@ -52,6 +62,7 @@ impl Default for DispatcherOptions {
             service_time_guess: Duration::from_millis(3),
             wait_limit: Duration::from_secs(15),
             borrowing_period: Duration::from_secs(10),
+            adaptive: None,
         }
     }
 }
@@ -65,6 +76,8 @@ pub enum DispatcherError {
     /// The levels' borrowing settings are unusable (a lendable percent above
     /// 100, a duplicate level name, a too-short borrowing period).
     Borrowing(BorrowingConfigError),
+    /// The adaptive limit's options are out of range.
+    Adaptive(AdaptiveConfigError),
 }
 
 impl fmt::Display for DispatcherError {
@@ -72,6 +85,7 @@ impl fmt::Display for DispatcherError {
         match self {
             DispatcherError::Config(e) => write!(f, "{e}"),
             DispatcherError::Borrowing(e) => write!(f, "{e}"),
+            DispatcherError::Adaptive(e) => write!(f, "{e}"),
         }
     }
 }
@@ -81,6 +95,12 @@ impl std::error::Error for DispatcherError {}
 impl From<ConfigErrors> for DispatcherError {
     fn from(e: ConfigErrors) -> Self {
         DispatcherError::Config(e)
+    }
+}
+
+impl From<AdaptiveConfigError> for DispatcherError {
+    fn from(e: AdaptiveConfigError) -> Self {
+        DispatcherError::Adaptive(e)
     }
 }
 
@@ -118,6 +138,9 @@ pub struct Dispatcher {
     clock: Clock,
     options: DispatcherOptions,
     snapshot: ArcCell<Snapshot>,
+    /// The adaptive total, if on. Declared before `adjuster`, so it stops
+    /// (and lets go of the adjuster) first.
+    adaptive: Option<AdaptiveLimit>,
     adjuster: BorrowingAdjuster,
     reconfiguring: Mutex<()>,
     /// Levels in the adjuster's order, for its callback.
@@ -167,12 +190,19 @@ impl Dispatcher {
         clock: Clock,
     ) -> Result<Dispatcher, DispatcherError> {
         let valid = validate_nonempty(config)?;
+        if let Some(adaptive) = &options.adaptive {
+            adaptive.validate()?;
+        }
         let borrowing = borrowing_levels(&valid);
         let table: Arc<Mutex<Vec<Arc<Level>>>> = Arc::new(Mutex::new(Vec::new()));
         let for_callback = table.clone();
+        // The adaptive limit starts with a probe (`GradientController::new`).
+        let first_total = options
+            .adaptive
+            .map_or(options.server_concurrency_limit, |a| a.probe_limit);
         let adjuster = BorrowingAdjuster::new(
             &clock,
-            options.server_concurrency_limit,
+            first_total,
             &borrowing,
             AdjusterOptions {
                 period: options.borrowing_period,
@@ -194,10 +224,20 @@ impl Dispatcher {
         *lock(&table) = levels.clone();
         let mut schema_ids = SchemaIds::default();
         let snapshot = Snapshot::new(valid, levels, &mut schema_ids);
+        let adaptive = options.adaptive.map(|a| {
+            // A slow start: the total grows from the least one as latency
+            // allows, never jumping to a total no latency vouched for.
+            let initial = a.min_limit;
+            let limit =
+                AdaptiveLimit::start(&clock, a, initial, table.clone(), adjuster.total_setter());
+            adjuster.set_server_cl(limit.limit());
+            limit
+        });
         Ok(Dispatcher {
             clock: clock.clone(),
             options,
             snapshot: ArcCell::new(Arc::new(snapshot)),
+            adaptive,
             adjuster,
             reconfiguring: Mutex::new(()),
             table,
@@ -296,15 +336,25 @@ impl Dispatcher {
         let mut borrowing = borrowing_levels(&valid);
         borrowing.extend(quiescing.iter().map(|(_, c)| c.clone()));
         let mut built = None;
-        self.adjuster
-            .reconfigure(self.options.server_concurrency_limit, &borrowing, |cls| {
-                let levels = build_levels(&valid, &old.levels, cls, &self.options, &self.clock);
-                // The quiescing levels' CurrentCLs follow the new ones'.
-                let mut table = levels.clone();
-                table.extend(quiescing.iter().map(|(l, _)| l.clone()));
-                *lock(&self.table) = table.clone();
-                built = Some((levels, table));
-            })?;
+        let publish = |cls: &[u32]| {
+            let levels = build_levels(&valid, &old.levels, cls, &self.options, &self.clock);
+            // The quiescing levels' CurrentCLs follow the new ones'.
+            let mut table = levels.clone();
+            table.extend(quiescing.iter().map(|(l, _)| l.clone()));
+            *lock(&self.table) = table.clone();
+            built = Some((levels, table));
+        };
+        if self.adaptive.is_some() {
+            // The total is the adaptive limit's, whatever it is now.
+            self.adjuster
+                .reconfigure_keeping_total(&borrowing, publish)?;
+        } else {
+            self.adjuster.reconfigure(
+                self.options.server_concurrency_limit,
+                &borrowing,
+                publish,
+            )?;
+        }
         let (levels, table) = built.expect("publish runs on success");
         attach_demand(&self.adjuster, &table);
         // New levels report too; kept ones already do (same handle).
@@ -393,6 +443,18 @@ impl Dispatcher {
                 )
             })
             .collect()
+    }
+
+    /// The adaptive limit's state, when it is on
+    /// ([`DispatcherOptions::adaptive`]).
+    pub fn adaptive(&self) -> Option<AdaptiveReport> {
+        self.adaptive.as_ref().map(AdaptiveLimit::report)
+    }
+
+    /// The seats shared by all levels now: `server_concurrency_limit`, or
+    /// the adaptive limit's current total.
+    pub fn server_concurrency_limit(&self) -> u32 {
+        self.adjuster.server_cl()
     }
 
     /// The borrowing adjuster (its report has every level's demand

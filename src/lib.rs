@@ -262,6 +262,7 @@
 #![warn(missing_debug_implementations)]
 #![warn(missing_docs)]
 
+pub mod adaptive;
 pub mod borrowing;
 pub mod classification;
 pub mod clock;

@@ -52,18 +52,11 @@ fn classify(request: &Request<()>) -> (OwnedDigest, WorkEstimate) {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("system:anonymous")
         .to_owned();
-    let watch = query_value(request.uri().query().unwrap_or(""), "watch");
-    let info = RequestInfo::parse(request.method().as_str(), request.uri().path(), watch);
+    let query = request.uri().query().unwrap_or("");
+    let info = RequestInfo::parse(request.method().as_str(), request.uri().path(), query);
     let groups = GROUPS.iter().map(|g| (*g).to_owned()).collect();
     let digest = OwnedDigest::from_info(&info, user, groups);
     (digest, WorkEstimate::new(1, 0, Duration::ZERO))
-}
-
-fn query_value<'q>(query: &'q str, key: &str) -> &'q str {
-    query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(key)?.strip_prefix('='))
-        .unwrap_or("")
 }
 
 /// Poll once: every step of the sequence completes at once (nothing

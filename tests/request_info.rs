@@ -12,11 +12,11 @@ fn every_shared_case() {
     let text = include_str!("data/request-info-cases.json");
     let doc: Value = serde_json::from_str(text).unwrap();
     let cases = doc["cases"].as_array().unwrap();
-    assert!(cases.len() >= 20);
+    assert!(cases.len() >= 70);
     let s = |v: &Value, k: &str| v[k].as_str().unwrap().to_string();
     for case in cases {
-        let (method, path, watch) = (s(case, "method"), s(case, "path"), s(case, "watch"));
-        let got = RequestInfo::parse(&method, &path, &watch);
+        let (method, path, query) = (s(case, "method"), s(case, "path"), s(case, "query"));
+        let got = RequestInfo::parse(&method, &path, &query);
         let want = &case["want"];
         let got_json = serde_json::json!({
             "verb": got.verb,
@@ -25,10 +25,10 @@ fn every_shared_case() {
             "resource": got.resource,
             "subresource": got.subresource,
             "namespace": got.namespace,
-            "name": got.name,
+            "name": &*got.name,
             "path": got.path,
         });
-        assert_eq!(&got_json, want, "{method} {path} watch={watch:?}");
+        assert_eq!(&got_json, want, "{method} {path} query={query:?}");
     }
 }
 

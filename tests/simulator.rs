@@ -116,7 +116,9 @@ fn every_example_workload_loads_and_runs() {
         for f in &report.flows {
             assert!(text.contains(&f.label()), "{}", path.display());
         }
-        assert_eq!(simulator::charts(&report).len(), 6);
+        // The server-limit chart comes with an adaptive limit or a backend.
+        let extra = usize::from(w.server.adaptive.is_some() || w.backend.is_some());
+        assert_eq!(simulator::charts(&report).len(), 6 + extra);
     }
     assert!(seen >= 3, "examples/workloads holds the examples");
     assert_eq!(

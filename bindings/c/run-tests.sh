@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds libapf (release) and the C binding's programs with
 #   gcc -std=c11 -Wall -Wextra -Wpedantic -Werror
-# runs the test programs (test_apf: dispatcher, test_wq: workqueues) and the
-# example server, then both again under
+# runs the test programs (test_apf: dispatcher, test_wq: workqueues,
+# test_request_info: the path helper on tests/data/request-info-cases.json)
+# and the example server, then both again under
 # AddressSanitizer + UndefinedBehaviorSanitizer (the C side is sanitized;
 # libapf itself is not). Also checks that apf.h compiles as C++17.
 set -euo pipefail
@@ -34,15 +35,21 @@ printf '#include "apf.h"\n#include "apf.h"\nint main(void) { return apf_abi_vers
 "$OUT/header_twice"
 "$CXX" -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -x c++ -fsyntax-only "$OUT/header_twice.c"
 
+# The shared request-info cases as tab-separated lines (C has no JSON).
+CASES="$OUT/request-info-cases.tsv"
+python3 scripts/request-info-cases-tsv.py tests/data/request-info-cases.json "$CASES"
+
 step "c: test programs and example server"
 SUFFIX="" build test_apf
 SUFFIX="" build test_observe
 SUFFIX="" build test_wq
+SUFFIX="" build test_request_info
 SUFFIX="" build example_server
 SUFFIX="" build bench_apf -O2
 "$OUT/test_apf"
 "$OUT/test_observe"
 "$OUT/test_wq"
+"$OUT/test_request_info" "$CASES"
 "$OUT/example_server"
 "$OUT/bench_apf" 20000 # a smoke run; real figures need a quiet machine
 
@@ -50,11 +57,13 @@ step "c: again under ASan + UBSan"
 SUFFIX="-san" build test_apf "${SAN[@]}"
 SUFFIX="-san" build test_observe "${SAN[@]}"
 SUFFIX="-san" build test_wq "${SAN[@]}"
+SUFFIX="-san" build test_request_info "${SAN[@]}"
 SUFFIX="-san" build example_server "${SAN[@]}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 "$OUT/test_apf-san"
 "$OUT/test_observe-san"
 "$OUT/test_wq-san"
+"$OUT/test_request_info-san" "$CASES"
 "$OUT/example_server-san"
 echo "c: all passed"

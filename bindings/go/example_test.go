@@ -54,7 +54,7 @@ func ExampleMiddleware() {
 	handler := apf.Middleware(d, apf.MiddlewareOptions{
 		// A real server puts its authenticated user here.
 		Digest: func(r *http.Request) apf.RequestDigest {
-			dg := apf.ParsePath(r.Method, r.URL.Path, r.URL.Query().Get("watch"))
+			dg := apf.ParsePath(r.Method, r.URL.Path, r.URL.RawQuery)
 			dg.User, dg.Groups = "alice", []string{"system:authenticated"}
 			return dg
 		},

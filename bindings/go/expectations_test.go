@@ -72,7 +72,7 @@ func TestMiddlewareMeetsTheSharedExpectations(t *testing.T) {
 	}
 	defer d.Close()
 	digest := func(r *http.Request) RequestDigest {
-		dg := ParsePath(r.Method, r.URL.Path, r.URL.Query().Get("watch"))
+		dg := ParsePath(r.Method, r.URL.Path, r.URL.RawQuery)
 		dg.User = r.Header.Get("X-Remote-User")
 		dg.Groups = expectationGroups
 		return dg

@@ -98,7 +98,7 @@ func tooManyRequests(w http.ResponseWriter, rej Rejection) {
 // user (system:anonymous in group system:unauthenticated), with the
 // resource attributes read from a Kubernetes-style path by ParsePath.
 func AnonymousDigest(r *http.Request) RequestDigest {
-	d := ParsePath(r.Method, r.URL.Path, r.URL.Query().Get("watch"))
+	d := ParsePath(r.Method, r.URL.Path, r.URL.RawQuery)
 	d.User = "system:anonymous"
 	d.Groups = anonymousGroups
 	return d

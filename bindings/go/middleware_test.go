@@ -13,7 +13,7 @@ import (
 )
 
 func userDigest(r *http.Request) RequestDigest {
-	d := ParsePath(r.Method, r.URL.Path, r.URL.Query().Get("watch"))
+	d := ParsePath(r.Method, r.URL.Path, r.URL.RawQuery)
 	d.User = r.Header.Get("X-User")
 	return d
 }
@@ -200,12 +200,12 @@ func TestMiddlewareWorkEstimateAndAnonymousDefault(t *testing.T) {
 
 func TestParsePath(t *testing.T) {
 	cases := []struct {
-		method, path, watch string
+		method, path, query string
 		want                RequestDigest
 	}{
 		{"GET", "/api/v1/namespaces/ns/pods/p", "", RequestDigest{IsResourceRequest: true, Verb: "get", Namespace: "ns", Resource: "pods", Name: "p"}},
 		{"GET", "/api/v1/namespaces/ns/pods", "", RequestDigest{IsResourceRequest: true, Verb: "list", Namespace: "ns", Resource: "pods"}},
-		{"GET", "/api/v1/namespaces/ns/pods", "true", RequestDigest{IsResourceRequest: true, Verb: "watch", Namespace: "ns", Resource: "pods"}},
+		{"GET", "/api/v1/namespaces/ns/pods", "watch=true", RequestDigest{IsResourceRequest: true, Verb: "watch", Namespace: "ns", Resource: "pods"}},
 		{"GET", "/api/v1/pods", "", RequestDigest{IsResourceRequest: true, Verb: "list", Resource: "pods"}},
 		{"POST", "/apis/apps/v1/namespaces/ns/deployments", "", RequestDigest{IsResourceRequest: true, Verb: "create", APIGroup: "apps", Namespace: "ns", Resource: "deployments"}},
 		{"PUT", "/apis/apps/v1/namespaces/ns/deployments/d/scale", "", RequestDigest{IsResourceRequest: true, Verb: "update", APIGroup: "apps", Namespace: "ns", Resource: "deployments", Name: "d", Subresource: "scale"}},
@@ -218,7 +218,7 @@ func TestParsePath(t *testing.T) {
 		{"POST", "/", "", RequestDigest{Verb: "post"}},
 	}
 	for _, c := range cases {
-		got := ParsePath(c.method, c.path, c.watch)
+		got := ParsePath(c.method, c.path, c.query)
 		c.want.Path = c.path
 		if got.User != "" || got.Groups != nil {
 			t.Errorf("%s %s: user set", c.method, c.path)
@@ -247,7 +247,7 @@ func TestParsePathSharedCases(t *testing.T) {
 	}
 	var doc struct {
 		Cases []struct {
-			Method, Path, Watch string
+			Method, Path, Query string
 			Want                struct {
 				Verb              string `json:"verb"`
 				IsResourceRequest bool   `json:"is_resource_request"`
@@ -263,15 +263,15 @@ func TestParsePathSharedCases(t *testing.T) {
 	if err := json.Unmarshal(text, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Cases) < 20 {
+	if len(doc.Cases) < 70 {
 		t.Fatalf("only %d cases", len(doc.Cases))
 	}
 	for _, c := range doc.Cases {
 		w := c.Want
 		want := RequestDigest{Verb: w.Verb, IsResourceRequest: w.IsResourceRequest, APIGroup: w.APIGroup,
 			Resource: w.Resource, Subresource: w.Subresource, Namespace: w.Namespace, Name: w.Name, Path: w.Path}
-		if got := ParsePath(c.Method, c.Path, c.Watch); !equalDigest(got, want) {
-			t.Errorf("%s %s watch=%q: got %+v, want %+v", c.Method, c.Path, c.Watch, got, want)
+		if got := ParsePath(c.Method, c.Path, c.Query); !equalDigest(got, want) {
+			t.Errorf("%s %s query=%q: got %+v, want %+v", c.Method, c.Path, c.Query, got, want)
 		}
 	}
 }

@@ -49,33 +49,37 @@ func (d *Dispatcher) Reject(c Classification, reason RejectReason) (Rejection, e
 }
 
 // ParsePath reads the request attributes Kubernetes' API server derives
-// from a method and a URL path, by its rules: /api/v1/... is the core
-// group, /apis/GROUP/VERSION/... a named group, then optionally a verb
-// prefix (watch/, proxy/), then optionally namespaces/NAMESPACE, then
-// RESOURCE[/NAME[/SUBRESOURCE]]; an empty segment inside the path is a
-// segment (/api/v1/namespaces//pods lists pods in every namespace). Any
-// other path is a non-resource request whose verb is the lower-case
-// method. watch is the value of the `watch` query parameter, "" when
-// absent: any other value but "0" or "false" turns a list into a watch. User and groups are left empty: fill them in from your
-// authentication. It is libapf's own parser (apf_request_info_parse), the
-// same in every binding. A method or path that is not UTF-8 is taken as a
-// non-resource request.
-func ParsePath(method, path, watch string) RequestDigest {
+// from a method, a URL path and its raw query (r.URL.RawQuery), by its
+// rules: /api/v1/... is the core group, /apis/GROUP/VERSION/... a named
+// group, then optionally a verb prefix (watch/, proxy/), then optionally
+// namespaces/NAMESPACE, then RESOURCE[/NAME[/SUBRESOURCE]]; an empty
+// segment inside the path is a segment (/api/v1/namespaces//pods lists pods
+// in every namespace). Any other path is a non-resource request whose verb
+// is the lower-case method. For a GET of a collection the query decides, as
+// in Kubernetes: a first `watch` value other than "0" or "false" (any
+// case), an empty one included, makes it a watch, and a fieldSelector
+// requiring metadata.name=NAME gives it that name. User and groups are left
+// empty: fill them in from your authentication. It is libapf's own parser
+// (apf_request_info_parse_query), the same in every binding. A method, path
+// or query that is not UTF-8 is taken as a non-resource request.
+func ParsePath(method, path, rawQuery string) RequestDigest {
 	m, mN := cstr(method)
 	p, pN := cstr(path)
-	w, wN := cstr(watch)
+	q, qN := cstr(rawQuery)
 	var info C.apf_request_info
+	var name C.apf_text
 	var e cerr
-	st := C.go_apf_request_info_parse(m, mN, p, pN, w, wN, &info, &e.e)
+	st := C.go_apf_request_info_parse_query(m, mN, p, pN, q, qN, &info, &name, &e.e)
 	runtime.KeepAlive(method)
-	runtime.KeepAlive(watch)
+	runtime.KeepAlive(rawQuery)
 	if e.err(st) != nil {
 		return RequestDigest{Path: path, Verb: lowerASCII(method)}
 	}
 	verb := C.GoStringN(info.verb.ptr, C.int(info.verb.len))
 	C.apf_text_free(&info.verb)
-	// Every other field points into path: take the same bytes as a Go
-	// substring, without copying.
+	// Every other field points into path (take the same bytes as a Go
+	// substring, without copying), except a name from the field selector,
+	// which is name's text.
 	base := uintptr(unsafe.Pointer(unsafe.StringData(path)))
 	part := func(s C.apf_str) string {
 		if s.len == 0 {
@@ -84,6 +88,10 @@ func ParsePath(method, path, watch string) RequestDigest {
 		off := uintptr(unsafe.Pointer(s.ptr)) - base
 		return path[off : off+uintptr(s.len)]
 	}
+	objectName := part
+	if name.ptr != nil {
+		objectName = func(s C.apf_str) string { return C.GoStringN(s.ptr, C.int(s.len)) }
+	}
 	d := RequestDigest{
 		Verb:              verb,
 		IsResourceRequest: bool(info.is_resource_request),
@@ -91,9 +99,10 @@ func ParsePath(method, path, watch string) RequestDigest {
 		Resource:          part(info.resource),
 		Subresource:       part(info.subresource),
 		Namespace:         part(info.namespace_),
-		Name:              part(info.name),
+		Name:              objectName(info.name),
 		Path:              path,
 	}
+	C.apf_text_free(&name)
 	runtime.KeepAlive(path)
 	return d
 }

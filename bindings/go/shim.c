@@ -165,9 +165,9 @@ uint32_t go_apf_reject(apf_dispatcher *d, const char *level, size_t level_len,
 		reason, retry_after, body), e);
 }
 
-uint32_t go_apf_request_info_parse(const char *method, size_t method_len,
-		const char *path, size_t path_len, const char *watch, size_t watch_len,
-		apf_request_info *out, go_apf_err *e) {
-	return go_apf_capture_error(apf_request_info_parse(method, method_len, path, path_len,
-		watch, watch_len, out), e);
+uint32_t go_apf_request_info_parse_query(const char *method, size_t method_len,
+		const char *path, size_t path_len, const char *query, size_t query_len,
+		apf_request_info *out, apf_text *out_name, go_apf_err *e) {
+	return go_apf_capture_error(apf_request_info_parse_query(method, method_len, path, path_len,
+		query, query_len, out, out_name), e);
 }

@@ -76,9 +76,9 @@ uint32_t go_apf_reject(apf_dispatcher *d, const char *level, size_t level_len,
 		const char *schema, size_t schema_len, uint32_t reason,
 		uint64_t *retry_after, apf_text *body, go_apf_err *e);
 
-// The request-to-digest path helper (apf_request_info_parse).
-uint32_t go_apf_request_info_parse(const char *method, size_t method_len,
-		const char *path, size_t path_len, const char *watch, size_t watch_len,
-		apf_request_info *out, go_apf_err *e);
+// The request-to-digest path helper (apf_request_info_parse_query).
+uint32_t go_apf_request_info_parse_query(const char *method, size_t method_len,
+		const char *path, size_t path_len, const char *query, size_t query_len,
+		apf_request_info *out, apf_text *out_name, go_apf_err *e);
 
 #endif

@@ -96,6 +96,7 @@ impl apf_options {
             service_time_guess: Duration::from_nanos(self.service_time_guess_ns),
             wait_limit: Duration::from_nanos(self.wait_limit_ns),
             borrowing_period: Duration::from_nanos(self.borrowing_period_ns),
+            adaptive: None,
         })
     }
 }

@@ -142,12 +142,14 @@ pub unsafe extern "C" fn apf_dispatcher_observe(
 }
 
 /// The request attributes Kubernetes' API server derives from a method, a
-/// URL path and the `watch` query parameter (`apf_request_info_parse`):
-/// the digest's fields but the user and groups, which come from your
+/// URL path and its query string (`apf_request_info_parse_query`): the
+/// digest's fields but the user and groups, which come from your
 /// authentication.
 ///
-/// Every `apf_str` points into the `path` given to `apf_request_info_parse`
-/// (valid while it is); `verb` is owned: free it with `apf_text_free`.
+/// Every `apf_str` points into the `path` given (valid while it is), except
+/// a `name` taken from the query's field selector, which points into the
+/// `out_name` text of `apf_request_info_parse_query`; `verb` is owned: free
+/// it with `apf_text_free`.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug)]
@@ -166,7 +168,8 @@ pub struct apf_request_info {
     pub subresource: apf_str,
     /// Namespace, empty when cluster-scoped. (`namespace_`: a C++ keyword.)
     pub namespace_: apf_str,
-    /// Object name.
+    /// Object name (from the path, or from a list's
+    /// `fieldSelector=metadata.name=NAME`).
     pub name: apf_str,
     /// The whole path.
     pub path: apf_str,
@@ -179,10 +182,72 @@ pub struct apf_request_info {
 /// an empty segment inside the path is a segment
 /// (`/api/v1/namespaces//pods` lists pods in every namespace). Any other
 /// path is a non-resource request whose verb is the lower-case method.
-/// `watch` is the `watch` query parameter's value, empty when absent: any
-/// other value but `0` or `false` turns a list into a watch. The one
-/// implementation behind every binding's path helper
+/// `query` is the raw query string, without `?` (empty for none), read as
+/// Kubernetes reads a collection GET's: the first `watch` value but `0` or
+/// `false` (any case), an empty one included, makes it a watch, and a
+/// `fieldSelector` requiring `metadata.name=NAME` gives it that name. The
+/// one implementation behind every binding's path helper
 /// (`tests/data/request-info-cases.json`).
+///
+/// On `APF_OK`, `*out` and `*out_name` are written: `out->name` points into
+/// `path` or into `*out_name`'s text (empty when unused). Free `out->verb`
+/// and `*out_name` with `apf_text_free`, `out_name` once done with
+/// `out->name`.
+///
+/// `method` and `path` must be UTF-8 (else `APF_ERR_INVALID_UTF8`); `query`
+/// may hold any bytes.
+///
+/// # Safety
+/// The strings readable for their lengths (or NULL with length 0); `out`
+/// and `out_name` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn apf_request_info_parse_query(
+    method: *const c_char,
+    method_len: usize,
+    path: *const c_char,
+    path_len: usize,
+    query: *const c_char,
+    query_len: usize,
+    out: *mut apf_request_info,
+    out_name: *mut apf_text,
+) -> apf_status {
+    ffi_panic_boundary! {
+        let method = try_str!(method, method_len, "method");
+        let path = try_str!(path, path_len, "path");
+        // The query is taken as bytes, UTF-8 or not, as Kubernetes takes it.
+        // SAFETY: the caller vouches that a non-NULL `query` is readable for
+        // `query_len` bytes during the call.
+        let query = match unsafe { super::cast::bytes_from_raw(query.cast::<u8>(), query_len) } {
+            Ok(query) => query,
+            Err(e) => return fail(e.status(), format_args!("query {}", e.describe())),
+        };
+        if out.is_null() || out_name.is_null() {
+            return fail(apf_status::APF_ERR_NULL_POINTER, "out or out_name is NULL");
+        }
+        let info = RequestInfo::parse(method, path, query);
+        let mut name = apf_text::empty();
+        if let std::borrow::Cow::Owned(owned) = &info.name {
+            // SAFETY: `name` is a local, writable `apf_text`.
+            unsafe { text_out(&mut name, || owned.clone()) };
+        }
+        let name_str = match &info.name {
+            std::borrow::Cow::Owned(_) => apf_str { ptr: name.ptr, len: name.len },
+            std::borrow::Cow::Borrowed(part) => apf_str { ptr: part.as_ptr().cast(), len: part.len() },
+        };
+        // SAFETY: `out` and `out_name` are non-NULL (checked above) and
+        // writable (contract).
+        unsafe {
+            write_request_info(out, &info, name_str);
+            out_name.write(name);
+        }
+        apf_status::APF_OK
+    }
+}
+
+/// Parse a Kubernetes-style request as `apf_request_info_parse_query`
+/// does, given only the `watch` query parameter's decoded value (empty
+/// when absent) instead of the query: no field selector is read, so
+/// `out->name` always points into `path`.
 ///
 /// On `APF_OK`, `*out` is written; free `out->verb` with `apf_text_free`.
 ///
@@ -206,26 +271,40 @@ pub unsafe extern "C" fn apf_request_info_parse(
         if out.is_null() {
             return fail(apf_status::APF_ERR_NULL_POINTER, "out is NULL");
         }
-        let info = RequestInfo::parse(method, path, watch);
-        let s = |part: &str| apf_str { ptr: part.as_ptr().cast(), len: part.len() };
-        let mut verb = apf_text::empty();
-        // SAFETY: `verb` is a local, writable `apf_text`.
-        unsafe { text_out(&mut verb, || info.verb.clone()) };
-        let value = apf_request_info {
-            verb,
-            is_resource_request: info.is_resource_request,
-            api_group: s(info.api_group),
-            resource: s(info.resource),
-            subresource: s(info.subresource),
-            namespace_: s(info.namespace),
-            name: s(info.name),
-            path: s(info.path),
-        };
-        // SAFETY: `out` is non-NULL (checked above) and writable
-        // (contract); `write` does not drop what was there.
-        unsafe { out.write(value) };
+        let watch = (!watch.is_empty()).then_some(watch);
+        let info = RequestInfo::parse_watch_value(method, path, watch);
+        let name = apf_str { ptr: info.name.as_ptr().cast(), len: info.name.len() };
+        // SAFETY: `out` is non-NULL (checked above) and writable (contract).
+        unsafe { write_request_info(out, &info, name) };
         apf_status::APF_OK
     }
+}
+
+/// Fill `*out` from `info`, with `name` for its name.
+///
+/// # Safety
+/// `out` is non-NULL and writable for one `apf_request_info`.
+unsafe fn write_request_info(out: *mut apf_request_info, info: &RequestInfo<'_>, name: apf_str) {
+    let s = |part: &str| apf_str {
+        ptr: part.as_ptr().cast(),
+        len: part.len(),
+    };
+    let mut verb = apf_text::empty();
+    // SAFETY: `verb` is a local, writable `apf_text`.
+    unsafe { text_out(&mut verb, || info.verb.clone()) };
+    let value = apf_request_info {
+        verb,
+        is_resource_request: info.is_resource_request,
+        api_group: s(info.api_group),
+        resource: s(info.resource),
+        subresource: s(info.subresource),
+        namespace_: s(info.namespace),
+        name,
+        path: s(info.path),
+    };
+    // SAFETY: `out` is non-NULL and writable (contract); `write` does not
+    // drop what was there.
+    unsafe { out.write(value) };
 }
 
 #[cfg(test)]

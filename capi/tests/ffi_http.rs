@@ -163,15 +163,68 @@ fn observe_answers_the_four_paths_and_zero_for_others() {
     assert_eq!(observe(&d, "/api/v1/pods", ""), (0, None, None));
 }
 
+/// `info` as the shared case file writes it, its verb freed.
+fn info_json(info: &mut apf_request_info) -> Value {
+    let field = |f: apf_str| {
+        // SAFETY: points into the path or the name text, both alive here.
+        let bytes = unsafe { std::slice::from_raw_parts(f.ptr.cast::<u8>(), f.len) };
+        std::str::from_utf8(bytes).expect("UTF-8").to_owned()
+    };
+    serde_json::json!({
+        "verb": owned(&mut info.verb),
+        "is_resource_request": info.is_resource_request,
+        "api_group": field(info.api_group),
+        "resource": field(info.resource),
+        "subresource": field(info.subresource),
+        "namespace": field(info.namespace_),
+        "name": field(info.name),
+        "path": field(info.path),
+    })
+}
+
 #[test]
 fn the_path_helper_meets_every_shared_case() {
     let text = include_str!("../../tests/data/request-info-cases.json");
     let doc: Value = serde_json::from_str(text).expect("JSON");
     let s = |v: &Value, k: &str| v[k].as_str().expect("a string").to_owned();
     let cases = doc["cases"].as_array().expect("cases");
-    assert!(cases.len() >= 20);
+    assert!(cases.len() >= 70);
+    let mut by_watch_value = 0;
     for case in cases {
-        let (method, path, watch) = (s(case, "method"), s(case, "path"), s(case, "watch"));
+        let (method, path, query) = (s(case, "method"), s(case, "path"), s(case, "query"));
+        let mut info = std::mem::MaybeUninit::<apf_request_info>::uninit();
+        let mut name = apf_text {
+            ptr: null(),
+            len: 0,
+        };
+        // SAFETY: strings valid for their lengths; `info`, `name` writable.
+        let st = unsafe {
+            apf_request_info_parse_query(
+                method.as_ptr().cast(),
+                method.len(),
+                path.as_ptr().cast(),
+                path.len(),
+                query.as_ptr().cast(),
+                query.len(),
+                info.as_mut_ptr(),
+                &mut name,
+            )
+        };
+        assert_eq!(st, apf_status::APF_OK);
+        // SAFETY: written on APF_OK.
+        let got = info_json(unsafe { &mut info.assume_init() });
+        // SAFETY: filled by the call above; freed once, after its last use.
+        unsafe { apf_text_free(&mut name) };
+        assert_eq!(&got, &case["want"], "{method} {path} query={query:?}");
+
+        // The older entry point, given the decoded watch value, agrees
+        // wherever the query says nothing else.
+        let watch = match query.strip_prefix("watch=") {
+            _ if query.is_empty() => "",
+            Some(v) if !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric()) => v,
+            _ => continue,
+        };
+        by_watch_value += 1;
         let mut info = std::mem::MaybeUninit::<apf_request_info>::uninit();
         // SAFETY: strings valid for their lengths; `info` writable.
         let st = unsafe {
@@ -187,24 +240,10 @@ fn the_path_helper_meets_every_shared_case() {
         };
         assert_eq!(st, apf_status::APF_OK);
         // SAFETY: written on APF_OK.
-        let mut info = unsafe { info.assume_init() };
-        let field = |f: apf_str| {
-            // SAFETY: points into `path`, alive here.
-            let bytes = unsafe { std::slice::from_raw_parts(f.ptr.cast::<u8>(), f.len) };
-            std::str::from_utf8(bytes).expect("UTF-8").to_owned()
-        };
-        let got = serde_json::json!({
-            "verb": owned(&mut info.verb),
-            "is_resource_request": info.is_resource_request,
-            "api_group": field(info.api_group),
-            "resource": field(info.resource),
-            "subresource": field(info.subresource),
-            "namespace": field(info.namespace_),
-            "name": field(info.name),
-            "path": field(info.path),
-        });
+        let got = info_json(unsafe { &mut info.assume_init() });
         assert_eq!(&got, &case["want"], "{method} {path} watch={watch:?}");
     }
+    assert!(by_watch_value >= 40);
     let mut info = std::mem::MaybeUninit::<apf_request_info>::uninit();
     let bad = [0xc3_u8];
     // SAFETY: the path is not UTF-8: refused before `info` is written.
@@ -223,4 +262,49 @@ fn the_path_helper_meets_every_shared_case() {
     // SAFETY: a NULL out is checked.
     let st = unsafe { apf_request_info_parse(null(), 0, null(), 0, null(), 0, null_mut()) };
     assert_eq!(st, apf_status::APF_ERR_NULL_POINTER);
+    let mut name = apf_text {
+        ptr: null(),
+        len: 0,
+    };
+    // SAFETY: a NULL out is checked, and so is a NULL out_name.
+    let st = unsafe {
+        apf_request_info_parse_query(null(), 0, null(), 0, null(), 0, null_mut(), &mut name)
+    };
+    assert_eq!(st, apf_status::APF_ERR_NULL_POINTER);
+    // SAFETY: as above.
+    let st = unsafe {
+        apf_request_info_parse_query(
+            null(),
+            0,
+            null(),
+            0,
+            null(),
+            0,
+            info.as_mut_ptr(),
+            null_mut(),
+        )
+    };
+    assert_eq!(st, apf_status::APF_ERR_NULL_POINTER);
+    // A query is bytes, as Kubernetes takes it: not UTF-8 is no error, and
+    // a watch value that is neither 0 nor false is a watch.
+    let (path, query) = ("/api/v1/pods", b"watch=\xff");
+    // SAFETY: strings valid for their lengths; `info`, `name` writable.
+    let st = unsafe {
+        apf_request_info_parse_query(
+            b"GET".as_ptr().cast(),
+            3,
+            path.as_ptr().cast(),
+            path.len(),
+            query.as_ptr().cast(),
+            query.len(),
+            info.as_mut_ptr(),
+            &mut name,
+        )
+    };
+    assert_eq!(st, apf_status::APF_OK);
+    // SAFETY: written on APF_OK.
+    let got = info_json(unsafe { &mut info.assume_init() });
+    assert_eq!(got["verb"], "watch");
+    // SAFETY: filled above, freed once.
+    unsafe { apf_text_free(&mut name) };
 }

@@ -433,7 +433,13 @@ fn simulate(args: SimulateArgs) -> Result<ExitCode, String> {
         "  {} priority levels, {} flow schemas; server concurrency limit {}; {} simulated; seed {seed}\n",
         valid.priority_levels().len(),
         valid.flow_schemas().len(),
-        workload.server.concurrency_limit,
+        match workload.server.adaptive {
+            Some(a) => format!(
+                "adaptive ({}..{}, seat caps sized for {})",
+                a.min_limit, a.max_limit, workload.server.concurrency_limit
+            ),
+            None => workload.server.concurrency_limit.to_string(),
+        },
         simulator::format_duration(workload.duration),
     ));
     for line in &origins {

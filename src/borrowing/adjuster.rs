@@ -281,6 +281,51 @@ impl BorrowingAdjuster {
         Ok(())
     }
 
+    /// Share `server_cl` seats from now on (the adaptive limit's new
+    /// total, see [`crate::adaptive`]): every level's limits are
+    /// recomputed for it and the CurrentCLs allocated again from the
+    /// demand statistics of the last adjustment, exactly what a fixed
+    /// limit of `server_cl` would give with that demand, and handed to the
+    /// callback. The demand period goes on (borrowing's statistics still
+    /// cover whole periods). Nothing happens when the total is unchanged.
+    pub fn set_server_cl(&self, server_cl: u32) {
+        self.inner.set_server_cl(server_cl);
+    }
+
+    /// [`set_server_cl`](Self::set_server_cl) as a closure that keeps the
+    /// adjuster's state alive (for the adaptive limit's timer).
+    pub(crate) fn total_setter(&self) -> impl Fn(u32) + Send + Sync + 'static {
+        let inner = self.inner.clone();
+        move |server_cl| inner.set_server_cl(server_cl)
+    }
+
+    /// The seats shared by all levels now.
+    pub fn server_cl(&self) -> u32 {
+        lock(&self.inner.state).server_cl
+    }
+
+    /// [`reconfigure`](Self::reconfigure) keeping the total in force (for
+    /// an adaptive total that a concurrent update may have just moved).
+    pub(crate) fn reconfigure_keeping_total(
+        &self,
+        levels: &[LevelConfig],
+        publish: impl FnOnce(&[u32]),
+    ) -> Result<(), BorrowingConfigError> {
+        validate_levels(levels)?;
+        let _adjusting = lock(&self.inner.adjusting);
+        self.inner.refresh_demand();
+        let now = self.inner.clock.now();
+        let current = {
+            let mut state = lock(&self.inner.state);
+            let server_cl = state.server_cl;
+            state.replace_levels(server_cl, levels, now);
+            state.adjust(now)
+        };
+        self.inner.arm(now);
+        publish(&current);
+        Ok(())
+    }
+
     /// Call `refresh` at the end of every period (and before a
     /// reconfiguration), before the demand integrators are read: it should
     /// make every level report the demand changes it has not reported yet.
@@ -389,6 +434,22 @@ impl Inner {
         let _ = catch_unwind(AssertUnwindSafe(|| (self.callback)(&current)));
     }
 
+    fn set_server_cl(&self, server_cl: u32) {
+        let _adjusting = lock(&self.adjusting);
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let now = self.clock.now();
+        let current = {
+            let mut state = lock(&self.state);
+            if state.server_cl == server_cl {
+                return;
+            }
+            state.rescale(server_cl, now)
+        };
+        let _ = catch_unwind(AssertUnwindSafe(|| (self.callback)(&current)));
+    }
+
     fn refresh_demand(&self) {
         // Cloned out so the refresher runs without our lock: it takes the
         // levels' locks, and a faulty one must not poison adjustments.
@@ -428,6 +489,30 @@ impl State {
         self.fair_prop = allocation.fair_prop;
         self.regime = allocation.regime;
         self.at = now;
+        allocation.current_cls
+    }
+
+    /// The CurrentCLs for a new total, from the statistics in hand.
+    fn rescale(&mut self, server_cl: u32, now: Instant) -> Vec<u32> {
+        let configs: Vec<LevelConfig> = self.levels.iter().map(|l| l.config.clone()).collect();
+        for (level, limits) in self
+            .levels
+            .iter_mut()
+            .zip(level_limits(server_cl, &configs))
+        {
+            level.demand.with(|d| d.set_nominal(limits.nominal_cl, now));
+            level.limits = limits;
+        }
+        self.server_cl = server_cl;
+        // The limits changed: the next adjustment is no fixed point.
+        self.steady = false;
+        let inputs: Vec<LevelDemand> = self.levels.iter().map(LevelState::demand_input).collect();
+        let allocation = allocate_current_cls(&inputs);
+        for (level, &cl) in self.levels.iter_mut().zip(&allocation.current_cls) {
+            level.current_cl = cl;
+        }
+        self.fair_prop = allocation.fair_prop;
+        self.regime = allocation.regime;
         allocation.current_cls
     }
 

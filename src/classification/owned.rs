@@ -44,7 +44,7 @@ impl OwnedDigest {
             resource: info.resource.to_owned(),
             subresource: info.subresource.to_owned(),
             namespace: info.namespace.to_owned(),
-            name: info.name.to_owned(),
+            name: info.name.to_string(),
             path: info.path.to_owned(),
         }
     }

@@ -1,11 +1,13 @@
 //! The request attributes Kubernetes' API server derives from an HTTP
-//! method, a URL path and the `watch` query parameter, for servers that lay
+//! method, a URL path and its query string, for servers that lay
 //! out their URLs as Kubernetes does (`/api/v1/...`,
 //! `/apis/GROUP/VERSION/...`): the request-to-digest helper every binding
 //! has (Go `ParsePath`, Python `apf.parse_path`), with one set of expectations for all of them in
 //! `tests/data/request-info-cases.json`.
 
+use super::list_query::ListQuery;
 use super::RequestDigest;
+use std::borrow::Cow;
 
 /// What a method and a Kubernetes-style path say about a request. Fill in
 /// the user and groups from authentication with [`RequestInfo::digest`].
@@ -26,8 +28,10 @@ pub struct RequestInfo<'a> {
     /// The namespace (`/namespaces/NS/...`), or `""` for a cluster-scoped
     /// request.
     pub namespace: &'a str,
-    /// The object's name, or `""` for a collection.
-    pub name: &'a str,
+    /// The object's name, or `""` for a collection. A list or watch whose
+    /// `fieldSelector` requires `metadata.name` to equal a name has that
+    /// name, as in Kubernetes (the only part not borrowed from the path).
+    pub name: Cow<'a, str>,
     /// The URL path as given.
     pub path: &'a str,
 }
@@ -47,10 +51,32 @@ impl<'a> RequestInfo<'a> {
     /// path, and discovery (`/api/v1`, `/apis/GROUP/VERSION`), is a
     /// non-resource request whose verb is the lower-case method; a resource
     /// request's method other than GET, HEAD, POST, PUT, PATCH and DELETE
-    /// (exact case) has verb `""`. `watch` is the value of the `watch` query
-    /// parameter, `""` when absent: any other value but `0` or `false` (any
-    /// case) turns get and list into watch.
-    pub fn parse(method: &str, path: &'a str, watch: &str) -> RequestInfo<'a> {
+    /// (exact case) has verb `""`.
+    ///
+    /// `query` is the request's raw query string, without the `?` (`""`
+    /// for none; a `&str` or raw bytes, which need not be UTF-8), read as
+    /// Kubernetes reads it for a GET of a collection:
+    /// the first `watch` value but `0` or `false` (any case), an empty one
+    /// included, makes it a watch, and a `fieldSelector` that requires
+    /// `metadata.name=NAME` gives it that name (verb still `list` or
+    /// `watch`).
+    pub fn parse(method: &str, path: &'a str, query: impl AsRef<[u8]>) -> RequestInfo<'a> {
+        Self::parse_with(method, path, || ListQuery::parse(query.as_ref()))
+    }
+
+    /// As [`RequestInfo::parse`], given only the decoded `watch` query
+    /// value (`None` when absent): the older C entry point's reading.
+    // For the C API crate (capi/): not part of the Rust API.
+    #[doc(hidden)]
+    pub fn parse_watch_value(method: &str, path: &'a str, watch: Option<&str>) -> RequestInfo<'a> {
+        Self::parse_with(method, path, || ListQuery::from_watch_value(watch))
+    }
+
+    fn parse_with(
+        method: &str,
+        path: &'a str,
+        list_query: impl FnOnce() -> ListQuery,
+    ) -> RequestInfo<'a> {
         let mut info = RequestInfo {
             verb: method.to_ascii_lowercase(),
             path,
@@ -100,16 +126,18 @@ impl<'a> RequestInfo<'a> {
             }
         }
         info.resource = rest[0];
-        info.name = rest.get(1).copied().unwrap_or("");
+        info.name = Cow::Borrowed(rest.get(1).copied().unwrap_or(""));
         if info.verb != "proxy" {
             info.subresource = rest.get(2).copied().unwrap_or("");
         }
         // A get or delete that names no object is one of a collection (an
         // empty name segment names none).
         if info.name.is_empty() && info.verb == "get" {
-            let watching =
-                !watch.is_empty() && watch != "0" && !watch.eq_ignore_ascii_case("false");
-            info.verb = if watching { "watch" } else { "list" }.to_string();
+            let query = list_query();
+            info.verb = if query.watch { "watch" } else { "list" }.to_string();
+            if let Some(name) = query.name {
+                info.name = Cow::Owned(name);
+            }
         }
         if info.name.is_empty() && info.verb == "delete" {
             info.verb = "deletecollection".to_string();
@@ -128,7 +156,7 @@ impl<'a> RequestInfo<'a> {
             resource: self.resource,
             subresource: self.subresource,
             namespace: self.namespace,
-            name: self.name,
+            name: &self.name,
             path: self.path,
         }
     }

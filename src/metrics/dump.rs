@@ -31,6 +31,19 @@ const PRIORITY_LEVEL_COLUMNS: [&str; 10] = [
     "CancelledRequests",
 ];
 
+const ADAPTIVE_COLUMNS: [&str; 10] = [
+    "Limit",
+    "Estimate",
+    "MinLatency",
+    "Latency",
+    "Gradient",
+    "Probing",
+    "Probes",
+    "Updates",
+    "MinLimit",
+    "MaxLimit",
+];
+
 const QUEUE_COLUMNS: [&str; 9] = [
     "PriorityLevelName",
     "Index",
@@ -95,6 +108,29 @@ impl Dispatcher {
                     .to_string(),
                 rejected(RejectReason::TimeOut).to_string(),
                 rejected(RejectReason::Cancelled).to_string(),
+            ]);
+        }
+        format_table(&rows)
+    }
+
+    /// The adaptive server concurrency limit (libapf's own dump, beside
+    /// Kubernetes' three): one row, or the header alone when it is off.
+    /// Latencies in seconds; `-` where nothing was measured yet.
+    pub fn dump_adaptive_limit(&self) -> String {
+        let mut rows = vec![header(&ADAPTIVE_COLUMNS)];
+        if let Some(a) = self.adaptive() {
+            let secs = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |s| format!("{s:.6}"));
+            rows.push(vec![
+                a.limit.to_string(),
+                format!("{:.2}", a.estimate),
+                secs(a.min_latency_secs),
+                secs(a.latency_secs),
+                format!("{:.4}", a.gradient),
+                a.probing.to_string(),
+                a.probes.to_string(),
+                a.updates.to_string(),
+                a.options.min_limit.to_string(),
+                a.options.max_limit.to_string(),
             ]);
         }
         format_table(&rows)

@@ -145,9 +145,13 @@ fn counters(
     }
     let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (labels, value) in &series {
-        family
-            .encode_family(labels)?
-            .encode_counter::<NoLabelSet, u64, u64>(value, None)?;
+        if labels.is_empty() {
+            family.encode_counter::<NoLabelSet, u64, u64>(value, None)?;
+        } else {
+            family
+                .encode_family(labels)?
+                .encode_counter::<NoLabelSet, u64, u64>(value, None)?;
+        }
     }
     Ok(())
 }
@@ -429,7 +433,59 @@ fn encode_flowcontrol(flow: &FlowcontrolMetrics, enc: &mut DescriptorEncoder) ->
         "The level's virtual time R, in seat-seconds.",
         per_level(flow, |l| l.current_r),
     )?;
-    encode_dispatch_and_demand(flow, enc)
+    encode_dispatch_and_demand(flow, enc)?;
+    encode_adaptive(flow, enc)
+}
+
+/// The adaptive limit's series, when it is on.
+fn encode_adaptive(flow: &FlowcontrolMetrics, enc: &mut DescriptorEncoder) -> fmt::Result {
+    let Some(a) = &flow.adaptive else {
+        return Ok(());
+    };
+    let name = |n: &str| format!("{PREFIX}adaptive_{n}");
+    let one = |v: f64| vec![(Vec::new(), v)];
+    gauges(
+        enc,
+        &name("server_concurrency_limit"),
+        "Seats the adaptive limit lets all levels share now.",
+        one(f64::from(a.limit)),
+    )?;
+    gauges(
+        enc,
+        &name("limit_estimate"),
+        "The adaptive limit's smoothed total, which a probe returns to.",
+        one(a.estimate),
+    )?;
+    gauges(
+        enc,
+        &name("min_latency_seconds"),
+        "Mean execution time the last minimum-latency probe measured.",
+        a.min_latency_secs.map(one).unwrap_or_default(),
+    )?;
+    gauges(
+        enc,
+        &name("latency_seconds"),
+        "Mean execution time over the adaptive limit's last window.",
+        a.latency_secs.map(one).unwrap_or_default(),
+    )?;
+    gauges(
+        enc,
+        &name("gradient"),
+        "The adaptive limit's last gradient: minimum latency times tolerance over latency, in [0.5, 2].",
+        one(a.gradient),
+    )?;
+    gauges(
+        enc,
+        &name("probing"),
+        "1 while a minimum-latency probe holds the limit low.",
+        one(if a.probing { 1.0 } else { 0.0 }),
+    )?;
+    counters(
+        enc,
+        &name("probes"),
+        "Minimum-latency probes started.",
+        vec![(Vec::new(), a.probes)],
+    )
 }
 
 /// The virtual-time gauges of the last dispatch, the time-weighted seat

@@ -69,6 +69,15 @@
 //! `demand_seats` is the time-weighted seat demand (seats in use plus
 //! seats waiting) over NominalCL, per level.
 //!
+//! # The adaptive limit
+//! With [`crate::adaptive`] on, libapf's own gauges (not Kubernetes'):
+//! `adaptive_server_concurrency_limit` (the total the levels share now),
+//! `adaptive_limit_estimate` (the smoothed total a probe returns to),
+//! `adaptive_min_latency_seconds` (the last probe's measure, once there is
+//! one), `adaptive_latency_seconds` (the last window's mean execution time),
+//! `adaptive_gradient`, `adaptive_probing` (1 during a probe), and the
+//! counter `adaptive_probes`. None of them exist when it is off.
+//!
 //! # Left out
 //! The deprecated `request_concurrency_limit` and
 //! `request_concurrency_in_use` (use `nominal_limit_seats` and
@@ -182,6 +191,9 @@ pub struct FlowcontrolMetrics {
     /// Every level's requests waiting and executing, by kind
     /// (`read_vs_write_current_requests`).
     pub read_vs_write: Option<ReadVsWrite>,
+    /// The adaptive server concurrency limit, when it is on (the
+    /// `adaptive_*` series; none otherwise).
+    pub adaptive: Option<crate::adaptive::AdaptiveReport>,
 }
 
 impl Dispatcher {
@@ -227,6 +239,7 @@ impl Dispatcher {
             // After the levels: reading them replayed their rings, which
             // reported their changes.
             read_vs_write: Some(self.read_write.snapshot(self.clock().now())),
+            adaptive: self.adaptive(),
         }
     }
 

@@ -12,7 +12,8 @@
 use super::admission::{AdmissionWord, WordState};
 use super::config::{QueueSetConfig, MAX_CONCURRENCY_LIMIT};
 use super::flows::FlowTable;
-use super::vtime::{r_increment, seats_times, total_work, VTime};
+use super::held::Held;
+use super::vtime::{r_increment, total_work, VTime};
 use super::wait::{SlotState, WaitSlot};
 use super::waterlevel::DemandIndex;
 use super::RejectReason;
@@ -21,21 +22,27 @@ use crate::dealer::Dealer;
 use crate::stats::{Phase, SeatDemandHandle, Tallies, Utilization};
 use crate::sync::Arc;
 use crate::work_estimate::WorkEstimate;
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::task::Waker;
 
 mod checks;
+mod deadlines;
 pub(crate) mod dispatch_gauges;
 mod finish;
 mod fused;
 #[cfg(all(test, not(loom)))]
 mod fused_tests;
+mod lingering;
+mod queues;
 mod release;
+mod vclock;
 mod water;
 
+use self::deadlines::Deadlines;
+pub(crate) use self::lingering::{Lingering, LingeringSeats};
+pub(crate) use self::queues::Queues;
+use self::vclock::VirtualClock;
+
 pub(crate) use self::fused::Ended;
-pub(crate) use self::release::charged_seats;
 
 /// Marks a request that belongs to no queue (the level does not queue).
 pub(crate) const NO_QUEUE: u32 = u32::MAX;
@@ -57,86 +64,53 @@ pub(crate) struct Waiter {
     pub(crate) deadline: Instant,
 }
 
+/// What the level holds, over every request (those of no queue included):
+/// the mirror of the admission word's seats once the ring is replayed.
 #[derive(Debug, Default)]
-pub(crate) struct Queue {
-    pub(crate) waiting: VecDeque<Waiter>,
-    /// Sum of `work` over waiting requests (shuffle sharding's load measure).
-    pub(crate) waiting_work: VTime,
-    pub(crate) waiting_seats: u64,
+pub(crate) struct LevelSeats {
+    /// Requests executing.
     pub(crate) executing: u32,
-    pub(crate) seats_in_use: u32,
-    pub(crate) next_dispatch_r: VTime,
-    /// This queue's key in `Core::ready`, while it has waiting requests.
-    ready_key: Option<VTime>,
+    /// Seats held, by executing requests and lingering ones, for the
+    /// seat-demand statistics.
+    pub(crate) in_use: u64,
 }
 
-impl Queue {
-    pub(crate) fn is_active(&self) -> bool {
-        !self.waiting.is_empty() || self.executing > 0
-    }
-    fn is_empty(&self) -> bool {
-        !self.is_active() && self.seats_in_use == 0
-    }
+/// What the level counts for its metrics; they only grow.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) clamped_estimates: u64,
+    pub(crate) dispatched: u64,
+    /// Rejections by reason (`RejectReason as usize`).
+    pub(crate) rejected: [u64; 4],
 }
 
-/// Seats held past a request's end, for its additional latency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Lingering {
-    pub(crate) until: Instant,
-    pub(crate) seq: u64,
-    pub(crate) queue: u32,
-    pub(crate) tag: u32,
-    pub(crate) seats: u32,
-    /// Seats held for this flow's next request (the flow policy's
-    /// anticipation, see `flows`), rather than for an additional latency.
-    pub(crate) for_flow: Option<u64>,
-}
-
+/// The fair-queuing state of one level, one part per concern (each type
+/// owns its fields and states its invariants): the queues and their order,
+/// the virtual clock, the seats held, seats lingering past their request,
+/// waiting requests' deadlines, and the metrics.
 #[derive(Debug)]
 pub(crate) struct Core {
     pub(crate) cfg: QueueSetConfig,
     pub(crate) dealer: Option<Dealer>,
-    pub(crate) queues: Vec<Queue>,
-    ready: BTreeSet<(VTime, usize)>,
-    pub(crate) r: VTime,
-    /// One initial seat × G as virtual work (`seats_times(1, G)`), the
-    /// per-seat charge of a dispatch, kept with the configuration so the
-    /// replay multiplies instead of converting G at every record.
-    seat_g: VTime,
-    last_sync: Instant,
-    robin: Option<usize>,
-    /// Seats held by requests that belong to a queue (virtual-time demand).
-    queued_seats_in_use: u64,
-    /// All seats held (mirror of the admission word once the ring is
-    /// replayed), for the seat-demand statistics.
-    pub(super) seats_in_use: u64,
+    /// The queues, their waiting requests and the dispatch order.
+    pub(crate) queues: Queues,
+    /// R and the charging arithmetic.
+    pub(crate) vclock: VirtualClock,
+    /// Every request's seats, queued or not.
+    pub(crate) seats: LevelSeats,
+    /// Seats held past a request's end (additional latency, holds).
+    pub(crate) lingering: LingeringSeats,
+    /// Deadlines of waiting requests.
+    deadlines: Deadlines,
+    pub(crate) counters: Counters,
     /// Fed with seats in use + seats waiting after every change, at the
     /// change's time, for borrowing.
     demand_observer: Option<SeatDemandHandle>,
     /// Async waiters to wake after the lock is released.
     wakers: Vec<Waker>,
-    waiting_seats: u64,
-    pub(crate) active_queues: u32,
-    pub(crate) requests_executing: u32,
-    pub(crate) requests_waiting: u32,
-    pub(crate) lingering: BinaryHeap<Reverse<Lingering>>,
-    /// Sum of the seats in `lingering`: the seats in the admission word
-    /// held by requests that no longer execute. Changed only under the
-    /// level lock, so the lock holder knows exactly whether any request
-    /// executes (word seats == lingering seats).
-    pub(crate) lingering_seats: u64,
-    /// Entries of `lingering` held for a flow (anticipation).
-    pub(crate) holds: u32,
-    linger_seq: u64,
-    /// Deadlines of waiting requests; entries of requests no longer waiting
-    /// are dropped lazily, and the heap is rebuilt when they pile up.
-    deadlines: BinaryHeap<Reverse<(Instant, u64, usize)>>,
-    pub(crate) clamped_estimates: u64,
-    pub(crate) dispatched_total: u64,
-    pub(crate) rejected_total: [u64; 4],
     /// What each tag's requests did (metrics only: no decision reads it).
     pub(crate) tallies: Tallies,
-    /// Time-weighted utilization up to `last_sync` (metrics only; see
+    /// Time-weighted utilization up to the last sync (metrics only; see
     /// `utilization.rs`).
     pub(super) utilization: Utilization,
     /// Busy flows' queues under the flow fairness policy (`flows`).
@@ -150,33 +124,17 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(cfg: QueueSetConfig, dealer: Option<Dealer>, now: Instant) -> Core {
-        let mut queues = Vec::new();
-        queues.resize_with(cfg.queues as usize, Queue::default);
         let mut core = Core {
-            seat_g: seats_times(1, cfg.service_time_guess),
+            queues: Queues::new(cfg.queues as usize),
+            vclock: VirtualClock::new(cfg.service_time_guess, now),
             cfg,
             dealer,
-            queues,
-            ready: BTreeSet::new(),
-            r: 0,
-            last_sync: now,
-            robin: None,
-            queued_seats_in_use: 0,
-            seats_in_use: 0,
+            seats: LevelSeats::default(),
+            lingering: LingeringSeats::default(),
+            deadlines: Deadlines::default(),
+            counters: Counters::default(),
             demand_observer: None,
             wakers: Vec::new(),
-            waiting_seats: 0,
-            active_queues: 0,
-            requests_executing: 0,
-            requests_waiting: 0,
-            lingering: BinaryHeap::new(),
-            lingering_seats: 0,
-            holds: 0,
-            linger_seq: 0,
-            deadlines: BinaryHeap::new(),
-            clamped_estimates: 0,
-            dispatched_total: 0,
-            rejected_total: [0; 4],
             tallies: Tallies::default(),
             utilization: Utilization::default(),
             flows: FlowTable::default(),
@@ -187,22 +145,40 @@ impl Core {
         core
     }
 
+    /// R now (as of the last sync).
+    #[inline]
+    pub(crate) fn r(&self) -> VTime {
+        self.vclock.r()
+    }
+
+    /// Requests waiting in the queues.
+    #[inline]
+    pub(crate) fn requests_waiting(&self) -> u32 {
+        self.queues.waiting()
+    }
+
+    /// Requests executing.
+    #[inline]
+    pub(crate) fn requests_executing(&self) -> u32 {
+        self.seats.executing
+    }
+
     /// Report seat demand (seats in use plus seats waiting) as of the last
     /// sync to the observer, if any.
     pub(crate) fn observe_demand(&self) {
         if let Some(observer) = &self.demand_observer {
-            observer.set(self.demand(), self.last_sync);
+            observer.set(self.demand(), self.last_sync());
         }
     }
 
     /// Seats in use plus seats waiting.
     pub(crate) fn demand(&self) -> u32 {
-        (self.seats_in_use + self.waiting_seats).min(u32::MAX as u64) as u32
+        (self.seats.in_use + self.queues.waiting_seats()).min(u32::MAX as u64) as u32
     }
 
     /// The instant of the last sync.
     pub(crate) fn last_sync(&self) -> Instant {
-        self.last_sync
+        self.vclock.last_sync()
     }
 
     /// Take the observer out (to hold its lock across a batch of replays).
@@ -223,18 +199,17 @@ impl Core {
     /// Advance R to `now`.
     #[inline]
     pub(crate) fn sync(&mut self, now: Instant) {
-        if now <= self.last_sync {
+        let Some(dt) = self.vclock.tick(now) else {
             return;
-        }
-        let dt = duration_nanos(now.saturating_since(self.last_sync));
-        self.last_sync = now;
+        };
         self.utilization.observe(self.occupancy(), dt);
-        self.r += if self.water.is_none() {
-            let demand = self.queued_seats_in_use + self.waiting_seats;
-            r_increment(self.cfg.concurrency_limit, demand, self.active_queues, dt)
+        let increment = if self.water.is_none() {
+            let demand = self.queues.executing_seats() + self.queues.waiting_seats();
+            r_increment(self.cfg.concurrency_limit, demand, self.queues.active(), dt)
         } else {
             self.water_increment(dt)
         };
+        self.vclock.advance(increment);
     }
 
     /// A request holds at least one seat, and at most
@@ -245,7 +220,7 @@ impl Core {
         let initial = e.initial_seats.clamp(1, MAX_CONCURRENCY_LIMIT);
         let final_seats = e.final_seats.min(MAX_CONCURRENCY_LIMIT);
         if initial != e.initial_seats || final_seats != e.final_seats {
-            self.clamped_estimates += 1;
+            self.counters.clamped_estimates += 1;
         }
         WorkEstimate {
             initial_seats: initial,
@@ -257,7 +232,7 @@ impl Core {
     /// Seats held by requests that finished but linger for their
     /// additional latency.
     pub(crate) fn lingering_seats(&self) -> u64 {
-        self.lingering_seats
+        self.lingering.seats()
     }
 
     // ----- hot-path events replayed in order -------------------------------
@@ -281,22 +256,22 @@ impl Core {
             .observe(estimate.max_seats().into());
         self.tallies.note(Phase::Executing, tag, 1, at);
         if queue != NO_QUEUE {
-            let q = self.ensure_queue(queue as usize);
+            let q = self.queues.ensure(queue as usize);
             self.note_arrival_at(q);
             // It was the queue's only waiting request for an instant: the
             // anti-windup bound applies with its arrival R, the current R.
-            let bounded = self.queues[q].next_dispatch_r.max(self.r);
+            let bounded = self.queues[q].next_dispatch_r.max(self.r());
             self.queues[q].next_dispatch_r = bounded;
             self.note_dispatch(q);
             self.queues[q].next_dispatch_r = bounded + self.charge(&estimate);
-            self.robin = Some(q);
+            self.queues.set_robin(q);
         }
         self.begin_executing(queue, estimate.max_seats());
         if queue != NO_QUEUE {
             // A late replay: the slow path may have queued a waiter here
             // since this request took its seats, so the queue's key in the
             // ready index must follow its new next-dispatch R.
-            self.bound_and_reindex(queue as usize);
+            self.queues.bound_and_reindex(queue as usize);
         }
     }
 
@@ -323,7 +298,7 @@ impl Core {
     /// A request rejected on arrival (queue full, or no room at a level
     /// that does not queue): it waited for nothing.
     pub(crate) fn reject_at_once(&mut self, tag: u32, reason: RejectReason, seats: u32) {
-        self.rejected_total[reason as usize] += 1;
+        self.counters.rejected[reason as usize] += 1;
         let tally = &mut self.tallies.get(tag).stats;
         tally.work_estimated_seats.observe(seats.into());
         tally.rejected[reason as usize] += 1;
@@ -366,7 +341,7 @@ impl Core {
         arrival: Instant,
         deadline: Instant,
     ) {
-        let q = self.ensure_queue(q);
+        let q = self.queues.ensure(q);
         self.note_arrival_at(q);
         let work = total_work(
             estimate.initial_seats,
@@ -379,21 +354,15 @@ impl Core {
         if let Some(flow) = slot.flow {
             self.flows.join(flow, q);
         }
-        if !self.queues[q].is_active() {
-            self.active_queues += 1;
-        }
-        let queue = &mut self.queues[q];
-        queue.waiting.push_back(Waiter {
+        let waiter = Waiter {
             slot,
             estimate,
             work,
-            arrival_r: self.r,
+            arrival_r: self.r(),
             arrival,
             deadline,
-        });
-        let length = queue.waiting.len() as u64;
-        queue.waiting_work += work;
-        queue.waiting_seats += estimate.max_seats() as u64;
+        };
+        let length = self.queues.push_waiting(q, waiter) as u64;
         let tally = &mut self.tallies.get(tag).stats;
         tally.waiting += 1;
         tally.waiting_seats += estimate.max_seats() as u64;
@@ -402,10 +371,8 @@ impl Core {
             .work_estimated_seats
             .observe(estimate.max_seats().into());
         self.tallies.note(Phase::Waiting, tag, 1, arrival);
-        self.waiting_seats += estimate.max_seats() as u64;
-        self.requests_waiting += 1;
-        self.deadlines.push(Reverse((deadline, seq, q)));
-        self.bound_and_reindex(q);
+        self.deadlines.push(deadline, seq, q);
+        self.queues.bound_and_reindex(q);
         self.note_demand(q);
     }
 
@@ -416,7 +383,7 @@ impl Core {
     /// request at a time when nothing executes, where Kubernetes would serve
     /// nothing until the next borrowing adjustment (docs/differences.md).
     pub(crate) fn dispatch_as_much_as_possible(&mut self, now: Instant, word: &AdmissionWord) {
-        while self.requests_waiting > 0 {
+        while self.queues.waiting() > 0 {
             let w = word.load();
             if w.seats_in_use >= w.limit && w.limit > 0 {
                 break;
@@ -428,7 +395,7 @@ impl Core {
     }
 
     fn dispatch_one(&mut self, now: Instant, word: &AdmissionWord) -> bool {
-        let Some(q) = self.next_queue() else {
+        let Some(q) = self.queues.next() else {
             return false;
         };
         let Some(head) = self.queues[q].waiting.front() else {
@@ -443,7 +410,7 @@ impl Core {
         if !word.try_take(
             head.estimate.max_seats(),
             estimate.max_seats(),
-            self.lingering_seats,
+            self.lingering.seats(),
         ) {
             // Kubernetes counts each dispatch attempt whose chosen head
             // does not fit in the free seats.
@@ -452,10 +419,10 @@ impl Core {
             return false;
         }
         if capped {
-            self.clamped_estimates += 1;
+            self.counters.clamped_estimates += 1;
         }
-        let w = self.pop_head(q, now);
-        self.robin = Some(q);
+        let w = self.take_waiting(q, 0, now);
+        self.queues.set_robin(q);
         self.note_dispatch(q);
         self.queues[q].next_dispatch_r += w.work;
         let waited = duration_nanos(now.saturating_since(w.arrival));
@@ -464,15 +431,15 @@ impl Core {
             .begin_after_wait(estimate.max_seats(), waited);
         self.tallies.note(Phase::Executing, w.slot.tag, 1, now);
         self.begin_executing(q as u32, estimate.max_seats());
-        self.bound_and_reindex(q);
-        self.dispatched_total += 1;
-        let waker = w.slot.decide(SlotState::Dispatched {
-            queue: q as u32,
-            flow: w.slot.flow,
-            tag: w.slot.tag,
+        self.queues.bound_and_reindex(q);
+        self.counters.dispatched += 1;
+        let waker = w.slot.decide(SlotState::Dispatched(Held::dispatched(
+            q as u32,
+            w.slot.flow,
+            w.slot.tag,
             estimate,
-            start: now,
-        });
+            now,
+        )));
         self.wakers.extend(waker);
         true
     }
@@ -501,39 +468,10 @@ impl Core {
         std::mem::take(&mut self.wakers)
     }
 
-    /// The queue to dispatch from: least virtual finish, ties broken
-    /// round-robin from the queue after the last one chosen.
-    fn next_queue(&self) -> Option<usize> {
-        let &(min_vf, first) = self.ready.first()?;
-        let from = self.robin.map_or(0, |r| r + 1) % self.queues.len().max(1);
-        Some(
-            self.ready
-                .range((min_vf, from)..=(min_vf, usize::MAX))
-                .next()
-                .map_or(first, |&(_, q)| q),
-        )
-    }
-
-    fn pop_head(&mut self, q: usize, at: Instant) -> Waiter {
-        self.take_waiting(q, 0, at)
-    }
-
     /// Remove the `pos`-th waiting request of queue `q`, keeping every
     /// running total (queue and level) in step; it leaves at `at`.
     fn take_waiting(&mut self, q: usize, pos: usize, at: Instant) -> Waiter {
-        let was_active = self.queues[q].is_active();
-        let queue = &mut self.queues[q];
-        let w = queue
-            .waiting
-            .remove(pos)
-            .expect("a waiting request at this position");
-        queue.waiting_work -= w.work;
-        queue.waiting_seats -= w.estimate.max_seats() as u64;
-        self.waiting_seats -= w.estimate.max_seats() as u64;
-        self.requests_waiting -= 1;
-        if was_active && !self.queues[q].is_active() {
-            self.active_queues -= 1;
-        }
+        let w = self.queues.remove_waiting(q, pos);
         self.note_demand(q);
         self.untally_waiting(&w, at);
         w
@@ -557,7 +495,7 @@ impl Core {
         let Some(q) = self.take_rejected(slot, reason, at) else {
             return false;
         };
-        self.bound_and_reindex(q);
+        self.queues.bound_and_reindex(q);
         self.drop_undesired_empty_queues();
         true
     }
@@ -582,7 +520,7 @@ impl Core {
         if let Some(flow) = w.slot.flow {
             self.flows.leave(flow);
         }
-        self.rejected_total[reason as usize] += 1;
+        self.counters.rejected[reason as usize] += 1;
         let tally = &mut self.tallies.get(slot.tag).stats;
         tally.rejected[reason as usize] += 1;
         tally
@@ -596,8 +534,8 @@ impl Core {
     /// The earliest pending timer: a lingering release or a deadline.
     pub(crate) fn next_timer(&mut self) -> Option<Instant> {
         self.discard_stale_deadlines();
-        let linger = self.lingering.peek().map(|Reverse(l)| l.until);
-        let deadline = self.deadlines.peek().map(|Reverse((at, _, _))| *at);
+        let linger = self.lingering.next_end();
+        let deadline = self.deadlines.peek().map(|(at, _, _)| at);
         linger.into_iter().chain(deadline).min()
     }
 
@@ -605,20 +543,11 @@ impl Core {
     /// past their deadline, as of `at`. Returns seats to give back.
     pub(crate) fn expire(&mut self, at: Instant) -> (u32, Vec<Arc<WaitSlot>>) {
         let mut freed = 0;
-        while self
-            .lingering
-            .peek()
-            .is_some_and(|Reverse(l)| l.until <= at)
-        {
-            let Reverse(l) = self.lingering.pop().expect("peeked");
+        while let Some(l) = self.lingering.pop_due(at) {
             freed += self.end_lingering(&l);
         }
         let mut expired = Vec::new();
-        while let Some(&Reverse((deadline, seq, q))) = self.deadlines.peek() {
-            if deadline > at {
-                break;
-            }
-            self.deadlines.pop();
+        while let Some((_, seq, q)) = self.deadlines.pop_due(at) {
             let waiting = self
                 .queues
                 .get(q)
@@ -639,7 +568,7 @@ impl Core {
         touched.sort_unstable();
         touched.dedup();
         for &q in &touched {
-            self.bound_and_reindex(q);
+            self.queues.bound_and_reindex(q);
         }
         if !touched.is_empty() {
             self.drop_undesired_empty_queues();
@@ -649,10 +578,8 @@ impl Core {
 
     /// Apply a validated new configuration.
     pub(crate) fn reconfigure(&mut self, cfg: QueueSetConfig, dealer: Option<Dealer>) {
-        if self.queues.len() < cfg.queues as usize {
-            self.queues.resize_with(cfg.queues as usize, Queue::default);
-        }
-        self.seat_g = seats_times(1, cfg.service_time_guess);
+        self.queues.grow_to(cfg.queues as usize);
+        self.vclock.set_guess(cfg.service_time_guess);
         self.cfg = cfg;
         self.dealer = dealer;
         self.drop_undesired_empty_queues();
@@ -661,129 +588,72 @@ impl Core {
 
     // ----- bookkeeping -----------------------------------------------------
 
-    pub(crate) fn ensure_queue(&mut self, q: usize) -> usize {
-        if q >= self.queues.len() {
-            self.queues.resize_with(q + 1, Queue::default);
-        }
-        q
-    }
-
     /// A request arrives at queue `q`: an idle queue restarts at the current
     /// R (no credit for its idle time).
     fn note_arrival_at(&mut self, q: usize) {
         if !self.queues[q].is_active() {
-            self.queues[q].next_dispatch_r = self.r;
+            self.queues[q].next_dispatch_r = self.r();
         }
     }
 
     #[inline]
     fn begin_executing(&mut self, queue: u32, seats: u32) {
-        self.requests_executing += 1;
-        self.seats_in_use += seats as u64;
+        self.seats.executing += 1;
+        self.seats.in_use += seats as u64;
         if queue != NO_QUEUE {
-            let q = self.ensure_queue(queue as usize);
-            let queue = &mut self.queues[q];
-            if !queue.is_active() {
-                self.active_queues += 1;
-            }
-            queue.executing += 1;
-            queue.seats_in_use += seats;
-            self.queued_seats_in_use += seats as u64;
+            let q = self.queues.ensure(queue as usize);
+            self.queues.begin_executing(q, seats);
             self.note_demand(q);
         }
     }
 
     #[inline]
     fn end_executing(&mut self, queue: u32, initial_seats: u32, start: Instant, now: Instant) {
-        self.requests_executing -= 1;
+        self.seats.executing -= 1;
         if queue == NO_QUEUE {
             return;
         }
         let q = queue as usize;
         let correction = self.finish_correction(initial_seats, start, now);
-        let queue = &mut self.queues[q];
-        queue.executing -= 1;
-        if !queue.is_active() {
-            self.active_queues -= 1;
-        }
-        queue.next_dispatch_r -= correction;
-        self.bound_and_reindex(q);
+        self.queues.end_executing(q);
+        self.queues[q].next_dispatch_r -= correction;
+        self.queues.bound_and_reindex(q);
         self.note_demand(q);
     }
 
     #[inline]
     fn release(&mut self, queue: u32, seats: u32) {
-        self.seats_in_use -= seats as u64;
+        self.seats.in_use -= seats as u64;
         if queue == NO_QUEUE {
             return;
         }
         let q = queue as usize;
-        self.queues[q].seats_in_use -= seats;
-        self.queued_seats_in_use -= seats as u64;
+        self.queues.release(q, seats);
         self.note_demand(q);
         self.drop_undesired_empty_queues();
     }
 
-    /// Anti-windup: a queue's next dispatch never precedes the arrival of
-    /// its oldest waiting request. Then refresh its place in `ready`.
-    fn bound_and_reindex(&mut self, q: usize) {
-        let queue = &mut self.queues[q];
-        if let Some(head) = queue.waiting.front() {
-            queue.next_dispatch_r = queue.next_dispatch_r.max(head.arrival_r);
-        }
-        let key = queue
-            .waiting
-            .front()
-            .map(|head| queue.next_dispatch_r + head.work);
-        if key != queue.ready_key {
-            if let Some(old) = queue.ready_key {
-                self.ready.remove(&(old, q));
-            }
-            if let Some(new) = key {
-                self.ready.insert((new, q));
-            }
-            self.queues[q].ready_key = key;
-        }
-    }
-
     fn drop_undesired_empty_queues(&mut self) {
-        let desired = self.cfg.queues as usize;
-        while self.queues.len() > desired && self.queues.last().is_some_and(Queue::is_empty) {
-            self.queues.pop();
-        }
-        if self.robin.is_some_and(|r| r >= self.queues.len()) {
-            self.robin = self.queues.len().checked_sub(1);
-        }
+        self.queues.drop_undesired_empty(self.cfg.queues as usize);
     }
 
     fn discard_stale_deadlines(&mut self) {
-        while let Some(&Reverse((_, seq, q))) = self.deadlines.peek() {
-            let live = self
-                .queues
-                .get(q)
-                .is_some_and(|queue| queue.waiting.iter().any(|w| w.slot.seq == seq));
-            if live {
-                break;
-            }
-            self.deadlines.pop();
-        }
-        if self.deadlines.len() > 64 && self.deadlines.len() > 2 * self.requests_waiting as usize {
-            self.rebuild_deadlines();
-        }
-    }
-
-    fn rebuild_deadlines(&mut self) {
-        let live: Vec<_> = self
-            .queues
-            .iter()
-            .enumerate()
-            .flat_map(|(q, queue)| {
-                queue
-                    .waiting
-                    .iter()
-                    .map(move |w| Reverse((w.deadline, w.slot.seq, q)))
-            })
-            .collect();
-        self.deadlines = BinaryHeap::from(live);
+        let queues = &self.queues;
+        self.deadlines.discard_stale(
+            queues.waiting(),
+            |seq, q| {
+                queues
+                    .get(q)
+                    .is_some_and(|queue| queue.waiting.iter().any(|w| w.slot.seq == seq))
+            },
+            || {
+                queues.iter().enumerate().flat_map(|(q, queue)| {
+                    queue
+                        .waiting
+                        .iter()
+                        .map(move |w| (w.deadline, w.slot.seq, q))
+                })
+            },
+        );
     }
 }

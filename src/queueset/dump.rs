@@ -103,7 +103,7 @@ impl Core {
             })
             .collect();
         QueueSetDump {
-            current_r: self.r,
+            current_r: self.r(),
             queues,
             waiting,
         }

@@ -14,7 +14,6 @@ use super::core::{Core, Ended, FLOW_QUEUE, NO_QUEUE};
 use crate::clock::Instant;
 use crate::dealer::Dealer;
 use crate::work_estimate::WorkEstimate;
-use std::cmp::Reverse;
 use std::collections::HashMap;
 
 /// A busy flow: its queue and its requests waiting or executing there.
@@ -225,7 +224,7 @@ impl Core {
     /// leaving the flow to wait for the next finish every time. Called
     /// after the request stopped executing, before its seats are released.
     pub(crate) fn anticipates(&self, queue: u32, seats: u32) -> bool {
-        if !self.cfg.fairness.is_flow() || self.requests_waiting == 0 {
+        if !self.cfg.fairness.is_flow() || self.requests_waiting() == 0 {
             return false;
         }
         let Some(q) = self.queues.get(queue as usize) else {
@@ -234,23 +233,14 @@ impl Core {
         if !q.waiting.is_empty() {
             return false;
         }
-        let active = u64::from(self.active_queues) + u64::from(!q.is_active());
+        let active = u64::from(self.queues.active()) + u64::from(!q.is_active());
         let kept = u64::from(q.seats_in_use.saturating_sub(seats));
         kept * active < u64::from(self.cfg.concurrency_limit)
     }
 
     /// Seats held for flows' next requests.
     pub(crate) fn held_seats(&self) -> u32 {
-        if self.holds == 0 {
-            return 0;
-        }
-        let held: u64 = self
-            .lingering
-            .iter()
-            .filter(|Reverse(l)| l.for_flow.is_some())
-            .map(|Reverse(l)| u64::from(l.seats))
-            .sum();
-        held.min(u64::from(u32::MAX)) as u32
+        self.lingering.held_for_flows().min(u64::from(u32::MAX)) as u32
     }
 
     /// A new request of `flow` arrives under the flow policy: seats held
@@ -258,25 +248,10 @@ impl Core {
     /// for them as a newly active queue. Returns the seats to give back
     /// to the admission word.
     pub(crate) fn claim_hold(&mut self, flow: u64) -> u32 {
-        if self.holds == 0 {
-            return 0;
+        match self.lingering.take_hold_for(flow) {
+            Some(l) => self.end_lingering(&l),
+            None => 0,
         }
-        let held = self
-            .lingering
-            .iter()
-            .filter(|Reverse(l)| l.for_flow == Some(flow))
-            .map(|Reverse(l)| (l.until, l.seq))
-            .min();
-        let Some(key) = held else { return 0 };
-        let mut claimed = None;
-        self.lingering.retain(|Reverse(l)| {
-            if (l.until, l.seq) == key {
-                claimed = Some(*l);
-                return false;
-            }
-            true
-        });
-        claimed.map_or(0, |l| self.end_lingering(&l))
     }
 
     /// Once nothing waits, seats held for flows' next requests are free
@@ -284,17 +259,10 @@ impl Core {
     /// path (which runs only while nothing waits) never meets a hold.
     /// Returns the seats to give back to the admission word.
     pub(crate) fn release_holds_if_idle(&mut self) -> u32 {
-        if self.holds == 0 || self.requests_waiting > 0 {
+        if self.lingering.holds() == 0 || self.requests_waiting() > 0 {
             return 0;
         }
-        let mut held = Vec::new();
-        self.lingering.retain(|Reverse(l)| {
-            if l.for_flow.is_some() {
-                held.push(*l);
-                return false;
-            }
-            true
-        });
+        let held = self.lingering.take_holds();
         held.iter().map(|l| self.end_lingering(l)).sum()
     }
 

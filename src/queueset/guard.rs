@@ -30,12 +30,12 @@ impl Guard<'_> {
 
     /// When the request started executing.
     pub fn start_time(&self) -> Instant {
-        self.exec().start
+        self.exec().start_time()
     }
 
     /// The work estimate it holds seats for (after clamping).
     pub fn estimate(&self) -> WorkEstimate {
-        self.exec().estimate
+        self.exec().estimate()
     }
 
     /// The queue it belongs to, if the level queues.

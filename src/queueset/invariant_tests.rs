@@ -4,6 +4,8 @@
 
 use super::config::QueueSetConfig;
 use super::core::{Core, FLOW_QUEUE};
+use super::held::Held;
+use super::shards::ANY_SHARD;
 use super::wait::WaitSlot;
 use crate::clock::Instant;
 use crate::sync::Arc;
@@ -71,6 +73,27 @@ fn flow_core_with_request() -> (Core, WorkEstimate) {
     (core, estimate)
 }
 
+/// [`FLOW`]'s request as its execution holds it (admitted lock-free).
+fn flow_held(estimate: WorkEstimate) -> Held {
+    Held {
+        shard: ANY_SHARD,
+        queue: FLOW_QUEUE,
+        flow: Some(FLOW),
+        tag: 0,
+        estimate,
+        start: Instant::ZERO,
+        released: 0,
+    }
+}
+
+/// The same after it released one seat.
+fn released_one(estimate: WorkEstimate) -> Held {
+    Held {
+        released: 1,
+        ..flow_held(estimate)
+    }
+}
+
 fn at(ms: u64) -> Instant {
     Instant::from_nanos(ms * 1_000_000)
 }
@@ -80,18 +103,9 @@ fn at(ms: u64) -> Instant {
 #[test]
 fn release_then_finish_passes() {
     let (mut core, estimate) = flow_core_with_request();
-    core.release_early(
-        FLOW_QUEUE,
-        Some(FLOW),
-        0,
-        estimate,
-        2,
-        1,
-        Instant::ZERO,
-        at(1),
-    );
+    core.release_early(&flow_held(estimate), 1, at(1));
     core.check_invariants();
-    let charged = super::core::charged_seats(estimate, 1);
+    let charged = released_one(estimate).charged_seats();
     core.replay_finish_flow(FLOW, 0, charged, 1, Instant::ZERO, at(2));
     core.check_invariants();
     assert!(core.queues.iter().all(|q| q.seats_in_use == 0));
@@ -127,9 +141,9 @@ fn a_phantom_seat_is_caught_beside_unqueued_seats() {
 /// The finish of the seat still held, then the release of the other seat
 /// as the unfixed code applied it once the flow had left the table.
 fn finish_then_release_lost(core: &mut Core, estimate: WorkEstimate) {
-    let charged = super::core::charged_seats(estimate, 1);
+    let charged = released_one(estimate).charged_seats();
     core.replay_finish_flow(FLOW, 0, charged, 1, Instant::ZERO, at(2));
-    core.seats_in_use -= 1;
+    core.seats.in_use -= 1;
     core.tallies.get(0).release(1);
 }
 
@@ -139,16 +153,7 @@ fn finish_then_release_lost(core: &mut Core, estimate: WorkEstimate) {
 #[should_panic(expected = "in the flow table")]
 fn a_release_of_a_flow_gone_from_the_table_is_reported() {
     let (mut core, estimate) = flow_core_with_request();
-    let charged = super::core::charged_seats(estimate, 1);
+    let charged = released_one(estimate).charged_seats();
     core.replay_finish_flow(FLOW, 0, charged, 1, Instant::ZERO, at(2));
-    core.release_early(
-        FLOW_QUEUE,
-        Some(FLOW),
-        0,
-        estimate,
-        2,
-        1,
-        Instant::ZERO,
-        at(3),
-    );
+    core.release_early(&flow_held(estimate), 1, at(3));
 }

@@ -65,6 +65,7 @@ mod dump;
 mod failure_tests;
 mod flows;
 mod guard;
+mod held;
 #[cfg(shuttle)]
 #[doc(hidden)]
 pub mod history;
@@ -73,10 +74,14 @@ pub mod history;
 // there: in a release build there is nothing for them to catch.
 #[cfg(all(test, debug_assertions, not(loom)))]
 mod invariant_tests;
+#[cfg(test)]
+mod ledger;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
+#[cfg(all(test, not(loom)))]
+mod reference_order_tests;
 mod shards;
 mod utilization;
 pub mod vtime;
@@ -91,9 +96,10 @@ pub use dump::{QueueDump, QueueSetDump, WaitingDump};
 pub use guard::{Guard, Ticket};
 
 use self::admission::AdmissionWord;
-use self::core::{Core, FLOW_QUEUE, NO_QUEUE};
+use self::core::Core;
+use self::held::Held;
 use self::paths::{Locked, Routing, Shared};
-use self::shards::{Shards, ANY_SHARD};
+use self::shards::Shards;
 use self::wait::{SlotState, WaitSlot};
 use crate::clock::{Clock, Instant};
 use crate::stats::{ReadWriteHandle, SeatDemandHandle, TagStats, Utilization};
@@ -175,6 +181,21 @@ pub enum Admission<'q> {
     Rejected(RejectReason),
 }
 
+/// A level's execution-time totals since it was created (less the tallies
+/// of flow schemas forgotten since), with its seats in use and limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct LatencyTotals {
+    /// Requests that finished executing.
+    pub(crate) completed: u64,
+    /// The sum of their execution times, nanoseconds.
+    pub(crate) latency_nanos: u128,
+    /// Seats held now (executing or lingering).
+    pub(crate) seats_in_use: u64,
+    /// Requests waiting in its queues now.
+    pub(crate) waiting: u64,
+    /// The level's concurrency limit now.
+    pub(crate) limit: u32,
+}
 /// Counters and gauges of one queueset.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueSetStats {
@@ -317,15 +338,7 @@ impl QueueSet {
     #[inline]
     pub(crate) fn admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
         match self.shared.try_fast_start(request, tag) {
-            Some((queue, flow, start, shard)) => RawAdmission::Execute(Execution {
-                shard,
-                queue,
-                flow,
-                tag,
-                estimate: request.estimate,
-                start,
-                released: 0,
-            }),
+            Some(held) => RawAdmission::Execute(Execution { held }),
             None => self.shared.slow_start(request, tag),
         }
     }
@@ -341,16 +354,8 @@ impl QueueSet {
 
     /// Finish at `now`, a time just read from this queueset's clock.
     fn finish_execution_now(&self, exec: Execution, now: Instant) {
-        self.shared.finish(
-            exec.shard,
-            exec.queue,
-            exec.flow,
-            exec.tag,
-            exec.estimate,
-            exec.held_seats(),
-            exec.start,
-            now.max(exec.start),
-        );
+        let end = now.max(exec.held.start);
+        self.shared.finish(exec.held, end);
     }
 
     /// Give back `seats` of an executing request's seats now, while it
@@ -368,8 +373,7 @@ impl QueueSet {
     /// [`Execution::begin_release`]. Takes the level lock and may wake
     /// waiters (which can run user code): call it holding no lock of yours.
     pub(crate) fn complete_release(&self, p: PendingRelease) {
-        self.shared
-            .release_early(p.queue, p.flow, p.tag, p.estimate, p.held, p.seats, p.start);
+        self.shared.release_early(&p.before, p.seats);
     }
 
     /// Give back every seat the request still holds (see
@@ -404,25 +408,8 @@ impl QueueSet {
         self.shared.cancel(&waiting.slot);
         match waiting.slot.try_take(None) {
             Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
-            Some(SlotState::Dispatched {
-                queue,
-                flow,
-                tag,
-                estimate,
-                start,
-            }) => {
-                self.finish_execution_now(
-                    Execution {
-                        shard: ANY_SHARD,
-                        queue,
-                        flow,
-                        tag,
-                        estimate,
-                        start,
-                        released: 0,
-                    },
-                    self.shared.clock.now(),
-                );
+            Some(SlotState::Dispatched(held)) => {
+                self.finish_execution_now(Execution { held }, self.shared.clock.now());
                 false
             }
             _ => false,
@@ -448,6 +435,25 @@ impl QueueSet {
     /// sees every change up to this instant rather than the last replay.
     pub fn catch_up(&self) {
         drop(self.shared.lock_and_drain());
+    }
+
+    /// What the adaptive limit reads of this level each update interval
+    /// (see [`crate::adaptive`]): the ring replayed first, then the
+    /// execution-time tallies the replay already keeps, summed over tags.
+    /// The hot path pays nothing for it.
+    pub(crate) fn latency_totals(&self) -> LatencyTotals {
+        let st = self.shared.lock_and_drain();
+        let core = &st.core;
+        let (completed, latency_nanos) = core.tallies.iter().fold((0u64, 0u128), |(n, sum), t| {
+            (n + t.execution.count(), sum + t.execution.sum())
+        });
+        LatencyTotals {
+            completed,
+            latency_nanos,
+            seats_in_use: core.seats.in_use,
+            waiting: u64::from(core.requests_waiting()),
+            limit: core.cfg.concurrency_limit,
+        }
     }
 
     /// Report this level's seat demand (seats in use plus seats waiting,
@@ -492,12 +498,12 @@ impl QueueSet {
         QueueSetStats {
             concurrency_limit: w.limit,
             seats_in_use: w.seats_in_use,
-            requests_executing: core.requests_executing,
-            requests_waiting: core.requests_waiting,
+            requests_executing: core.requests_executing(),
+            requests_waiting: core.requests_waiting(),
             queues: core.queues.len(),
-            dispatched_from_queues: core.dispatched_total,
-            rejected: core.rejected_total,
-            clamped_estimates: core.clamped_estimates,
+            dispatched_from_queues: core.counters.dispatched,
+            rejected: core.counters.rejected,
+            clamped_estimates: core.counters.clamped_estimates,
             held_seats: core.held_seats(),
         }
     }
@@ -523,7 +529,7 @@ impl QueueSet {
     /// The level's virtual time R, in [`vtime::VTime`] units (2^-20
     /// seat-nanoseconds; [`vtime::to_seat_seconds`] converts).
     pub fn current_r(&self) -> vtime::VTime {
-        self.shared.lock_and_drain().core.r
+        self.shared.lock_and_drain().core.r()
     }
 
     /// Kubernetes' virtual-time gauges as of the last dispatch from a queue
@@ -590,41 +596,29 @@ pub enum RawAdmission {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "an execution holds seats until it is finished"]
 pub struct Execution {
-    /// The shard whose ring holds its start record ([`ANY_SHARD`] when the
-    /// slow path accounted its start): its finish record goes there too.
-    shard: u32,
-    /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
-    /// (the queue is then chosen at replay and found in the flow table).
-    queue: u32,
-    /// The flow's hash when the flow fairness policy admitted it: the
-    /// request counts in the level's flow table until it finishes.
-    flow: Option<u64>,
-    tag: u32,
-    estimate: WorkEstimate,
-    start: Instant,
-    /// Seats already given back by [`QueueSet::release_seats`].
-    released: u32,
+    /// The request and the seats it holds (`held.rs`).
+    held: Held,
 }
 
 impl Execution {
     /// When the request started executing.
     pub fn start_time(&self) -> Instant {
-        self.start
+        self.held.start
     }
     /// The work estimate it holds seats for (after clamping).
     pub fn estimate(&self) -> WorkEstimate {
-        self.estimate
+        self.held.estimate
     }
     /// The queue it belongs to, if the level queues and the queue was
     /// chosen at admission (under the flow fairness policy a request
     /// admitted lock-free has its queue chosen later, under the level lock,
     /// and this is None).
     pub fn queue(&self) -> Option<u32> {
-        (self.queue != NO_QUEUE && self.queue != FLOW_QUEUE).then_some(self.queue)
+        self.held.known_queue()
     }
     /// The seats it still holds: its estimate's, less those released.
     pub fn held_seats(&self) -> u32 {
-        self.estimate.max_seats() - self.released
+        self.held.seats()
     }
 
     /// The first half of a release: check it and count the seats as no
@@ -633,29 +627,8 @@ impl Execution {
     /// holder can check under its own lock and give the seats back after
     /// dropping it (the C ABI's request table).
     pub(crate) fn begin_release(&mut self, seats: u32) -> Result<PendingRelease, ReleaseError> {
-        let held = self.held_seats();
-        if seats == 0 {
-            return Err(ReleaseError::ZeroSeats);
-        }
-        if held == 0 {
-            return Err(ReleaseError::NothingHeld);
-        }
-        if seats > held {
-            return Err(ReleaseError::MoreThanHeld {
-                held,
-                requested: seats,
-            });
-        }
-        self.released += seats;
-        Ok(PendingRelease {
-            queue: self.queue,
-            flow: self.flow,
-            tag: self.tag,
-            estimate: self.estimate,
-            held,
-            seats,
-            start: self.start,
-        })
+        let before = self.held.begin_release(seats)?;
+        Ok(PendingRelease { before, seats })
     }
 }
 
@@ -664,13 +637,10 @@ impl Execution {
 #[derive(Debug)]
 #[must_use = "the seats are given back only by QueueSet::complete_release"]
 pub(crate) struct PendingRelease {
-    queue: u32,
-    flow: Option<u64>,
-    tag: u32,
-    estimate: WorkEstimate,
-    held: u32,
+    /// The request as it was before the release.
+    before: Held,
+    /// The seats it gives back.
     seats: u32,
-    start: Instant,
 }
 
 /// Why [`QueueSet::release_seats`] refused: nothing changed.
@@ -740,21 +710,7 @@ impl Waiting {
 
 fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
     match decision {
-        SlotState::Dispatched {
-            queue,
-            flow,
-            tag,
-            estimate,
-            start,
-        } => Ok(Execution {
-            shard: ANY_SHARD,
-            queue,
-            flow,
-            tag,
-            estimate,
-            start,
-            released: 0,
-        }),
+        SlotState::Dispatched(held) => Ok(Execution { held }),
         SlotState::Rejected(reason) => Err(reason),
         SlotState::Waiting(_) | SlotState::Taken => Err(RejectReason::Cancelled),
     }

@@ -6,7 +6,8 @@
 
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
-use super::core::{charged_seats, Core, Ended, FLOW_QUEUE, NO_QUEUE};
+use super::core::{Core, Ended, FLOW_QUEUE, NO_QUEUE};
+use super::held::Held;
 use super::shards::{next_in_order, Busy, Shards};
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
@@ -122,15 +123,11 @@ pub(super) struct Locked {
 
 impl Shared {
     /// The hot path: take seats with one CAS if nothing waits and they fit.
-    /// Returns the request's queue ([`FLOW_QUEUE`] under the flow policy:
-    /// chosen at replay), its flow under the flow policy, its start time
-    /// and the shard whose ring holds its start record.
+    /// Returns the held request: its queue ([`FLOW_QUEUE`] under the flow
+    /// policy: chosen at replay), its flow under the flow policy, its start
+    /// time and the shard whose ring holds its start record.
     #[inline]
-    pub(super) fn try_fast_start(
-        &self,
-        request: &Request,
-        tag: u32,
-    ) -> Option<(u32, Option<u64>, Instant, u32)> {
+    pub(super) fn try_fast_start(&self, request: &Request, tag: u32) -> Option<Held> {
         let estimate = request.estimate;
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
@@ -161,7 +158,15 @@ impl Shared {
                     at,
                 },
             );
-            return Some((queue, Some(request.flow_hash), at, shard_index));
+            return Some(Held {
+                shard: shard_index,
+                queue,
+                flow: Some(request.flow_hash),
+                tag,
+                estimate,
+                start: at,
+                released: 0,
+            });
         }
         self.record(
             shard_index,
@@ -175,7 +180,15 @@ impl Shared {
                 at,
             },
         );
-        Some((queue, None, at, shard_index))
+        Some(Held {
+            shard: shard_index,
+            queue,
+            flow: None,
+            tag,
+            estimate,
+            start: at,
+            released: 0,
+        })
     }
 
     /// The queue Kubernetes picks when no queue has waiting work: the card
@@ -227,12 +240,7 @@ impl Shared {
     pub(super) fn fail(&self, st: &mut Locked) {
         self.word.set_failed();
         self.word.clear_slow();
-        let waiters: Vec<_> = st
-            .core
-            .queues
-            .iter_mut()
-            .flat_map(|q| q.waiting.drain(..))
-            .collect();
+        let waiters = st.core.queues.drain_waiting_of_failed_level();
         let now = self.clock.now();
         for w in waiters {
             st.core.tallies.note(Phase::Waiting, w.slot.tag, -1, now);
@@ -485,13 +493,7 @@ impl Shared {
             st.core.replay_start(NO_QUEUE, tag, estimate, now);
             st.core.observe_demand();
             return RawAdmission::Execute(Execution {
-                shard: super::shards::ANY_SHARD,
-                queue: NO_QUEUE,
-                flow: None,
-                tag,
-                estimate,
-                start: now,
-                released: 0,
+                held: Held::dispatched(NO_QUEUE, None, tag, estimate, now),
             });
         };
         let mut held = 0;
@@ -537,7 +539,7 @@ impl Shared {
         let joined = Joined {
             queue_length: st.core.queues[q].waiting.len() as u32,
             queue: q as u32,
-            current_r: st.core.r,
+            current_r: st.core.r(),
         };
         // Invariant 1 of the admission word: set before anyone can see the
         // waiter (the lock is held), so no hot path overtakes it from now.
@@ -576,7 +578,7 @@ impl Shared {
     /// The end of a decision that does not settle: lift the reclaim fence
     /// if nothing waits (invariant 1 of the word keeps `SLOW` otherwise).
     pub(super) fn unfence(&self, st: &Locked) {
-        if st.core.requests_waiting == 0 {
+        if st.core.requests_waiting() == 0 {
             self.word.clear_slow();
         }
     }
@@ -601,7 +603,7 @@ impl Shared {
             self.word.give_back(unheld);
         }
         st.core.observe_demand();
-        if st.core.requests_waiting == 0 {
+        if st.core.requests_waiting() == 0 {
             self.word.clear_slow();
         }
         let next = st.core.next_timer();
@@ -614,27 +616,17 @@ impl Shared {
         st.core.check_invariants();
     }
 
-    /// Finish a request that still holds `held` of its seats (its
-    /// estimate's, less any it released early): only those are given back.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn finish(
-        &self,
-        shard: u32,
-        queue: u32,
-        flow: Option<u64>,
-        tag: u32,
-        estimate: WorkEstimate,
-        held: u32,
-        start: Instant,
-        end: Instant,
-    ) {
-        let fast = estimate.additional_latency.is_zero() && !self.word.load().slow;
+    /// Finish a held request at `end`: only the seats it still holds (its
+    /// estimate's, less any it released early) are given back.
+    pub(super) fn finish(&self, held: Held, end: Instant) {
+        let fast = held.estimate.additional_latency.is_zero() && !self.word.load().slow;
         if fast {
-            let seats = held;
-            let initial_seats = charged_seats(estimate, held);
-            let record = match flow {
+            let seats = held.seats();
+            let initial_seats = held.charged_seats();
+            let (tag, start) = (held.tag, held.start);
+            let record = match held.flow {
                 None => Record::Finish {
-                    queue,
+                    queue: held.queue,
                     tag,
                     initial_seats,
                     seats,
@@ -650,7 +642,7 @@ impl Shared {
                     at: end,
                 },
             };
-            let ring = &self.shards.for_finish(shard).ring;
+            let ring = &self.shards.for_finish(held.shard).ring;
             if ring.push(record).is_ok() {
                 // The record is in the ring before the seats are free, so a
                 // start that takes these seats is recorded after this finish
@@ -661,60 +653,39 @@ impl Shared {
                 return;
             }
         }
-        self.slow_finish(queue, flow, tag, estimate, held, start, end);
+        self.slow_finish(&held, end);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn slow_finish(
-        &self,
-        queue: u32,
-        flow: Option<u64>,
-        tag: u32,
-        estimate: WorkEstimate,
-        held: u32,
-        start: Instant,
-        end: Instant,
-    ) {
+    pub(super) fn slow_finish(&self, held: &Held, end: Instant) {
         let mut st = self.lock_and_drain();
         if self.is_failed() {
             // No accounting on a failed level: just free the seats.
-            self.word.give_back(held);
+            self.word.give_back(held.seats());
             return;
         }
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Finish, end);
         st.core.sync(end);
-        let freed = st.core.finish(queue, flow, tag, estimate, held, start, end);
+        let freed = st.core.finish(held, end);
         self.word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &self.word);
         self.settle_and_unlock(st);
     }
 
-    /// An executing request that holds `held` seats gives `seats` of them
-    /// back now and keeps executing. Always under the level lock (a release
-    /// happens once per long request, not per request): the core learns of
-    /// it before the seats are free in the word, and dispatches waiters
-    /// that now fit.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn release_early(
-        &self,
-        queue: u32,
-        flow: Option<u64>,
-        tag: u32,
-        estimate: WorkEstimate,
-        held: u32,
-        seats: u32,
-        start: Instant,
-    ) {
+    /// An executing request (`before`, as it was before this release) gives
+    /// `seats` of its seats back now and keeps executing. Always under the
+    /// level lock (a release happens once per long request, not per
+    /// request): the core learns of it before the seats are free in the
+    /// word, and dispatches waiters that now fit.
+    pub(super) fn release_early(&self, before: &Held, seats: u32) {
         let mut st = self.lock_and_drain();
         if self.is_failed() {
             self.word.give_back(seats);
             return;
         }
-        let now = self.clock.now().max(start);
+        let now = self.clock.now().max(before.start);
         st.core.sync(now);
-        st.core
-            .release_early(queue, flow, tag, estimate, held, seats, start, now);
+        st.core.release_early(before, seats, now);
         self.word.give_back(seats);
         st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);

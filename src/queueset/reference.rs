@@ -37,11 +37,53 @@ pub enum Event {
     Rejected(RequestId, RejectReason),
 }
 
+/// How waiting requests are ordered under `flow` and `flow-maxmin` (the
+/// Kubernetes policy ignores it). A reference-only switch: the optimised
+/// core implements [`WaitingOrder::Queues`], and the model's default stays
+/// that, so the differential tests compare like with like until the core
+/// follows [`WaitingOrder::Flows`] (docs/flow-fairness.md, "Ordering
+/// waiting requests among many flows").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WaitingOrder {
+    /// Today's: least virtual finish among queues, each queue first come
+    /// first served, the front request waiting until it fits.
+    #[default]
+    Queues,
+    /// Issue 22's design: least virtual finish among flows (each flow's
+    /// virtual start `S_f`, its requests in arrival order), queues keeping
+    /// only isolation and length limits; a front that does not fit is
+    /// backfilled within a bypass allowance of its seats × G, then
+    /// reserves; a flow's state is forgotten when it is idle.
+    Flows,
+}
+
+/// A flow's fair-queuing state under [`WaitingOrder::Flows`], kept while
+/// the flow is active (a request waiting, executing, or seats lingering
+/// for it).
+#[derive(Debug, Clone, Copy)]
+struct FlowClock {
+    /// The flow's virtual start: its next request's virtual start time.
+    start: VTime,
+    /// When the flow last became ready or was dispatched from: ties
+    /// between equal finish times go round robin in this order.
+    turn: u64,
+    /// The service time its requests are charged per initial seat at
+    /// dispatch: its last request's, or (a new flow) the level's last.
+    guess: Duration,
+}
+
 #[derive(Debug, Clone)]
 struct Waiting {
     id: RequestId,
     /// Its flow, when the flow policy queued it.
     flow: Option<u64>,
+    /// Its flow hash, whatever the policy (per-flow order).
+    hash: u64,
+    /// Arrival order (per-flow order: a flow's requests go in it).
+    seq: u64,
+    /// Per-flow order: the guessed work that may still be backfilled past
+    /// this request while it is the front and does not fit.
+    bypass_left: VTime,
     estimate: WorkEstimate,
     work: VTime,
     arrival_r: VTime,
@@ -69,6 +111,9 @@ impl Queue {
 struct Executing {
     queue: Option<usize>,
     flow: Option<u64>,
+    hash: u64,
+    /// Per-flow order: the service time it was charged per initial seat.
+    guess: Duration,
     estimate: WorkEstimate,
     start: Instant,
     /// Seats it still holds (fewer than its estimate's after a release).
@@ -79,6 +124,8 @@ struct Executing {
 struct Lingering {
     until: Instant,
     queue: Option<usize>,
+    /// The flow whose request left these seats.
+    hash: u64,
     seats: u32,
     /// Held for this flow's next request (flow policy's anticipation).
     for_flow: Option<u64>,
@@ -106,6 +153,13 @@ pub struct ReferenceQueueSet {
     /// executing. A flow is busy from its first request's arrival until
     /// its last one finishes or is refused.
     flows: HashMap<u64, (usize, u32)>,
+    order: WaitingOrder,
+    /// Per-flow order: each active flow's state.
+    flow_clocks: HashMap<u64, FlowClock>,
+    arrivals: u64,
+    turns: u64,
+    /// Per-flow order: the last finished request's service time.
+    last_service: Option<Duration>,
 }
 
 impl ReferenceQueueSet {
@@ -129,7 +183,24 @@ impl ReferenceQueueSet {
             events: Vec::new(),
             clamped_estimates: 0,
             flows: HashMap::new(),
+            order: WaitingOrder::Queues,
+            flow_clocks: HashMap::new(),
+            arrivals: 0,
+            turns: 0,
+            last_service: None,
         })
+    }
+
+    /// The same queueset ordering waiting requests by `order` under the
+    /// flow policies.
+    pub fn with_waiting_order(mut self, order: WaitingOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Whether per-flow order applies now.
+    fn by_flow(&self) -> bool {
+        self.order == WaitingOrder::Flows && self.cfg.fairness.is_flow()
     }
 
     /// Events since the last call, in the order they happened.
@@ -159,6 +230,10 @@ impl ReferenceQueueSet {
     }
     pub fn current_r(&self) -> VTime {
         self.r
+    }
+    /// Per-flow order: `flow_hash`'s virtual start, while it is active.
+    pub fn flow_virtual_start(&self, flow_hash: u64) -> Option<VTime> {
+        self.flow_clocks.get(&flow_hash).map(|c| c.start)
     }
     /// Queues currently held (desired ones and undesired ones still draining).
     pub fn queue_count(&self) -> usize {
@@ -230,6 +305,11 @@ impl ReferenceQueueSet {
     /// once nothing waits, they are free again (a new request then takes
     /// free seats directly).
     fn end_of_operation(&mut self) {
+        self.release_holds_if_nothing_waits();
+        self.forget_idle_flows();
+    }
+
+    fn release_holds_if_nothing_waits(&mut self) {
         if self.requests_waiting > 0 {
             return;
         }
@@ -259,7 +339,7 @@ impl ReferenceQueueSet {
             if !self.can_accommodate(estimate.max_seats()) {
                 return Outcome::Rejected(RejectReason::ConcurrencyLimit);
             }
-            self.begin_executing(id, None, None, estimate, now);
+            self.begin_executing(id, None, None, flow_hash, estimate, now);
             return Outcome::Execute;
         };
         let dealer = dealer.clone();
@@ -293,9 +373,28 @@ impl ReferenceQueueSet {
         if let Some(f) = flow {
             self.flows.entry(f).or_insert((q, 0)).1 += 1;
         }
+        if self.by_flow() {
+            // A flow not active starts level with R: no credit, no debt.
+            let (r, turn) = (self.entry_start(), self.turns);
+            let guess = self.last_service.unwrap_or(self.cfg.service_time_guess);
+            let ready = !self.flow_waits(flow_hash);
+            let clock = self.flow_clocks.entry(flow_hash).or_insert(FlowClock {
+                start: r,
+                turn,
+                guess,
+            });
+            if ready {
+                clock.turn = turn;
+                self.turns += 1;
+            }
+        }
+        self.arrivals += 1;
         self.queues[q].waiting.push_back(Waiting {
             id,
             flow,
+            hash: flow_hash,
+            seq: self.arrivals,
+            bypass_left: seats_times(estimate.max_seats(), self.cfg.service_time_guess),
             estimate,
             work,
             arrival_r: self.r,
@@ -339,11 +438,20 @@ impl ReferenceQueueSet {
             // Charged for the initial seats it still holds; those it
             // released were charged at the release.
             let charged = ex.estimate.initial_seats.min(ex.held);
+            let correction =
+                seats_times(charged, self.cfg.service_time_guess) - seats_times(charged, actual);
             let queue = &mut self.queues[q];
             queue.executing -= 1;
-            queue.next_dispatch_r -=
-                seats_times(charged, self.cfg.service_time_guess) - seats_times(charged, actual);
+            queue.next_dispatch_r -= correction;
             self.bound_next_dispatch(q);
+            let correction = seats_times(charged, ex.guess) - seats_times(charged, actual);
+            self.correct_flow(ex.hash, correction);
+            if self.by_flow() {
+                self.last_service = Some(actual);
+                if let Some(clock) = self.flow_clocks.get_mut(&ex.hash) {
+                    clock.guess = actual;
+                }
+            }
         }
         // Only the seats still held are given back or held: those released
         // early went back at their release (never held for the flow), and a
@@ -351,10 +459,16 @@ impl ReferenceQueueSet {
         let seats = ex.held;
         if ex.estimate.additional_latency.is_zero() || seats == 0 {
             if let (Some(flow), Some(q), true) = (ex.flow, ex.queue, seats > 0) {
-                if self.anticipate(q, seats) {
+                let anticipate = if self.by_flow() {
+                    self.anticipate_for_flow(flow)
+                } else {
+                    self.anticipate(q, seats)
+                };
+                if anticipate {
                     self.lingering.push(Lingering {
                         until: now.saturating_add(self.cfg.anticipation().unwrap_or_default()),
                         queue: Some(q),
+                        hash: ex.hash,
                         seats,
                         for_flow: Some(flow),
                     });
@@ -368,6 +482,7 @@ impl ReferenceQueueSet {
             self.lingering.push(Lingering {
                 until,
                 queue: ex.queue,
+                hash: ex.hash,
                 seats,
                 for_flow: None,
             });
@@ -404,12 +519,15 @@ impl ReferenceQueueSet {
         let before = ex.estimate.initial_seats.min(ex.held);
         ex.held -= seats;
         let refunded = before - ex.estimate.initial_seats.min(ex.held);
-        let (queue, start) = (ex.queue, ex.start);
+        let (queue, start, hash, guess) = (ex.queue, ex.start, ex.hash, ex.guess);
         if let Some(q) = queue {
             let held_for = now.saturating_since(start);
-            self.queues[q].next_dispatch_r -= seats_times(refunded, self.cfg.service_time_guess)
+            let correction = seats_times(refunded, self.cfg.service_time_guess)
                 - seats_times(refunded, held_for);
+            self.queues[q].next_dispatch_r -= correction;
             self.bound_next_dispatch(q);
+            let correction = seats_times(refunded, guess) - seats_times(refunded, held_for);
+            self.correct_flow(hash, correction);
         }
         self.give_back(queue, seats);
         self.dispatch_as_much_as_possible(now);
@@ -505,6 +623,10 @@ impl ReferenceQueueSet {
                     .map(|w| w.estimate.max_seats() as u64)
                     .sum::<u64>()
         };
+        if self.by_flow() {
+            self.sync_by_flow(dt);
+            return;
+        }
         if self.cfg.fairness.is_max_min() {
             // The water level of the active queues' demands (waterlevel.rs).
             let mut demands: Vec<u64> = self
@@ -612,6 +734,274 @@ impl ReferenceQueueSet {
         if let Some(head) = queue.waiting.front() {
             queue.next_dispatch_r = queue.next_dispatch_r.max(head.arrival_r);
         }
+        self.bound_flows();
+    }
+
+    // ----- per-flow order (WaitingOrder::Flows) -----------------------------
+
+    /// Each flow's oldest waiting request: hash → (queue, index in it).
+    fn flow_heads(&self) -> HashMap<u64, (usize, usize)> {
+        let mut heads: HashMap<u64, (u64, usize, usize)> = HashMap::new();
+        for (q, queue) in self.queues.iter().enumerate() {
+            for (i, w) in queue.waiting.iter().enumerate() {
+                let e = heads.entry(w.hash).or_insert((w.seq, q, i));
+                if w.seq < e.0 {
+                    *e = (w.seq, q, i);
+                }
+            }
+        }
+        heads
+            .into_iter()
+            .map(|(h, (_, q, i))| (h, (q, i)))
+            .collect()
+    }
+
+    fn flow_waits(&self, hash: u64) -> bool {
+        self.queues
+            .iter()
+            .any(|q| q.waiting.iter().any(|w| w.hash == hash))
+    }
+
+    /// Whether `hash` has a request executing.
+    fn flow_executes(&self, hash: u64) -> bool {
+        self.executing.values().any(|ex| ex.hash == hash)
+    }
+
+    /// Seats in use by `hash`'s executing requests and lingering for it.
+    fn flow_seats(&self, hash: u64) -> u64 {
+        let executing: u64 = self
+            .executing
+            .values()
+            .filter(|ex| ex.hash == hash && ex.queue.is_some())
+            .map(|ex| ex.held as u64)
+            .sum();
+        let lingering: u64 = self
+            .lingering
+            .iter()
+            .filter(|l| l.hash == hash && l.queue.is_some())
+            .map(|l| l.seats as u64)
+            .sum();
+        executing + lingering
+    }
+
+    /// The anti-windup bound, per flow: a flow's virtual start never
+    /// precedes the R at which its oldest waiting request arrived.
+    fn bound_flows(&mut self) {
+        if !self.by_flow() {
+            return;
+        }
+        for (hash, (q, i)) in self.flow_heads() {
+            let arrival = self.queues[q].waiting[i].arrival_r;
+            if let Some(clock) = self.flow_clocks.get_mut(&hash) {
+                clock.start = clock.start.max(arrival);
+            }
+        }
+    }
+
+    /// Where a flow that was not active starts: level with R, or with the
+    /// least virtual start of the flows with requests waiting if that is
+    /// later (those flows then got seats that R credited to flows using
+    /// less; a newcomer starting behind them would be served ahead of them
+    /// until it caught up, the credit issue 22 forbids).
+    fn entry_start(&self) -> VTime {
+        let waiting_min = self
+            .flow_heads()
+            .keys()
+            .filter_map(|h| {
+                let clock = self.flow_clocks.get(h)?;
+                Some(clock.start - self.flow_in_flight(*h))
+            })
+            .min();
+        waiting_min.map_or(self.r, |m| m.max(self.r))
+    }
+
+    /// The work `hash`'s executing requests were charged at dispatch for
+    /// their initial seats (what its virtual start counts ahead of the
+    /// service it has had).
+    fn flow_in_flight(&self, hash: u64) -> VTime {
+        self.executing
+            .values()
+            .filter(|ex| ex.hash == hash && ex.queue.is_some())
+            .map(|ex| {
+                let served = self.last_sync.saturating_since(ex.start);
+                let seats = ex.estimate.initial_seats.min(ex.held);
+                (seats_times(seats, ex.guess) - seats_times(seats, served)).max(0)
+            })
+            .sum()
+    }
+
+    /// A request of `hash` was charged `correction` more than its actual
+    /// work (a finish or release): its flow's virtual start gives it back.
+    fn correct_flow(&mut self, hash: u64, correction: VTime) {
+        if !self.by_flow() {
+            return;
+        }
+        if let Some(clock) = self.flow_clocks.get_mut(&hash) {
+            clock.start -= correction;
+        }
+        self.bound_flows();
+    }
+
+    /// A flow's state lives while it is active: something waiting,
+    /// executing or lingering for it. Once idle it is forgotten, so a
+    /// returning flow starts level with R (no credit for its idle time).
+    fn forget_idle_flows(&mut self) {
+        if !self.by_flow() {
+            self.flow_clocks.clear();
+            return;
+        }
+        let mut active: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        active.extend(self.executing.values().map(|ex| ex.hash));
+        active.extend(self.lingering.iter().map(|l| l.hash));
+        for q in &self.queues {
+            active.extend(q.waiting.iter().map(|w| w.hash));
+        }
+        self.flow_clocks.retain(|h, _| active.contains(h));
+    }
+
+    /// Flows with a request waiting or executing (those R divides among),
+    /// each with its demand: seats executing or lingering, and waiting.
+    fn active_flow_demands(&self) -> Vec<u64> {
+        let mut waiting: HashMap<u64, u64> = HashMap::new();
+        for q in &self.queues {
+            for w in &q.waiting {
+                *waiting.entry(w.hash).or_default() += w.estimate.max_seats() as u64;
+            }
+        }
+        let mut active: Vec<u64> = waiting.keys().copied().collect();
+        for ex in self.executing.values() {
+            if ex.queue.is_some() && !active.contains(&ex.hash) {
+                active.push(ex.hash);
+            }
+        }
+        active
+            .into_iter()
+            .map(|h| self.flow_seats(h) + waiting.get(&h).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// R's advance over `dt` nanoseconds under per-flow order: the same
+    /// rates as among queues (equal division under `flow`, the water level
+    /// under `flow-maxmin`), among active flows instead.
+    fn sync_by_flow(&mut self, dt: u64) {
+        let mut demands = self.active_flow_demands();
+        // R advances by the seats actually in use, not the limit: seats a
+        // reserving front leaves idle serve no flow, and crediting them
+        // would push R past every flow, the anti-windup bound then taking
+        // the most from the flow whose requests are the newest.
+        let capacity = self.cfg.concurrency_limit.min(self.seats_in_use);
+        if self.cfg.fairness.is_max_min() {
+            let level = water_level_by_sorting(capacity, &mut demands);
+            self.r += level.increment(dt);
+            return;
+        }
+        // Every seat counts in the demand, lingering in an idle flow too
+        // (Kubernetes' formula: the same total as summed over queues).
+        let demand: u64 = self
+            .queues
+            .iter()
+            .map(|q| {
+                q.seats_in_use as u64
+                    + q.waiting
+                        .iter()
+                        .map(|w| w.estimate.max_seats() as u64)
+                        .sum::<u64>()
+            })
+            .sum();
+        self.r += r_increment(capacity, demand, demands.len() as u32, dt);
+    }
+
+    /// Anticipation per flow: hold a finished request's seats for its
+    /// flow's next request when requests wait, none of them the flow's,
+    /// and the flow without these seats is below an equal share of the
+    /// limit among the active flows (counting itself).
+    fn anticipate_for_flow(&self, hash: u64) -> bool {
+        if self.requests_waiting == 0 || self.flow_waits(hash) {
+            return false;
+        }
+        let demands = self.active_flow_demands();
+        let others = demands.len() as u64 - u64::from(self.flow_executes(hash));
+        self.flow_seats(hash) * (others + 1) < self.cfg.concurrency_limit as u64
+    }
+
+    /// Dispatch under per-flow order: the front (the head of the flow with
+    /// the least virtual finish, ties round robin) if it fits; else the
+    /// least-finish head that fits, while the front's bypass allowance
+    /// covers its guessed work; else nothing (the front reserves).
+    fn dispatch_one_by_flow(&mut self, now: Instant) -> bool {
+        let heads = self.flow_heads();
+        // Requests queued before per-flow order applied (a reconfiguration
+        // from the Kubernetes policy) belong to flows without a state yet.
+        for &hash in heads.keys() {
+            if !self.flow_clocks.contains_key(&hash) {
+                let clock = FlowClock {
+                    start: self.r,
+                    turn: self.turns,
+                    guess: self.last_service.unwrap_or(self.cfg.service_time_guess),
+                };
+                self.turns += 1;
+                self.flow_clocks.insert(hash, clock);
+            }
+        }
+        let mut order: Vec<(VTime, u64, usize, usize)> = heads
+            .iter()
+            .map(|(hash, &(q, i))| {
+                let clock = self.flow_clocks[hash];
+                let w = &self.queues[q].waiting[i];
+                (clock.start + flow_work(w, clock.guess), clock.turn, q, i)
+            })
+            .collect();
+        order.sort_unstable();
+        let Some(&(_, _, fq, fi)) = order.first() else {
+            return false;
+        };
+        let front = &self.queues[fq].waiting[fi];
+        if self.can_accommodate(front.estimate.max_seats()) {
+            self.dispatch_waiting(fq, fi, now);
+            return true;
+        }
+        let allowance = front.bypass_left;
+        let fitting = order[1..].iter().find(|&&(_, _, q, i)| {
+            self.can_accommodate(self.queues[q].waiting[i].estimate.max_seats())
+        });
+        let Some(&(_, _, q, i)) = fitting else {
+            return false;
+        };
+        let cost = seats_times(
+            self.queues[q].waiting[i].estimate.initial_seats,
+            self.cfg.service_time_guess,
+        );
+        if cost > allowance {
+            return false; // the front reserves
+        }
+        self.queues[fq].waiting[fi].bypass_left -= cost;
+        self.dispatch_waiting(q, i, now);
+        true
+    }
+
+    /// Dispatch the `i`-th waiting request of queue `q` (per-flow order).
+    fn dispatch_waiting(&mut self, q: usize, i: usize, now: Instant) {
+        let Some(mut w) = self.queues[q].waiting.remove(i) else {
+            return;
+        };
+        self.requests_waiting -= 1;
+        if cap_final_seats(&mut w.estimate, self.cfg.concurrency_limit) {
+            self.clamped_estimates += 1;
+        }
+        self.queues[q].next_dispatch_r += w.work;
+        let mut guess = self.cfg.service_time_guess;
+        if let Some(clock) = self.flow_clocks.get_mut(&w.hash) {
+            clock.start += flow_work(&w, clock.guess);
+            clock.turn = self.turns;
+            guess = clock.guess;
+            self.turns += 1;
+        }
+        self.begin_executing(w.id, Some(q), w.flow, w.hash, w.estimate, now);
+        if let Some(ex) = self.executing.get_mut(&w.id) {
+            ex.guess = guess;
+        }
+        self.bound_next_dispatch(q);
+        self.events.push(Event::Dispatched(w.id));
     }
 
     fn can_accommodate(&self, seats: u32) -> bool {
@@ -635,6 +1025,9 @@ impl ReferenceQueueSet {
     }
 
     fn dispatch_one(&mut self, now: Instant) -> bool {
+        if self.by_flow() {
+            return self.dispatch_one_by_flow(now);
+        }
         let n = self.queues.len();
         let start = self.robin.map_or(0, |r| r + 1);
         let mut best: Option<(usize, VTime)> = None;
@@ -664,7 +1057,7 @@ impl ReferenceQueueSet {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
-        self.begin_executing(w.id, Some(q), w.flow, w.estimate, now);
+        self.begin_executing(w.id, Some(q), w.flow, w.hash, w.estimate, now);
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
         true
@@ -675,6 +1068,7 @@ impl ReferenceQueueSet {
         id: RequestId,
         queue: Option<usize>,
         flow: Option<u64>,
+        hash: u64,
         estimate: WorkEstimate,
         now: Instant,
     ) {
@@ -690,6 +1084,8 @@ impl ReferenceQueueSet {
             Executing {
                 queue,
                 flow,
+                hash,
+                guess: self.cfg.service_time_guess,
                 estimate,
                 start: now,
                 held: seats,
@@ -726,6 +1122,7 @@ impl ReferenceQueueSet {
                 self.bound_next_dispatch(q);
             }
         }
+        self.bound_flows();
         for flow in left {
             self.flow_leaves(flow);
         }
@@ -753,6 +1150,18 @@ impl ReferenceQueueSet {
             }
         }
     }
+}
+
+/// A waiting request's work under per-flow order: its initial seats for
+/// its flow's service-time guess, its final seats for its additional
+/// latency.
+fn flow_work(w: &Waiting, guess: Duration) -> VTime {
+    total_work(
+        w.estimate.initial_seats,
+        w.estimate.final_seats,
+        w.estimate.additional_latency,
+        guess,
+    )
 }
 
 /// Kubernetes' rule: final seats above the limit are reduced to it, with the

@@ -11,9 +11,9 @@ impl Core {
     #[inline]
     pub(super) fn occupancy(&self) -> Occupancy {
         Occupancy {
-            seats_in_use: self.seats_in_use,
-            requests_executing: self.requests_executing,
-            requests_waiting: self.requests_waiting,
+            seats_in_use: self.seats.in_use,
+            requests_executing: self.requests_executing(),
+            requests_waiting: self.requests_waiting(),
             concurrency_limit: self.cfg.concurrency_limit,
             queues: self.cfg.queues,
             queue_length_limit: self.cfg.queue_length_limit,

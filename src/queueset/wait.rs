@@ -1,10 +1,9 @@
 //! A queued request's rendezvous between the dispatcher and the waiter:
 //! blocking (condition variable), polling, or async (waker).
 
+use super::held::Held;
 use super::RejectReason;
-use crate::clock::Instant;
 use crate::sync::{lock, Condvar, Mutex};
-use crate::work_estimate::WorkEstimate;
 use std::task::Waker;
 
 #[derive(Debug)]
@@ -12,14 +11,7 @@ pub(crate) enum SlotState {
     /// In a queue; the waker (if any) is woken at the decision.
     Waiting(Option<Waker>),
     /// Dispatched: the request holds its seats from `start`.
-    Dispatched {
-        queue: u32,
-        /// The flow's hash when the flow fairness policy admitted it.
-        flow: Option<u64>,
-        tag: u32,
-        estimate: WorkEstimate,
-        start: Instant,
-    },
+    Dispatched(Held),
     Rejected(RejectReason),
     /// The ticket took the decision.
     Taken,

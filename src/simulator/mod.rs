@@ -57,8 +57,8 @@ pub use report::{Check, FlowReport, LevelReport, Report, Series, Verdict};
 #[doc(hidden)]
 pub use report::{count as format_count, duration as format_duration, wait as format_wait};
 pub use workload::{
-    limits, parse_duration, Arrival, Burst, Expectation, Flow, Phase, Server, ServiceTime,
-    Workload, WorkloadError, WorkloadErrors,
+    limits, parse_duration, Arrival, Backend, BackendPhase, Burst, Expectation, Flow, Phase,
+    Server, ServiceTime, Workload, WorkloadError, WorkloadErrors,
 };
 
 use std::path::{Path, PathBuf};
@@ -78,28 +78,79 @@ pub fn noisy_neighbour() -> Workload {
 /// time per flow, throughput against demand per flow, rejections over time
 /// by reason, queue length over time per level with each level's queue
 /// capacity, seats in use and the limit over time per level, and the
-/// distribution of queue waits per flow. Charts over time mark the flows'
+/// distribution of queue waits per flow; with an adaptive limit or a
+/// backend model, also the server's total limit against the backend's
+/// requests in flight and capacity. Charts over time mark the flows'
 /// phase changes and the samples where borrowing moved a limit.
 pub fn charts(report: &Report) -> Vec<(&'static str, String)> {
     let marked = |mut chart: svg::Chart| {
         chart.markers = markers(report);
         svg::render(&chart)
     };
-    vec![
+    let mut charts = vec![
         ("seat-share.svg", marked(seat_share_chart(report))),
         ("throughput.svg", marked(throughput_chart(report))),
         ("rejections.svg", marked(rejections_chart(report))),
         ("queue-length.svg", marked(queue_length_chart(report))),
         ("level-seats.svg", marked(level_seats_chart(report))),
         ("wait-time.svg", svg::render(&wait_time_chart(report))),
-    ]
+    ];
+    if report.adaptive || report.backend {
+        charts.push(("server-limit.svg", marked(server_limit_chart(report))));
+    }
+    charts
+}
+
+fn server_limit_chart(report: &Report) -> svg::Chart {
+    let s = &report.series;
+    let line =
+        |values: Vec<f64>| -> Vec<(f64, f64)> { s.times.iter().copied().zip(values).collect() };
+    let mut series = vec![
+        svg::Line {
+            name: if report.adaptive {
+                "server limit (adaptive)".into()
+            } else {
+                "server limit (fixed)".into()
+            },
+            points: line(s.server_limit.iter().map(|&x| f64::from(x)).collect()),
+            dashed: false,
+            color: Some(0),
+        },
+        svg::Line {
+            name: "backend in flight".into(),
+            points: line(s.backend_in_flight.iter().map(|&x| x as f64).collect()),
+            dashed: false,
+            color: Some(1),
+        },
+    ];
+    if !s.backend_capacity.is_empty() {
+        series.push(svg::Line {
+            name: "backend capacity".into(),
+            points: line(s.backend_capacity.iter().map(|&x| f64::from(x)).collect()),
+            dashed: true,
+            color: Some(2),
+        });
+    }
+    svg::Chart {
+        title: title("Server concurrency limit and the backend", report),
+        x_label: "simulated time (s)".into(),
+        y_label: "seats / requests".into(),
+        series,
+        ..svg::Chart::default()
+    }
 }
 
 /// Phase changes (labelled) and borrowing adjustments (grey).
 fn markers(report: &Report) -> Vec<svg::Marker> {
     let s = &report.series;
-    let mut markers: Vec<svg::Marker> = s
-        .borrowing_adjustments()
+    // An adaptive total moves the limits at nearly every sample: marking
+    // each would hide the chart.
+    let adjustments = if report.adaptive {
+        Vec::new()
+    } else {
+        s.borrowing_adjustments()
+    };
+    let mut markers: Vec<svg::Marker> = adjustments
         .into_iter()
         .map(|x| svg::Marker {
             x,

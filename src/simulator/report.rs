@@ -21,6 +21,12 @@ pub struct Report {
     pub duration: Duration,
     /// The server's concurrency limit (seats shared by all levels).
     pub server_concurrency_limit: u32,
+    /// Whether the adaptive limit was on (`server_concurrency_limit` is
+    /// then the total it started from; `series.server_limit` has its
+    /// course).
+    pub adaptive: bool,
+    /// Whether the workload has a backend model (`series.backend_capacity`).
+    pub backend: bool,
     /// The verdict's threshold (the workload's `servedFraction`).
     pub served_fraction: f64,
     /// Requests the dispatcher decided on.
@@ -82,6 +88,9 @@ pub struct FlowReport {
     pub cost_share: f64,
     /// Time from arrival to dispatch of each dispatched request, ns.
     pub wait: LogHistogram,
+    /// Execution times (start to finish) of its completed requests: the
+    /// backend's latency.
+    pub execution: LogHistogram,
     /// Rejections by reason, indexed by `RejectReason as usize`.
     pub rejected: [u64; 4],
 }
@@ -148,6 +157,14 @@ pub struct Series {
     pub flow_completed: Vec<Vec<u64>>,
     /// Rejections in each interval, indexed by `RejectReason as usize`.
     pub rejected: [Vec<u64>; 4],
+    /// The seats shared by all levels at the end of each interval (fixed,
+    /// or the adaptive limit's total).
+    pub server_limit: Vec<u32>,
+    /// Requests executing in the backend at the end of each interval.
+    pub backend_in_flight: Vec<u64>,
+    /// The backend model's capacity at the end of each interval (empty
+    /// without one).
+    pub backend_capacity: Vec<u32>,
     /// When a flow entered one of its phases (seconds), and a label
     /// ("tenants ×4").
     pub phase_changes: Vec<(f64, String)>,
@@ -264,6 +281,21 @@ impl LevelReport {
 }
 
 impl Report {
+    /// Requests completed per second, over all flows.
+    pub fn goodput(&self) -> f64 {
+        let completed: u64 = self.flows.iter().map(|f| f.completed).sum();
+        completed as f64 / self.duration.as_secs_f64().max(1e-9)
+    }
+
+    /// Execution times of every flow's completed requests together.
+    pub fn execution(&self) -> LogHistogram {
+        let mut all = LogHistogram::default();
+        for f in &self.flows {
+            all.merge(&f.execution);
+        }
+        all
+    }
+
     /// The flow entry named `name`, if the workload has one.
     pub fn flow(&self, name: &str) -> Option<&FlowReport> {
         self.flows.iter().find(|f| f.name == name)
@@ -302,6 +334,7 @@ impl Report {
         self.render_flows(&mut out);
         out.push('\n');
         self.render_levels(&mut out);
+        self.render_server_limit(&mut out);
         let notes = self.notes();
         if !notes.is_empty() {
             for note in &notes {
@@ -311,6 +344,29 @@ impl Report {
         out.push('\n');
         self.render_verdict(&mut out);
         out
+    }
+
+    /// With an adaptive limit or a backend model: the total's course, the
+    /// goodput and the backend's latency.
+    fn render_server_limit(&self, out: &mut String) {
+        if !(self.adaptive || self.backend) {
+            return;
+        }
+        let limits = &self.series.server_limit;
+        let (lo, hi) = (
+            limits.iter().copied().min().unwrap_or(0),
+            limits.iter().copied().max().unwrap_or(0),
+        );
+        let mean = limits.iter().map(|&x| f64::from(x)).sum::<f64>() / limits.len().max(1) as f64;
+        let execution = self.execution();
+        let _ = writeln!(
+            out,
+            "\nserver limit: {} (mean {mean:.1}, {lo}..{hi}); goodput {}/s; execution p50 {} p99 {}",
+            if self.adaptive { "adaptive" } else { "fixed" },
+            rate(self.goodput()),
+            duration(Duration::from_nanos(execution.quantile(0.5))),
+            duration(Duration::from_nanos(execution.quantile(0.99))),
+        );
     }
 
     /// What an operator may misread in the level table, explained where it

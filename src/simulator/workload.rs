@@ -56,6 +56,9 @@ pub struct Workload {
     pub seed: u64,
     /// The dispatcher's settings.
     pub server: Server,
+    /// How the backend's latency grows with the requests it executes;
+    /// `None`: service times do not depend on load.
+    pub backend: Option<Backend>,
     /// Resolution of the time series (charts).
     pub sample_interval: Duration,
     /// A flow with `expect: served` passes when it got at least this
@@ -76,6 +79,59 @@ pub struct Server {
     pub wait_limit: Duration,
     /// How often borrowing between levels recomputes their limits.
     pub borrowing_period: Duration,
+    /// The adaptive server concurrency limit (`DispatcherOptions::adaptive`),
+    /// if on; `concurrencyLimit` is then the total it starts from.
+    pub adaptive: Option<crate::adaptive::AdaptiveOptions>,
+}
+
+/// A backend that slows down under concurrency: with `n` requests
+/// executing (every level's, exempt ones included) and capacity `K`, a
+/// request that starts takes its sampled service time × `slowdown(n)`:
+/// 1 for `n ≤ K`, else `n/K × (1 + overload × (n/K − 1))`. With `overload`
+/// 0 that is processor sharing (throughput flat beyond K, latency growing
+/// with n); above 0 the backend also loses throughput to contention, as a
+/// server thrashing on locks, memory or a saturated dependency does. The
+/// slowdown is fixed when the request starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Backend {
+    /// K: the requests it executes at full speed.
+    pub capacity: u32,
+    /// The extra slowdown per unit of `n/K − 1` (0 ..= 100).
+    pub overload: f64,
+    /// Capacity changes over time, in increasing order of `at`.
+    pub phases: Vec<BackendPhase>,
+}
+
+/// From `at` on, the backend's capacity is `capacity`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendPhase {
+    /// Simulated time the phase starts at.
+    pub at: Duration,
+    /// K from then on.
+    pub capacity: u32,
+}
+
+impl Backend {
+    /// The capacity at `at`.
+    pub fn capacity_at(&self, at: Duration) -> u32 {
+        self.phases
+            .iter()
+            .rev()
+            .find(|p| p.at <= at)
+            .map_or(self.capacity, |p| p.capacity)
+    }
+
+    /// How many times its unloaded service time a request takes that
+    /// starts with `n` requests executing (itself included) at capacity `k`.
+    pub fn slowdown(&self, n: u64, k: u32) -> f64 {
+        let k = f64::from(k.max(1));
+        let x = n as f64 / k;
+        if x <= 1.0 {
+            1.0
+        } else {
+            x * (1.0 + self.overload * (x - 1.0))
+        }
+    }
 }
 
 /// One flow entry: `replicas` flows alike but for `{i}` in their strings.

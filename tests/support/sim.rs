@@ -13,7 +13,7 @@ use apf::classification::RequestDigest;
 use apf::clock::{Clock, Instant, ManualClock};
 use apf::dispatcher::{Dispatcher, DispatcherOptions};
 use apf::level::RequestGuard;
-use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
+use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet, WaitingOrder};
 use apf::queueset::{
     Admission, Guard, QueueSet, QueueSetConfig, QueueSetStats, RejectReason, Request, Ticket,
 };
@@ -675,6 +675,22 @@ pub fn simulate_with(cfg: &QueueSetConfig, clients: &[Client], opts: &RunOptions
     assert_eq!(got, expected);
     got.stats = Some(qs.stats());
     got
+}
+
+/// Run a scenario through the reference model alone, ordering waiting
+/// requests by `order` (a design the queueset does not implement yet).
+pub fn simulate_reference(
+    cfg: &QueueSetConfig,
+    clients: &[Client],
+    horizon: u64,
+    order: WaitingOrder,
+) -> Trace {
+    let mut model = Model {
+        rqs: ReferenceQueueSet::new(cfg.clone(), Instant::ZERO)
+            .expect("valid config")
+            .with_waiting_order(order),
+    };
+    Driver::run(&mut model, cfg, clients, &RunOptions::until(horizon))
 }
 
 // ----- an exempt level ----------------------------------------------------------

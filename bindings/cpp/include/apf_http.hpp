@@ -92,7 +92,7 @@ inline std::optional<HttpAnswer> observe(const Dispatcher &dispatcher, std::stri
 }
 
 /// The request attributes Kubernetes' API server derives from a method, a
-/// URL path and the `watch` query parameter (libapf's parser, the same in
+/// URL path and its query string (libapf's parser, the same in
 /// every binding): fill in the user and groups from your authentication and
 /// classify with `digest()`.
 struct RequestInfo {
@@ -123,11 +123,17 @@ struct RequestInfo {
   }
 };
 
+/// `query` is the raw query string without `?`: for a GET of a collection
+/// it decides, as in Kubernetes, between list and watch (a first `watch`
+/// value other than `0` or `false`, an empty one included, is a watch) and
+/// gives the name a `fieldSelector=metadata.name=NAME` requires.
 inline Result<RequestInfo> try_parse_path(std::string_view method, std::string_view path,
-                                          std::string_view watch = {}) {
+                                          std::string_view query = {}) {
   apf_request_info raw{};
-  apf_status st = apf_request_info_parse(method.data(), method.size(), path.data(), path.size(),
-                                         watch.data(), watch.size(), &raw);
+  apf_text raw_name{};
+  apf_status st = apf_request_info_parse_query(method.data(), method.size(), path.data(),
+                                               path.size(), query.data(), query.size(), &raw,
+                                               &raw_name);
   if (st != APF_OK) {
     return Error::last(st);
   }
@@ -141,12 +147,13 @@ inline Result<RequestInfo> try_parse_path(std::string_view method, std::string_v
   info.subresource = s(raw.subresource);
   info.namespace_ = s(raw.namespace_);
   info.name = s(raw.name);
+  apf_text_free(&raw_name); // what a name from the query pointed into
   info.path = s(raw.path);
   return info;
 }
 inline RequestInfo parse_path(std::string_view method, std::string_view path,
-                              std::string_view watch = {}) {
-  return try_parse_path(method, path, watch).unwrap();
+                              std::string_view query = {}) {
+  return try_parse_path(method, path, query).unwrap();
 }
 
 } // namespace apf

@@ -15,7 +15,7 @@ import (
 // expectations every binding's path helper (libapf's apf_request_info_parse)
 // is checked on.
 type sharedCase struct {
-	Method, Path, Watch string
+	Method, Path, Query string
 	Want                struct {
 		Verb              string `json:"verb"`
 		IsResourceRequest bool   `json:"is_resource_request"`
@@ -32,8 +32,8 @@ type sharedCase struct {
 // parser (the API server's RequestInfoFactory, as the generic API server
 // configures it) on every shared case: the file's expectations are what
 // Kubernetes sees, so a binding that passes them parses paths as Kubernetes
-// does (empty segments, verb prefixes, unknown methods and watch values
-// included).
+// does (empty segments, verb prefixes, unknown methods, watch values and
+// metadata.name field selectors included).
 func TestSharedRequestInfoCasesAreKubernetes(t *testing.T) {
 	text, err := os.ReadFile("../../../tests/data/request-info-cases.json")
 	if err != nil {
@@ -48,10 +48,9 @@ func TestSharedRequestInfoCasesAreKubernetes(t *testing.T) {
 		GrouplessAPIPrefixes: sets.NewString("api"),
 	}
 	for _, c := range doc.Cases {
-		u := &url.URL{Path: c.Path}
-		if c.Watch != "" {
-			u.RawQuery = url.Values{"watch": {c.Watch}}.Encode()
-		}
+		// The query exactly as the client sent it: Kubernetes decodes it
+		// itself (watch, field selector and the other list options).
+		u := &url.URL{Path: c.Path, RawQuery: c.Query}
 		// Kubernetes answers an error for a path that names a verb but no
 		// resource (`/api/v1/watch`), with the request info as far as it
 		// got: that is what the case expects.
@@ -61,8 +60,8 @@ func TestSharedRequestInfoCasesAreKubernetes(t *testing.T) {
 			info.APIGroup != w.APIGroup || info.Resource != w.Resource ||
 			info.Subresource != w.Subresource || info.Namespace != w.Namespace ||
 			info.Name != w.Name || info.Path != w.Path {
-			t.Errorf("%s %s watch=%q: Kubernetes sees verb=%q resource=%v group=%q resource=%q subresource=%q namespace=%q name=%q path=%q; the case says %+v",
-				c.Method, c.Path, c.Watch, info.Verb, info.IsResourceRequest, info.APIGroup,
+			t.Errorf("%s %s query=%q: Kubernetes sees verb=%q resource=%v group=%q resource=%q subresource=%q namespace=%q name=%q path=%q; the case says %+v",
+				c.Method, c.Path, c.Query, info.Verb, info.IsResourceRequest, info.APIGroup,
 				info.Resource, info.Subresource, info.Namespace, info.Name, info.Path, w)
 		}
 	}

@@ -9,7 +9,6 @@ import asyncio
 import dataclasses
 import json
 from pathlib import Path
-from urllib.parse import parse_qs
 
 import pytest
 
@@ -23,8 +22,7 @@ GROUPS = ["tenants", "system:authenticated"]
 
 
 def _digest(method, path, query, user):
-    watch = parse_qs(query).get("watch", [""])[0]
-    return dataclasses.replace(apf.parse_path(method, path, watch), user=user, groups=GROUPS)
+    return dataclasses.replace(apf.parse_path(method, path, query), user=user, groups=GROUPS)
 
 
 def wsgi_app(dispatcher):

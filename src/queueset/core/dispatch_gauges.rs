@@ -43,7 +43,7 @@ impl Core {
     /// S of queue `q`'s oldest waiting request, less the work it has in
     /// progress, as Kubernetes estimates it.
     fn discounted(&self, q: usize, s: VTime) -> VTime {
-        s - self.seat_g * VTime::from(self.queues[q].seats_in_use)
+        s - self.vclock.seat_g() * VTime::from(self.queues[q].seats_in_use)
     }
 
     /// A request of queue `q` is dispatched now, its S being the queue's
@@ -52,7 +52,7 @@ impl Core {
     pub(crate) fn note_dispatch(&mut self, q: usize) {
         let s = self.queues[q].next_dispatch_r;
         self.last_dispatch = Some(DispatchNote {
-            r: self.r,
+            r: self.r(),
             s,
             discounted_s: self.discounted(q, s),
         });

@@ -69,44 +69,38 @@ impl Core {
         // The queue's share of the start: with nothing waiting in it, the
         // queue is idle exactly when nothing of it executes, and an idle
         // queue restarts at the current R.
-        let mut idle = false;
         if queued {
             let q = queue as usize;
             let work = self.charge(&estimate);
-            let r = self.r;
+            let r = self.r();
             let target = &mut self.queues[q];
-            idle = target.executing == 0;
-            if idle {
+            if target.executing == 0 {
                 target.next_dispatch_r = r;
             }
             let s = target.next_dispatch_r.max(r);
             target.next_dispatch_r = s;
             self.note_dispatch(q);
-            let target = &mut self.queues[q];
-            target.next_dispatch_r = s + work;
-            target.executing += 1;
-            target.seats_in_use += seats;
-            self.queued_seats_in_use += u64::from(seats);
-            self.active_queues += u32::from(idle);
-            self.robin = Some(q);
+            self.queues[q].next_dispatch_r = s + work;
+            // With nothing waiting in the queue, it becomes active exactly
+            // when it was idle.
+            self.queues.begin_executing(q, seats);
+            self.queues.set_robin(q);
         }
-        self.requests_executing += 1;
-        self.seats_in_use += u64::from(seats);
+        self.seats.executing += 1;
+        self.seats.in_use += u64::from(seats);
         self.tallies.note(Phase::Executing, tag, 1, at);
         midway(self);
         self.sync(end.at);
         self.tallies.note(Phase::Executing, tag, -1, end.at);
-        self.requests_executing -= 1;
-        self.seats_in_use -= u64::from(end.seats);
+        self.seats.executing -= 1;
+        self.seats.in_use -= u64::from(end.seats);
         if queued {
             let q = queue as usize;
             let correction = self.finish_correction(end.initial_seats, end.start, end.at);
-            let target = &mut self.queues[q];
-            target.executing -= 1;
-            target.seats_in_use -= end.seats;
-            target.next_dispatch_r -= correction;
-            self.queued_seats_in_use -= u64::from(end.seats);
-            self.active_queues -= u32::from(idle);
+            // Idle again exactly when it was idle before the start.
+            self.queues.end_executing(q);
+            self.queues.release(q, end.seats);
+            self.queues[q].next_dispatch_r -= correction;
             // Queues beyond the configured count go once empty; with no
             // extra queue there is nothing to drop, and the round-robin
             // position (this queue) stays in range.

@@ -58,6 +58,14 @@ impl Sim<'_> {
 
     pub(super) fn started(&mut self, slot: u32, guard: RequestGuard, now: u64) {
         let start = guard.start_time().as_nanos().min(now);
+        // The backend's slowdown is fixed as the request starts.
+        self.in_backend += 1;
+        if let Some(b) = &self.workload.backend {
+            let k = b.capacity_at(std::time::Duration::from_nanos(start));
+            let slowdown = b.slowdown(self.in_backend, k);
+            let s = &mut self.slots[slot as usize];
+            s.service = super::arrivals::to_nanos(s.service as f64 * slowdown);
+        }
         let s = &mut self.slots[slot as usize];
         let wait = start.saturating_sub(s.arrived);
         let at = start.saturating_add(s.service);
@@ -104,6 +112,8 @@ impl Sim<'_> {
         let start = guard.start_time().as_nanos();
         let r = s.replica;
         let flow = self.replicas[r as usize].flow as usize;
+        self.in_backend -= 1;
+        self.flow_execution[flow].record(now.saturating_sub(start));
         let actual = self.workload.flows[flow].actual_seats;
         let end = Instant::from_nanos(now);
         match actual {

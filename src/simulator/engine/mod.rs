@@ -108,6 +108,7 @@ pub fn run(
         service_time_guess: workload.server.service_time_guess,
         wait_limit: workload.server.wait_limit,
         borrowing_period: workload.server.borrowing_period,
+        adaptive: workload.server.adaptive,
     };
     let (clock, manual) = Clock::manual();
     let dispatcher = Dispatcher::new(config, options, clock)?;
@@ -324,6 +325,11 @@ struct Sim<'a> {
     ready_buf: Vec<u32>,
     flow_waits: Vec<LogHistogram>,
     level_waits: Vec<LogHistogram>,
+    /// Per flow entry, execution times of completed requests (what the
+    /// backend's latency was).
+    flow_execution: Vec<LogHistogram>,
+    /// Requests executing in the backend now (every level's).
+    in_backend: u64,
     series: Series,
     seed: u64,
     requests: u64,
@@ -395,6 +401,9 @@ impl<'a> Sim<'a> {
             level_queue_length: vec![Vec::with_capacity(samples); levels.len()],
             level_seats_in_use: vec![Vec::with_capacity(samples); levels.len()],
             level_limit: vec![Vec::with_capacity(samples); levels.len()],
+            server_limit: Vec::with_capacity(samples),
+            backend_in_flight: Vec::with_capacity(samples),
+            backend_capacity: Vec::with_capacity(samples),
             flow_arrived: vec![vec![0; samples]; workload.flows.len()],
             flow_completed: vec![vec![0; samples]; workload.flows.len()],
             rejected: std::array::from_fn(|_| vec![0; samples]),
@@ -406,6 +415,14 @@ impl<'a> Sim<'a> {
                         .iter()
                         .map(|p| (p.at.as_secs_f64(), format!("{} ×{}", f.name, p.scale)))
                 })
+                .chain(workload.backend.iter().flat_map(|b| {
+                    b.phases.iter().map(|p| {
+                        (
+                            p.at.as_secs_f64(),
+                            format!("backend capacity {}", p.capacity),
+                        )
+                    })
+                }))
                 .collect(),
         };
         Sim {
@@ -414,6 +431,8 @@ impl<'a> Sim<'a> {
             workload,
             digests,
             flow_waits: vec![LogHistogram::default(); workload.flows.len()],
+            flow_execution: vec![LogHistogram::default(); workload.flows.len()],
+            in_backend: 0,
             level_waits: vec![LogHistogram::default(); levels.len()],
             levels,
             end,
@@ -541,6 +560,16 @@ impl<'a> Sim<'a> {
             self.series.level_queue_length[l].push(stats.requests_waiting);
             self.series.level_seats_in_use[l].push(stats.seats_in_use);
             self.series.level_limit[l].push(stats.concurrency_limit);
+        }
+        self.series
+            .server_limit
+            .push(self.dispatcher.server_concurrency_limit());
+        self.series.backend_in_flight.push(self.in_backend);
+        if let Some(b) = &self.workload.backend {
+            let now = self.dispatcher.clock().now().as_nanos();
+            self.series
+                .backend_capacity
+                .push(b.capacity_at(std::time::Duration::from_nanos(now)));
         }
     }
 }

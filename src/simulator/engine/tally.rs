@@ -56,6 +56,7 @@ impl Sim<'_> {
                 cost_seconds: total.cost_ns / 1e9,
                 cost_share: 0.0,
                 wait: self.flow_waits[f].clone(),
+                execution: self.flow_execution[f].clone(),
                 rejected: total.rejected,
             });
             debug_assert_eq!(first.flow as usize, f);
@@ -119,6 +120,8 @@ impl Sim<'_> {
             seed: self.seed,
             duration: w.duration,
             server_concurrency_limit: w.server.concurrency_limit,
+            adaptive: w.server.adaptive.is_some(),
+            backend: w.backend.is_some(),
             served_fraction: w.served_fraction,
             requests: self.requests,
             flows,

@@ -15,6 +15,7 @@ impl Workload {
             format!("at most {:?}", limits::MAX_DURATION),
         );
         let server = check_server(&mut c, raw.server.unwrap_or_default());
+        let backend = raw.backend.map(|b| check_backend(&mut c, b, duration));
         let sample_interval = match raw.sample_interval {
             Some(d) => d.0,
             None => default_sample_interval(duration),
@@ -112,6 +113,7 @@ impl Workload {
             duration,
             seed: raw.seed.unwrap_or(1),
             server,
+            backend,
             sample_interval,
             served_fraction,
             flows,
@@ -138,7 +140,26 @@ fn check_server(c: &mut Checker, s: raw::Server) -> Server {
         borrowing_period: s
             .borrowing_period
             .map_or(defaults.borrowing_period, |d| d.0),
+        adaptive: s.adaptive.map(|a| {
+            let d = crate::adaptive::AdaptiveOptions::default();
+            crate::adaptive::AdaptiveOptions {
+                min_limit: a.min_limit.unwrap_or(d.min_limit),
+                max_limit: a.max_limit.unwrap_or(d.max_limit),
+                update_interval: a.update_interval.map_or(d.update_interval, |x| x.0),
+                tolerance_percent: a.tolerance_percent.unwrap_or(d.tolerance_percent),
+                smoothing_percent: a.smoothing_percent.unwrap_or(d.smoothing_percent),
+                gain: a.gain.unwrap_or(d.gain),
+                min_window_samples: a.min_window_samples.unwrap_or(d.min_window_samples),
+                probe_interval: a.probe_interval.map_or(d.probe_interval, |x| x.0),
+                probe_limit: a.probe_limit.unwrap_or(d.probe_limit),
+                probe_samples: a.probe_samples.unwrap_or(d.probe_samples),
+                probe_timeout: a.probe_timeout.map_or(d.probe_timeout, |x| x.0),
+            }
+        }),
     };
+    if let Some(Err(e)) = server.adaptive.as_ref().map(|a| a.validate()) {
+        c.error(format!("server.adaptive.{}", camel(e.field)), e.message);
+    }
     c.check(
         (1..=limits::MAX_CONCURRENCY).contains(&server.concurrency_limit),
         "server.concurrencyLimit",
@@ -158,6 +179,68 @@ fn check_server(c: &mut Checker, s: raw::Server) -> Server {
         "must be positive",
     );
     server
+}
+
+/// `min_limit` as the file spells it, `minLimit`.
+fn camel(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for ch in field.chars() {
+        if ch == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(ch.to_uppercase());
+            upper = false;
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+fn check_backend(c: &mut Checker, b: raw::Backend, duration: Duration) -> Backend {
+    let overload = b.overload.unwrap_or(0.0);
+    c.check(
+        (1..=limits::MAX_CONCURRENCY).contains(&b.capacity),
+        "backend.capacity",
+        format!("must be between 1 and {}", limits::MAX_CONCURRENCY),
+    );
+    c.check(
+        overload.is_finite() && (0.0..=100.0).contains(&overload),
+        "backend.overload",
+        "must be between 0 and 100",
+    );
+    c.check(
+        b.phases.len() <= limits::MAX_EVENTS_PER_FLOW,
+        "backend.phases",
+        format!("at most {}", limits::MAX_EVENTS_PER_FLOW),
+    );
+    let mut last = Duration::ZERO;
+    for (i, p) in b.phases.iter().enumerate() {
+        c.check(
+            (1..=limits::MAX_CONCURRENCY).contains(&p.capacity),
+            format!("backend.phases[{i}].capacity"),
+            format!("must be between 1 and {}", limits::MAX_CONCURRENCY),
+        );
+        c.check(
+            p.at.0 >= last && p.at.0 <= duration,
+            format!("backend.phases[{i}].at"),
+            "must be in increasing order, within the duration",
+        );
+        last = p.at.0;
+    }
+    Backend {
+        capacity: b.capacity,
+        overload,
+        phases: b
+            .phases
+            .iter()
+            .map(|p| BackendPhase {
+                at: p.at.0,
+                capacity: p.capacity,
+            })
+            .collect(),
+    }
 }
 
 fn check_flow(c: &mut Checker, at: &str, f: raw::Flow, duration: Duration) -> Flow {

@@ -11,6 +11,7 @@ pub struct Workload {
     pub duration: Dur,
     pub seed: Option<u64>,
     pub server: Option<Server>,
+    pub backend: Option<Backend>,
     pub sample_interval: Option<Dur>,
     pub served_fraction: Option<f64>,
     pub flows: Vec<Flow>,
@@ -23,6 +24,40 @@ pub struct Server {
     pub service_time_guess: Option<Dur>,
     pub wait_limit: Option<Dur>,
     pub borrowing_period: Option<Dur>,
+    pub adaptive: Option<Adaptive>,
+}
+
+/// `adaptive: {}` turns the adaptive limit on with its defaults.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Adaptive {
+    pub min_limit: Option<u32>,
+    pub max_limit: Option<u32>,
+    pub update_interval: Option<Dur>,
+    pub tolerance_percent: Option<u32>,
+    pub smoothing_percent: Option<u32>,
+    pub gain: Option<u32>,
+    pub min_window_samples: Option<u32>,
+    pub probe_interval: Option<Dur>,
+    pub probe_limit: Option<u32>,
+    pub probe_samples: Option<u32>,
+    pub probe_timeout: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Backend {
+    pub capacity: u32,
+    pub overload: Option<f64>,
+    #[serde(default)]
+    pub phases: Vec<BackendPhaseRaw>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendPhaseRaw {
+    pub at: Dur,
+    pub capacity: u32,
 }
 
 #[derive(Deserialize)]

@@ -1,0 +1,461 @@
+//! A shard's ledger: the shard-local part of the accounting of requests
+//! admitted on the hot path (docs/scaling.md, "The next core", part a).
+//!
+//! **Status: the protocol, model-checked; the core is not wired to it
+//! yet** (the event rings still carry every record to the level lock). It
+//! is built and checked first so that the core can be moved onto it
+//! without a new protocol being invented on the way.
+//!
+//! # What it holds
+//! - *Open slots*: one per request started on this shard's hot path and
+//!   not yet finished or folded: its entry (placement, seats, charge,
+//!   start), addressed by a [`Ticket`] (slot index and generation) that the
+//!   held request carries.
+//! - *Completed sums*: what requests that finished here contribute and
+//!   that adds up whatever the interleaving (counts, histograms, seat-time),
+//!   so the sum over shards is the level's.
+//!
+//! # Protocol
+//! Every operation below runs under the ledger's mutex (one per shard,
+//! uncontended while each shard has one busy thread; the lock holder takes
+//! it once per merge):
+//! - **open** (a hot start, after it took its seats): push the slot, then,
+//!   still under the mutex, re-read the admission word; if it is fenced
+//!   (`SLOW`: requests wait, or a decision is being taken), withdraw the
+//!   slot and report it: the caller gives its seats back and takes the
+//!   slow path.
+//! - **close** (a hot finish): if the ticket's slot is open with the
+//!   ticket's generation, free it and add the request's completion to the
+//!   sums; otherwise it was folded, and the caller finishes the request
+//!   through the core, under the level lock.
+//! - **fold** (the level lock's holder, at a decision merge, after setting
+//!   the fence): hand every open slot to the core and free it; take the
+//!   sums.
+//!
+//! # Invariants
+//! 1. **A request is accounted exactly once**: its slot is closed here or
+//!    folded into the core, never both, never neither. Both happen under
+//!    the mutex and both free the slot, so whichever comes second finds it
+//!    free (close: `Folded`; fold: nothing to fold); the generation keeps a
+//!    stale ticket from closing a later request in the reused slot.
+//! 2. **A decision sees every executing request** (the fold is complete):
+//!    the decider sets the fence before taking the mutex, and a start
+//!    pushes its slot before it re-reads the word, both under the mutex.
+//!    If the start's critical section comes first, the fold sees the slot;
+//!    if the fold's comes first, the start's re-read is ordered after the
+//!    fence (the fence happens before the decider's lock, which happens
+//!    before the start's lock) and it withdraws. A start that re-read the
+//!    word *before* pushing could see no fence, push after the fold, and
+//!    execute unseen by the decision: the model
+//!    `loom_tests::a_check_before_the_push_escapes_the_fold` shows it.
+//!
+//! # Memory orderings
+//! The mutex orders the slots and sums; the fence is the admission word's
+//! `AcqRel` RMW and the re-read its `Acquire` load
+//! ([`AdmissionWord::is_fenced`](super::admission::AdmissionWord::is_fenced)).
+
+use crate::sync::{lock, Mutex};
+
+/// Where an open request's slot is (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    slot: u32,
+    generation: u32,
+}
+
+/// A close found the slot folded: finish the request through the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Folded;
+
+#[derive(Debug)]
+enum Slot<E> {
+    Free { generation: u32 },
+    Open { generation: u32, entry: E },
+}
+
+#[derive(Debug)]
+struct State<E, C> {
+    slots: Vec<Slot<E>>,
+    free: Vec<u32>,
+    open: usize,
+    completed: C,
+}
+
+/// One shard's ledger: open slots of entries `E` and completed sums `C`.
+#[derive(Debug)]
+pub(crate) struct Ledger<E, C> {
+    state: Mutex<State<E, C>>,
+}
+
+impl<E: Copy, C: Default> Ledger<E, C> {
+    pub(crate) fn new() -> Ledger<E, C> {
+        Ledger {
+            state: Mutex::new(State {
+                slots: Vec::new(),
+                free: Vec::new(),
+                open: 0,
+                completed: C::default(),
+            }),
+        }
+    }
+
+    /// A hot start: open a slot for `entry`, then re-read the word
+    /// (`fenced`); if fenced, the slot is withdrawn and None returned: the
+    /// caller gives its seats back and takes the slow path.
+    pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<Ticket> {
+        let mut st = lock(&self.state);
+        let ticket = st.push(entry);
+        if fenced() {
+            st.free_slot(ticket.slot);
+            return None;
+        }
+        Some(ticket)
+    }
+
+    /// A hot finish: close the ticket's slot and add its completion to the
+    /// sums, or report that a fold took it.
+    pub(crate) fn close(
+        &self,
+        ticket: Ticket,
+        complete: impl FnOnce(&mut C, E),
+    ) -> Result<(), Folded> {
+        let mut st = lock(&self.state);
+        let entry = st.open_entry(ticket).ok_or(Folded)?;
+        st.free_slot(ticket.slot);
+        complete(&mut st.completed, entry);
+        Ok(())
+    }
+
+    /// A decision merge (the level lock's holder, fence set): hand every
+    /// open entry to `fold` and free its slot; returns the sums, restarted.
+    pub(crate) fn fold(&self, mut fold: impl FnMut(E)) -> C {
+        let mut st = lock(&self.state);
+        for i in 0..st.slots.len() {
+            if let Slot::Open { entry, .. } = st.slots[i] {
+                fold(entry);
+                st.free_slot(i as u32);
+            }
+        }
+        std::mem::take(&mut st.completed)
+    }
+
+    /// Open slots now.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn open_count(&self) -> usize {
+        lock(&self.state).open
+    }
+}
+
+impl<E: Copy, C> State<E, C> {
+    fn push(&mut self, entry: E) -> Ticket {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(Slot::Free { generation: 0 });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let generation = match self.slots[slot as usize] {
+            Slot::Free { generation } => generation.wrapping_add(1),
+            Slot::Open { .. } => unreachable!("a free-listed slot is free"),
+        };
+        self.slots[slot as usize] = Slot::Open { generation, entry };
+        self.open += 1;
+        Ticket { slot, generation }
+    }
+
+    fn open_entry(&self, ticket: Ticket) -> Option<E> {
+        match self.slots.get(ticket.slot as usize)? {
+            Slot::Open { generation, entry } if *generation == ticket.generation => Some(*entry),
+            _ => None,
+        }
+    }
+
+    fn free_slot(&mut self, slot: u32) {
+        if let Slot::Open { generation, .. } = self.slots[slot as usize] {
+            self.slots[slot as usize] = Slot::Free { generation };
+            self.free.push(slot);
+            self.open -= 1;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, PartialEq)]
+    struct Sums {
+        requests: u32,
+        seats: u64,
+    }
+
+    fn add(c: &mut Sums, seats: u32) {
+        c.requests += 1;
+        c.seats += u64::from(seats);
+    }
+
+    #[test]
+    fn a_closed_request_counts_in_the_sums_and_a_folded_one_in_the_core() {
+        let ledger: Ledger<u32, Sums> = Ledger::new();
+        let a = ledger.open(2, || false).unwrap();
+        let b = ledger.open(3, || false).unwrap();
+        assert_eq!(ledger.close(a, add), Ok(()));
+        let mut folded = Vec::new();
+        let sums = ledger.fold(|e| folded.push(e));
+        assert_eq!(folded, vec![3]);
+        assert_eq!(
+            sums,
+            Sums {
+                requests: 1,
+                seats: 2
+            }
+        );
+        assert_eq!(ledger.close(b, add), Err(Folded));
+        assert_eq!(ledger.open_count(), 0);
+    }
+
+    #[test]
+    fn a_stale_ticket_never_closes_the_next_request_in_its_slot() {
+        let ledger: Ledger<u32, Sums> = Ledger::new();
+        let old = ledger.open(1, || false).unwrap();
+        ledger.fold(|_| {});
+        let new = ledger.open(5, || false).unwrap();
+        assert_eq!(old.slot, new.slot, "the slot is reused");
+        assert_eq!(ledger.close(old, add), Err(Folded));
+        assert_eq!(ledger.close(new, add), Ok(()));
+        assert_eq!(
+            ledger.fold(|_| {}),
+            Sums {
+                requests: 1,
+                seats: 5
+            }
+        );
+    }
+
+    #[test]
+    fn a_fenced_start_withdraws_its_slot() {
+        let ledger: Ledger<u32, Sums> = Ledger::new();
+        assert_eq!(ledger.open(1, || true), None);
+        assert_eq!(ledger.open_count(), 0);
+        let mut folded = 0;
+        ledger.fold(|_| folded += 1);
+        assert_eq!(folded, 0);
+    }
+}
+
+#[cfg(all(test, loom))]
+impl<E: Copy, C: Default> Ledger<E, C> {
+    /// The broken twin of `close` for the models: it checks that the slot
+    /// is open in one critical section and frees it in another, so a fold
+    /// in between is counted twice.
+    fn close_in_two_steps(
+        &self,
+        ticket: Ticket,
+        complete: impl FnOnce(&mut C, E),
+    ) -> Result<(), Folded> {
+        let entry = lock(&self.state).open_entry(ticket).ok_or(Folded)?;
+        let mut st = lock(&self.state);
+        st.free_slot(ticket.slot);
+        complete(&mut st.completed, entry);
+        Ok(())
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    //! The ledger's protocol with the admission word and a level lock:
+    //! every interleaving of a hot start or finish with the lock holder's
+    //! fence and fold. Each model asserts at every step, and each has a
+    //! broken twin that the model must catch.
+    use super::*;
+    use crate::queueset::admission::AdmissionWord;
+    use loom::sync::atomic::{AtomicU32, Ordering};
+    use loom::sync::{Arc, Mutex as LoomMutex};
+    use loom::thread;
+
+    #[derive(Debug, Default)]
+    struct Sums {
+        requests: u32,
+    }
+
+    /// The core's side, under the level lock.
+    #[derive(Debug, Default)]
+    struct CoreModel {
+        /// Seats of requests the core knows execute (folded ones).
+        executing: u32,
+        /// Requests the decision saw: folded, or completed before it.
+        seen: u32,
+        /// Requests folded and then finished through the core.
+        finished: u32,
+        /// Requests whose completion a fold collected from the sums.
+        completed: u32,
+    }
+
+    struct Level {
+        word: AdmissionWord,
+        ledger: Ledger<u32, Sums>,
+        core: LoomMutex<CoreModel>,
+        /// Requests that executed on the hot path.
+        hot: AtomicU32,
+    }
+
+    /// Which protocol a model runs.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Protocol {
+        Correct,
+        /// A start re-reads the word before pushing its slot.
+        CheckBeforePush,
+        /// A finish checks and frees its slot in two critical sections.
+        CloseInTwoSteps,
+    }
+
+    impl Level {
+        fn new(limit: u32) -> Arc<Level> {
+            Arc::new(Level {
+                word: AdmissionWord::new(limit, 0),
+                ledger: Ledger::new(),
+                core: LoomMutex::new(CoreModel::default()),
+                hot: AtomicU32::new(0),
+            })
+        }
+
+        /// A hot start of one seat.
+        fn start(&self, protocol: Protocol) -> Option<Ticket> {
+            if !self.word.try_take_fast(1) {
+                return None;
+            }
+            let ticket = if protocol == Protocol::CheckBeforePush {
+                let fenced = self.word.is_fenced();
+                self.ledger.open(1, || fenced)
+            } else {
+                self.ledger.open(1, || self.word.is_fenced())
+            };
+            match ticket {
+                Some(t) => {
+                    self.hot.fetch_add(1, Ordering::AcqRel);
+                    Some(t)
+                }
+                None => {
+                    self.word.give_back(1);
+                    None
+                }
+            }
+        }
+
+        fn finish(&self, ticket: Ticket, protocol: Protocol) {
+            let complete = |c: &mut Sums, _| c.requests += 1;
+            let closed = if protocol == Protocol::CloseInTwoSteps {
+                self.ledger.close_in_two_steps(ticket, complete)
+            } else {
+                self.ledger.close(ticket, complete)
+            };
+            if closed.is_err() {
+                // Folded: the core finishes it, under the level lock.
+                let mut core = self.core.lock().unwrap();
+                core.executing -= 1;
+                core.finished += 1;
+            }
+            self.word.give_back(1);
+        }
+
+        /// A decision merge: fence, fold. The fence stays (a request waits
+        /// behind it), so no hot start may run unseen from now on.
+        fn decide(&self) {
+            let mut core = self.core.lock().unwrap();
+            self.word.set_slow();
+            let mut folded = 0;
+            let sums = self.ledger.fold(|seats| folded += seats);
+            core.executing += folded;
+            core.seen += folded + sums.requests;
+            core.completed += sums.requests;
+            let word = self.word.load().seats_in_use;
+            assert!(
+                core.executing <= word,
+                "the core counts {} executing seats, the word {}",
+                core.executing,
+                word
+            );
+        }
+
+        /// With every thread joined: every hot request was seen by the
+        /// decision and accounted exactly once, and no seat was lost.
+        fn assert_settled(&self) {
+            let mut core = self.core.lock().unwrap();
+            let mut late = 0;
+            let sums = self.ledger.fold(|seats| late += seats);
+            core.completed += sums.requests;
+            let hot = self.hot.load(Ordering::Acquire);
+            assert_eq!(late, 0, "a request ran unseen by the decision");
+            assert_eq!(core.seen, hot, "a request ran unseen by the decision");
+            assert_eq!(core.executing, 0, "a request counted executing for ever");
+            assert_eq!(
+                core.finished + core.completed,
+                hot,
+                "{hot} hot requests, {} finished through the core, {} in the sums",
+                core.finished,
+                core.completed
+            );
+            assert_eq!(self.word.load().seats_in_use, 0, "a seat was lost");
+        }
+    }
+
+    fn start_against_a_decision(protocol: Protocol) {
+        loom::model(move || {
+            let level = Level::new(2);
+            let l = level.clone();
+            let t = thread::spawn(move || {
+                if let Some(ticket) = l.start(protocol) {
+                    l.finish(ticket, protocol);
+                }
+            });
+            level.decide();
+            t.join().unwrap();
+            level.assert_settled();
+        });
+    }
+
+    /// A hot start races a decision that fences and folds: the start is
+    /// folded (or completed before the fold), or it sees the fence and
+    /// withdraws (invariant 2); either way it is accounted once
+    /// (invariant 1).
+    #[test]
+    fn a_start_is_folded_or_sees_the_fence() {
+        start_against_a_decision(Protocol::Correct);
+    }
+
+    /// The same start re-reading the word before its push: it can miss
+    /// the fence and push after the fold, running unseen by the decision.
+    #[test]
+    #[should_panic(expected = "unseen by the decision")]
+    fn a_check_before_the_push_escapes_the_fold() {
+        start_against_a_decision(Protocol::CheckBeforePush);
+    }
+
+    fn finish_against_a_fold(protocol: Protocol) {
+        loom::model(move || {
+            let level = Level::new(2);
+            let ticket = level.start(protocol).expect("room for one");
+            let l = level.clone();
+            let t = thread::spawn(move || l.finish(ticket, protocol));
+            level.decide();
+            t.join().unwrap();
+            level.assert_settled();
+        });
+    }
+
+    /// A finish on another thread races the fold of its request: counted
+    /// once, in the sums or through the core (invariant 1).
+    #[test]
+    fn a_finish_racing_a_fold_is_counted_once() {
+        finish_against_a_fold(Protocol::Correct);
+    }
+
+    /// The same with a finish that checks and frees its slot in two
+    /// critical sections: a fold in between counts the request twice.
+    #[test]
+    #[should_panic(expected = "executing for ever")]
+    fn a_close_in_two_steps_counts_twice() {
+        finish_against_a_fold(Protocol::CloseInTwoSteps);
+    }
+}
