@@ -28,10 +28,13 @@ step "rust: API documentation (rustdoc with warnings as errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p apf --features tower,simulator
 scripts/check-doc-names.sh
 
-step "rust: both crates (apf, then apf-cli against the packaged apf) package for crates.io"
-# The C API crates (capi/: apf-capi, libapf) are publish = false: the C
-# library is installed from the repository (scripts/install.sh).
-cargo package -p apf -p apf-cli --no-verify --allow-dirty --quiet
+step "rust: both crates (apf, then apf-cli against the packaged apf) pass cargo publish --dry-run"
+# What `cargo publish` would do short of the upload: package each crate and
+# build it from its package alone (apf-cli against the packaged apf), so a
+# file missing from `include` or a dependency only the workspace provides
+# fails here. The C API crates (capi/: apf-capi, libapf) are publish =
+# false: the C library is installed from the repository (scripts/install.sh).
+cargo publish --dry-run -p apf -p apf-cli --allow-dirty --quiet
 
 step "tower layer: unit tests and the loopback load test"
 cargo test --features tower --lib tower::
