@@ -28,6 +28,6 @@ fuzz_target!(|data: &[u8]| {
             assert!(phase.scale.is_finite() && phase.scale >= 0.0);
         }
         let _ = flow.service.mean_secs();
-        let _ = flow.request.instantiate(flow.replicas - 1);
+        let _ = flow.replica_request(flow.replicas - 1);
     }
 });

@@ -179,6 +179,14 @@ pub struct Flow {
     pub expect: Option<Expectation>,
 }
 
+impl Flow {
+    /// The request replica `i` (0-based) of this flow sends: every `{i}` in
+    /// the request's strings replaced by `i`.
+    pub fn replica_request(&self, i: u32) -> OwnedDigest {
+        replica(&self.request, i)
+    }
+}
+
 /// Replica `i` of a flow's request: every `{i}` in its strings replaced by
 /// `i` (0-based).
 pub(crate) fn replica(template: &OwnedDigest, i: u32) -> OwnedDigest {
