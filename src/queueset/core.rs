@@ -27,10 +27,8 @@ use std::task::Waker;
 mod checks;
 mod deadlines;
 pub(crate) mod dispatch_gauges;
+mod epoch;
 mod finish;
-mod fused;
-#[cfg(all(test, not(loom)))]
-mod fused_tests;
 mod lingering;
 mod queues;
 mod release;
@@ -42,14 +40,14 @@ pub(crate) use self::lingering::{Lingering, LingeringSeats};
 pub(crate) use self::queues::Queues;
 use self::vclock::VirtualClock;
 
-pub(crate) use self::fused::Ended;
+pub(crate) use self::epoch::{Completed, Entry};
 
 /// Marks a request that belongs to no queue (the level does not queue).
 pub(crate) const NO_QUEUE: u32 = u32::MAX;
 
 /// Marks a request admitted lock-free under the flow fairness policy: its
-/// queue is chosen when its record is replayed, and found in the flow
-/// table when it finishes.
+/// queue is chosen when its shard's ledger is folded into the core, and
+/// found in the flow table when it finishes.
 pub(crate) const FLOW_QUEUE: u32 = u32::MAX - 1;
 
 /// A request waiting in a queue.
@@ -65,7 +63,8 @@ pub(crate) struct Waiter {
 }
 
 /// What the level holds, over every request (those of no queue included):
-/// the mirror of the admission word's seats once the ring is replayed.
+/// the mirror of the admission word's seats once the ledgers are merged
+/// (less the seats parked in budgets).
 #[derive(Debug, Default)]
 pub(crate) struct LevelSeats {
     /// Requests executing.
@@ -181,16 +180,6 @@ impl Core {
         self.vclock.last_sync()
     }
 
-    /// Take the observer out (to hold its lock across a batch of replays).
-    pub(crate) fn take_demand_observer(&mut self) -> Option<SeatDemandHandle> {
-        self.demand_observer.take()
-    }
-
-    /// Put back an observer taken with `take_demand_observer`.
-    pub(crate) fn set_demand_observer_quietly(&mut self, observer: SeatDemandHandle) {
-        self.demand_observer = Some(observer);
-    }
-
     pub(crate) fn set_demand_observer(&mut self, observer: Option<SeatDemandHandle>) {
         self.demand_observer = observer;
         self.observe_demand();
@@ -235,10 +224,11 @@ impl Core {
         self.lingering.seats()
     }
 
-    // ----- hot-path events replayed in order -------------------------------
+    // ----- requests admitted at once under the lock -----------------------
 
-    /// A request admitted on the hot path into `queue` at `at`.
-    pub(crate) fn replay_start(
+    /// A request admitted at once into `queue` at `at` by the slow path
+    /// (a level that does not queue, or a test).
+    pub(crate) fn start_at_once(
         &mut self,
         queue: u32,
         tag: u32,
@@ -268,31 +258,8 @@ impl Core {
         }
         self.begin_executing(queue, estimate.max_seats());
         if queue != NO_QUEUE {
-            // A late replay: the slow path may have queued a waiter here
-            // since this request took its seats, so the queue's key in the
-            // ready index must follow its new next-dispatch R.
             self.queues.bound_and_reindex(queue as usize);
         }
-    }
-
-    /// A request without additional latency finished on the hot path; its
-    /// seats were already given back in the admission word.
-    pub(crate) fn replay_finish(
-        &mut self,
-        queue: u32,
-        tag: u32,
-        initial_seats: u32,
-        seats: u32,
-        start: Instant,
-        at: Instant,
-    ) {
-        self.sync(at);
-        let tally = self.tallies.get(tag);
-        tally.end(start, at);
-        tally.release(seats);
-        self.tallies.note(Phase::Executing, tag, -1, at);
-        self.end_executing(queue, initial_seats, start, at);
-        self.release(queue, seats);
     }
 
     /// A request rejected on arrival (queue full, or no room at a level

@@ -2,9 +2,12 @@
 //! sequence of operations, run single-threaded on a manual clock through
 //! both, must give the same decision for every request and the same
 //! fair-queuing state after every operation. Used by the property tests and
-//! the `queueset` fuzz target.
+//! the `queueset` fuzz target. The reference accounts by the optimised
+//! core's rule ([`Accounting::Epoch`]): hot-path requests kept in a ledger
+//! and merged at each operation that takes the level lock and at each
+//! observation (the comparison after every operation is one).
 
-use super::reference::{Event, Outcome, ReferenceQueueSet};
+use super::reference::{Accounting, Event, Outcome, ReferenceQueueSet};
 use super::{
     Admission, Fairness, Guard, QueueSet, QueueSetConfig, RejectReason, Request, RequestId, Ticket,
 };
@@ -149,12 +152,13 @@ pub fn check(initial: (u8, u8, u8, u8), ops: &[Op]) -> Result<(), String> {
         h & 0x40 != 0,
     );
     let (clock, manual) = Clock::manual();
-    let (Ok(qs), Ok(mut model)) = (
+    let (Ok(qs), Ok(model)) = (
         QueueSet::new(cfg.clone(), clock.clone()),
         ReferenceQueueSet::new(cfg, Instant::ZERO),
     ) else {
         return Ok(()); // both refuse the same invalid configs (checked below)
     };
+    let mut model = model.with_accounting(Accounting::Epoch);
     let mut run = Run {
         qs: &qs,
         executing: BTreeMap::new(),
@@ -163,7 +167,7 @@ pub fn check(initial: (u8, u8, u8, u8), ops: &[Op]) -> Result<(), String> {
     };
     for (step, op) in ops.iter().enumerate() {
         run.apply(step, op, &mut model, &clock, &manual)?;
-        run.compare(step, op, &mut model)?;
+        run.compare(step, op, &mut model, clock.now())?;
     }
     // Drain everything: finish all, run out all timers; both must end empty.
     let ids: Vec<RequestId> = run.executing.keys().copied().collect();
@@ -382,8 +386,11 @@ impl<'q> Run<'q> {
         step: usize,
         op: &Op,
         model: &mut ReferenceQueueSet,
+        now: Instant,
     ) -> Result<(), String> {
         self.collect_events(step, model)?;
+        // The queueset's observations merge its ledgers: so does the model.
+        model.merge(now);
         let stats = self.qs.stats();
         let ours = (
             stats.seats_in_use,

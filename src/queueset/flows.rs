@@ -7,13 +7,11 @@
 //! (one flow) instead of spreading over its whole hand. An idle flow has no
 //! entry: the table holds at most one entry per request in the system, so
 //! millions of distinct flows cost nothing while idle. Touched only under
-//! the level lock (the hot path records the flow hash and the queue is
-//! chosen when its record is replayed).
+//! the level lock (the hot path records the flow hash in its shard's
+//! ledger and the queue is chosen when the ledger is folded).
 
-use super::core::{Core, Ended, FLOW_QUEUE, NO_QUEUE};
-use crate::clock::Instant;
+use super::core::{Core, FLOW_QUEUE, NO_QUEUE};
 use crate::dealer::Dealer;
-use crate::work_estimate::WorkEstimate;
 use std::collections::HashMap;
 
 /// A busy flow: its queue and its requests waiting or executing there.
@@ -118,67 +116,6 @@ impl Core {
             .map(|&card| card as usize)
             .min_by_key(|&q| load(q))
             .unwrap_or(0)
-    }
-
-    /// A request admitted lock-free under the flow policy: choose its
-    /// queue now (with nothing waiting when it started, only accounting
-    /// depends on the choice) and count it in the flow table.
-    pub(crate) fn replay_start_flow(
-        &mut self,
-        flow: u64,
-        tag: u32,
-        estimate: WorkEstimate,
-        at: Instant,
-    ) {
-        let q = self.replayed_flow_queue(flow);
-        self.flows.join(flow, q);
-        self.replay_start(q as u32, tag, estimate, at);
-    }
-
-    /// The queue of a flow-policy request admitted lock-free, chosen when
-    /// its start is replayed.
-    fn replayed_flow_queue(&self, flow: u64) -> usize {
-        // The level stopped queuing since the start (a reconfiguration
-        // between the hot path's read of the dealer and this replay): keep
-        // the flow's queue if busy, else queue 0, which drains away.
-        match &self.dealer {
-            Some(dealer) => self.flow_queue(dealer, flow),
-            None => self.flows.queue_of(flow).unwrap_or(0),
-        }
-    }
-
-    /// A flow-policy start followed at once by a finish of the same flow
-    /// and tag (see `Core::replay_start_finish`): the same state as
-    /// `replay_start_flow` then `replay_finish_flow`. The start joins the
-    /// flow table and the finish leaves it, finding the queue the start
-    /// chose (the flow is in the table in between), so the table's counts
-    /// end as they began and nothing in between reads them: neither is
-    /// done.
-    pub(crate) fn replay_start_finish_flow(
-        &mut self,
-        flow: u64,
-        tag: u32,
-        estimate: WorkEstimate,
-        at: Instant,
-        end: Ended,
-        midway: impl FnOnce(&Core),
-    ) {
-        let q = self.replayed_flow_queue(flow);
-        self.replay_start_finish(q as u32, tag, estimate, at, end, midway);
-    }
-
-    /// A flow-policy request finished lock-free: its queue is its flow's.
-    pub(crate) fn replay_finish_flow(
-        &mut self,
-        flow: u64,
-        tag: u32,
-        initial_seats: u32,
-        seats: u32,
-        start: Instant,
-        at: Instant,
-    ) {
-        let queue = self.flow_leaves(FLOW_QUEUE, Some(flow));
-        self.replay_finish(queue, tag, initial_seats, seats, start, at);
     }
 
     /// A request of `queue` (and, under the flow policy, of `flow`)

@@ -21,6 +21,7 @@
 //!   for the core's accounting, never a second owner.
 
 use super::core::{FLOW_QUEUE, NO_QUEUE};
+use super::ledger::LedgerTicket;
 use super::shards::ANY_SHARD;
 use super::ReleaseError;
 use crate::clock::Instant;
@@ -29,11 +30,15 @@ use crate::work_estimate::WorkEstimate;
 /// A request holding seats (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Held {
-    /// The shard whose ring holds its start record ([`ANY_SHARD`] when the
-    /// slow path accounted its start): its finish record goes there too.
+    /// The shard whose ledger holds its start ([`ANY_SHARD`] when the
+    /// slow path accounted its start): its finish closes the slot there.
     pub(crate) shard: u32,
+    /// Its slot in that ledger (None: the slow path accounted its start).
+    /// A slot folded into the core meanwhile no longer answers to it: the
+    /// finish then goes through the core.
+    pub(crate) ticket: Option<LedgerTicket>,
     /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
-    /// (the queue is then chosen at replay and found in the flow table);
+    /// (the queue is then chosen at the fold and found in the flow table);
     /// [`NO_QUEUE`] at a level that does not queue.
     pub(crate) queue: u32,
     /// The flow's hash when a flow fairness policy admitted it: the
@@ -61,6 +66,7 @@ impl Held {
     ) -> Held {
         Held {
             shard: ANY_SHARD,
+            ticket: None,
             queue,
             flow,
             tag,
@@ -85,7 +91,7 @@ impl Held {
     }
 
     /// Its queue, if the level queues and the queue was chosen at
-    /// admission (not by a replay under the flow policy).
+    /// admission (not at a fold under the flow policy).
     pub(crate) fn known_queue(&self) -> Option<u32> {
         (self.queue != NO_QUEUE && self.queue != FLOW_QUEUE).then_some(self.queue)
     }

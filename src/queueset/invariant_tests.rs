@@ -55,7 +55,7 @@ const FLOW: u64 = 7;
 
 /// A flow-policy level of 4 seats and 2 queues in which a request of
 /// [`FLOW`] holding 2 seats was admitted on the hot path at 0 (its queue
-/// chosen at the replay).
+/// chosen when its shard's ledger was folded).
 fn flow_core_with_request() -> (Core, WorkEstimate) {
     let cfg = QueueSetConfig {
         name: "invariants".into(),
@@ -68,7 +68,15 @@ fn flow_core_with_request() -> (Core, WorkEstimate) {
     let dealer = cfg.validate().expect("valid config");
     let mut core = Core::new(cfg, dealer, Instant::ZERO);
     let estimate = WorkEstimate::new(2, 0, Duration::ZERO);
-    core.replay_start_flow(FLOW, 0, estimate, Instant::ZERO);
+    let entry = super::core::Entry {
+        queue: FLOW_QUEUE,
+        flow_hash: FLOW,
+        tag: 0,
+        estimate,
+        start: Instant::ZERO,
+    };
+    let mut folded = vec![(Instant::ZERO, 0, 0, entry)];
+    core.merge_ledgers(Instant::ZERO, &mut folded, &mut Default::default());
     core.check_invariants();
     (core, estimate)
 }
@@ -77,6 +85,7 @@ fn flow_core_with_request() -> (Core, WorkEstimate) {
 fn flow_held(estimate: WorkEstimate) -> Held {
     Held {
         shard: ANY_SHARD,
+        ticket: None,
         queue: FLOW_QUEUE,
         flow: Some(FLOW),
         tag: 0,
@@ -105,14 +114,13 @@ fn release_then_finish_passes() {
     let (mut core, estimate) = flow_core_with_request();
     core.release_early(&flow_held(estimate), 1, at(1));
     core.check_invariants();
-    let charged = released_one(estimate).charged_seats();
-    core.replay_finish_flow(FLOW, 0, charged, 1, Instant::ZERO, at(2));
+    core.finish(&released_one(estimate), at(2));
     core.check_invariants();
     assert!(core.queues.iter().all(|q| q.seats_in_use == 0));
 }
 
 /// The state issue 22's race left: the finish (of the seat still held)
-/// replayed first and took the flow out of the flow table, then the
+/// accounted first and took the flow out of the flow table, then the
 /// release found no queue and lowered only the level's seats (as the
 /// unfixed `release_early` did). The queue keeps a seat the level no
 /// longer counts: caught.
@@ -132,7 +140,7 @@ fn a_release_after_the_finish_is_caught() {
 fn a_phantom_seat_is_caught_beside_unqueued_seats() {
     let (mut core, estimate) = flow_core_with_request();
     let one = WorkEstimate::new(1, 0, Duration::ZERO);
-    core.replay_start(super::core::NO_QUEUE, 0, one, Instant::ZERO);
+    core.start_at_once(super::core::NO_QUEUE, 0, one, Instant::ZERO);
     core.check_invariants();
     finish_then_release_lost(&mut core, estimate);
     core.check_invariants();
@@ -141,8 +149,7 @@ fn a_phantom_seat_is_caught_beside_unqueued_seats() {
 /// The finish of the seat still held, then the release of the other seat
 /// as the unfixed code applied it once the flow had left the table.
 fn finish_then_release_lost(core: &mut Core, estimate: WorkEstimate) {
-    let charged = released_one(estimate).charged_seats();
-    core.replay_finish_flow(FLOW, 0, charged, 1, Instant::ZERO, at(2));
+    core.finish(&released_one(estimate), at(2));
     core.seats.in_use -= 1;
     core.tallies.get(0).release(1);
 }
@@ -153,7 +160,6 @@ fn finish_then_release_lost(core: &mut Core, estimate: WorkEstimate) {
 #[should_panic(expected = "in the flow table")]
 fn a_release_of_a_flow_gone_from_the_table_is_reported() {
     let (mut core, estimate) = flow_core_with_request();
-    let charged = released_one(estimate).charged_seats();
-    core.replay_finish_flow(FLOW, 0, charged, 1, Instant::ZERO, at(2));
+    core.finish(&released_one(estimate), at(2));
     core.release_early(&flow_held(estimate), 1, at(3));
 }

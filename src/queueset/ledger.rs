@@ -1,15 +1,16 @@
 //! A shard's ledger: the shard-local part of the accounting of requests
 //! admitted on the hot path (docs/scaling.md, "The next core", part a).
 //!
-//! **Status: the protocol, model-checked; the core is not wired to it
-//! yet** (the event rings still carry every record to the level lock). It
-//! is built and checked first so that the core can be moved onto it
-//! without a new protocol being invented on the way.
+//! Wired: every hot-path start opens a slot here, every hot-path finish
+//! closes one, and the level lock's holder folds every shard's ledger
+//! into the core at each operation it takes the lock for
+//! (`Shared::lock_and_merge`, src/queueset/paths.rs; the epoch rule that
+//! accounts a fold is `Core::merge_ledgers`, src/queueset/core/epoch.rs).
 //!
 //! # What it holds
 //! - *Open slots*: one per request started on this shard's hot path and
 //!   not yet finished or folded: its entry (placement, seats, charge,
-//!   start), addressed by a [`Ticket`] (slot index and generation) that the
+//!   start), addressed by a [`LedgerTicket`] (slot index and generation) that the
 //!   held request carries.
 //! - *Completed sums*: what requests that finished here contribute and
 //!   that adds up whatever the interleaving (counts, histograms, seat-time),
@@ -58,7 +59,7 @@ use crate::sync::{lock, Mutex};
 
 /// Where an open request's slot is (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ticket {
+pub(crate) struct LedgerTicket {
     slot: u32,
     generation: u32,
 }
@@ -69,8 +70,16 @@ pub(crate) struct Folded;
 
 #[derive(Debug)]
 enum Slot<E> {
-    Free { generation: u32 },
-    Open { generation: u32, entry: E },
+    Free {
+        generation: u32,
+    },
+    Open {
+        generation: u32,
+        /// The shard's start number: folds hand entries over in start
+        /// order (slots are reused, so the slab's order is not it).
+        seq: u64,
+        entry: E,
+    },
 }
 
 #[derive(Debug)]
@@ -78,6 +87,7 @@ struct State<E, C> {
     slots: Vec<Slot<E>>,
     free: Vec<u32>,
     open: usize,
+    next_seq: u64,
     completed: C,
 }
 
@@ -94,6 +104,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
                 slots: Vec::new(),
                 free: Vec::new(),
                 open: 0,
+                next_seq: 0,
                 completed: C::default(),
             }),
         }
@@ -102,7 +113,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// A hot start: open a slot for `entry`, then re-read the word
     /// (`fenced`); if fenced, the slot is withdrawn and None returned: the
     /// caller gives its seats back and takes the slow path.
-    pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<Ticket> {
+    pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<LedgerTicket> {
         let mut st = lock(&self.state);
         let ticket = st.push(entry);
         if fenced() {
@@ -116,7 +127,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// sums, or report that a fold took it.
     pub(crate) fn close(
         &self,
-        ticket: Ticket,
+        ticket: LedgerTicket,
         complete: impl FnOnce(&mut C, E),
     ) -> Result<(), Folded> {
         let mut st = lock(&self.state);
@@ -126,17 +137,31 @@ impl<E: Copy, C: Default> Ledger<E, C> {
         Ok(())
     }
 
-    /// A decision merge (the level lock's holder, fence set): hand every
-    /// open entry to `fold` and free its slot; returns the sums, restarted.
-    pub(crate) fn fold(&self, mut fold: impl FnMut(E)) -> C {
+    /// A merge (the level lock's holder; fence set for a decision): hand
+    /// every open entry, with its start number on this shard, to `fold`
+    /// and free its slot; returns the sums, restarted. O(1) when nothing
+    /// opened since the last fold.
+    #[cfg(test)]
+    pub(crate) fn fold(&self, fold: impl FnMut(u64, E)) -> C {
+        let mut sums = None;
+        self.fold_into(fold, |c| sums = Some(std::mem::take(c)));
+        sums.unwrap_or_default()
+    }
+
+    /// [`Ledger::fold`], handing the sums to `take` in place (which takes
+    /// what it needs and leaves them restarted), so that the shard keeps
+    /// what the sums allocated.
+    pub(crate) fn fold_into(&self, mut fold: impl FnMut(u64, E), take: impl FnOnce(&mut C)) {
         let mut st = lock(&self.state);
-        for i in 0..st.slots.len() {
-            if let Slot::Open { entry, .. } = st.slots[i] {
-                fold(entry);
-                st.free_slot(i as u32);
+        if st.open > 0 {
+            for i in 0..st.slots.len() {
+                if let Slot::Open { entry, seq, .. } = st.slots[i] {
+                    fold(seq, entry);
+                    st.free_slot(i as u32);
+                }
             }
         }
-        std::mem::take(&mut st.completed)
+        take(&mut st.completed);
     }
 
     /// Open slots now.
@@ -147,7 +172,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
 }
 
 impl<E: Copy, C> State<E, C> {
-    fn push(&mut self, entry: E) -> Ticket {
+    fn push(&mut self, entry: E) -> LedgerTicket {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -159,14 +184,22 @@ impl<E: Copy, C> State<E, C> {
             Slot::Free { generation } => generation.wrapping_add(1),
             Slot::Open { .. } => unreachable!("a free-listed slot is free"),
         };
-        self.slots[slot as usize] = Slot::Open { generation, entry };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.slots[slot as usize] = Slot::Open {
+            generation,
+            seq,
+            entry,
+        };
         self.open += 1;
-        Ticket { slot, generation }
+        LedgerTicket { slot, generation }
     }
 
-    fn open_entry(&self, ticket: Ticket) -> Option<E> {
+    fn open_entry(&self, ticket: LedgerTicket) -> Option<E> {
         match self.slots.get(ticket.slot as usize)? {
-            Slot::Open { generation, entry } if *generation == ticket.generation => Some(*entry),
+            Slot::Open {
+                generation, entry, ..
+            } if *generation == ticket.generation => Some(*entry),
             _ => None,
         }
     }
@@ -202,7 +235,7 @@ mod tests {
         let b = ledger.open(3, || false).unwrap();
         assert_eq!(ledger.close(a, add), Ok(()));
         let mut folded = Vec::new();
-        let sums = ledger.fold(|e| folded.push(e));
+        let sums = ledger.fold(|_, e| folded.push(e));
         assert_eq!(folded, vec![3]);
         assert_eq!(
             sums,
@@ -219,13 +252,13 @@ mod tests {
     fn a_stale_ticket_never_closes_the_next_request_in_its_slot() {
         let ledger: Ledger<u32, Sums> = Ledger::new();
         let old = ledger.open(1, || false).unwrap();
-        ledger.fold(|_| {});
+        ledger.fold(|_, _| {});
         let new = ledger.open(5, || false).unwrap();
         assert_eq!(old.slot, new.slot, "the slot is reused");
         assert_eq!(ledger.close(old, add), Err(Folded));
         assert_eq!(ledger.close(new, add), Ok(()));
         assert_eq!(
-            ledger.fold(|_| {}),
+            ledger.fold(|_, _| {}),
             Sums {
                 requests: 1,
                 seats: 5
@@ -239,7 +272,7 @@ mod tests {
         assert_eq!(ledger.open(1, || true), None);
         assert_eq!(ledger.open_count(), 0);
         let mut folded = 0;
-        ledger.fold(|_| folded += 1);
+        ledger.fold(|_, _| folded += 1);
         assert_eq!(folded, 0);
     }
 }
@@ -251,7 +284,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// in between is counted twice.
     fn close_in_two_steps(
         &self,
-        ticket: Ticket,
+        ticket: LedgerTicket,
         complete: impl FnOnce(&mut C, E),
     ) -> Result<(), Folded> {
         let entry = lock(&self.state).open_entry(ticket).ok_or(Folded)?;
@@ -321,7 +354,7 @@ mod loom_tests {
         }
 
         /// A hot start of one seat.
-        fn start(&self, protocol: Protocol) -> Option<Ticket> {
+        fn start(&self, protocol: Protocol) -> Option<LedgerTicket> {
             if !self.word.try_take_fast(1) {
                 return None;
             }
@@ -343,7 +376,7 @@ mod loom_tests {
             }
         }
 
-        fn finish(&self, ticket: Ticket, protocol: Protocol) {
+        fn finish(&self, ticket: LedgerTicket, protocol: Protocol) {
             let complete = |c: &mut Sums, _| c.requests += 1;
             let closed = if protocol == Protocol::CloseInTwoSteps {
                 self.ledger.close_in_two_steps(ticket, complete)
@@ -365,7 +398,7 @@ mod loom_tests {
             let mut core = self.core.lock().unwrap();
             self.word.set_slow();
             let mut folded = 0;
-            let sums = self.ledger.fold(|seats| folded += seats);
+            let sums = self.ledger.fold(|_, seats| folded += seats);
             core.executing += folded;
             core.seen += folded + sums.requests;
             core.completed += sums.requests;
@@ -383,7 +416,7 @@ mod loom_tests {
         fn assert_settled(&self) {
             let mut core = self.core.lock().unwrap();
             let mut late = 0;
-            let sums = self.ledger.fold(|seats| late += seats);
+            let sums = self.ledger.fold(|_, seats| late += seats);
             core.completed += sums.requests;
             let hot = self.hot.load(Ordering::Acquire);
             assert_eq!(late, 0, "a request ran unseen by the decision");

@@ -74,7 +74,6 @@ pub mod history;
 // there: in a release build there is nothing for them to catch.
 #[cfg(all(test, debug_assertions, not(loom)))]
 mod invariant_tests;
-#[cfg(test)]
 mod ledger;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
@@ -256,7 +255,8 @@ impl QueueSet {
             core,
             timer: None,
             next_seq: 0,
-            replay_buffers: Vec::new(),
+            folded: Vec::new(),
+            completed: Default::default(),
         };
         let shards = Shards::new();
         let shared = Arc::new(Shared {
@@ -434,7 +434,7 @@ impl QueueSet {
     /// level's demand observer next (borrowing, at the end of its period)
     /// sees every change up to this instant rather than the last replay.
     pub fn catch_up(&self) {
-        drop(self.shared.lock_and_drain());
+        drop(self.shared.lock_and_merge());
     }
 
     /// What the adaptive limit reads of this level each update interval
@@ -442,7 +442,7 @@ impl QueueSet {
     /// execution-time tallies the replay already keeps, summed over tags.
     /// The hot path pays nothing for it.
     pub(crate) fn latency_totals(&self) -> LatencyTotals {
-        let st = self.shared.lock_and_drain();
+        let st = self.shared.lock_and_merge();
         let core = &st.core;
         let (completed, latency_nanos) = core.tallies.iter().fold((0u64, 0u128), |(n, sum), t| {
             (n + t.execution.count(), sum + t.execution.sum())
@@ -462,7 +462,7 @@ impl QueueSet {
     /// is replayed, at their own timestamps.
     pub fn set_demand_observer(&self, observer: Option<SeatDemandHandle>) {
         self.shared
-            .lock_and_drain()
+            .lock_and_merge()
             .core
             .set_demand_observer(observer);
     }
@@ -473,7 +473,7 @@ impl QueueSet {
     /// demand, this is fed when the ring is replayed, never by the hot path.
     pub fn set_read_write_observer(&self, handle: Option<ReadWriteHandle>) {
         self.shared
-            .lock_and_drain()
+            .lock_and_merge()
             .core
             .tallies
             .set_read_write(handle);
@@ -486,7 +486,7 @@ impl QueueSet {
 
     /// A consistent snapshot of the counters.
     pub fn stats(&self) -> QueueSetStats {
-        let mut st = self.shared.lock_and_drain();
+        let mut st = self.shared.lock_and_merge();
         // Seats parked in budgets are free seats: back to the word, so that
         // the snapshot counts only seats that requests hold.
         self.shared.shards.sweep(&self.shared.word);
@@ -511,7 +511,7 @@ impl QueueSet {
     /// Each queue's (next-dispatch R, waiting, executing, seats in use), for
     /// dumps and for the tests that compare with the reference model.
     pub fn queue_states(&self) -> Vec<(vtime::VTime, usize, u32, u32)> {
-        let st = self.shared.lock_and_drain();
+        let st = self.shared.lock_and_merge();
         st.core
             .queues
             .iter()
@@ -529,43 +529,43 @@ impl QueueSet {
     /// The level's virtual time R, in [`vtime::VTime`] units (2^-20
     /// seat-nanoseconds; [`vtime::to_seat_seconds`] converts).
     pub fn current_r(&self) -> vtime::VTime {
-        self.shared.lock_and_drain().core.r()
+        self.shared.lock_and_merge().core.r()
     }
 
     /// Kubernetes' virtual-time gauges as of the last dispatch from a queue
     /// (bounds over the queues waiting now), with the ring replayed first;
     /// `None` before the first dispatch.
     pub fn dispatch_gauges(&self) -> Option<DispatchGauges> {
-        self.shared.lock_and_drain().core.dispatch_gauges()
+        self.shared.lock_and_merge().core.dispatch_gauges()
     }
 
     /// The level's time-weighted utilization up to now, with the event
     /// ring replayed first.
     pub fn utilization(&self) -> Utilization {
         let now = self.shared.clock.now();
-        self.shared.lock_and_drain().core.utilization_at(now)
+        self.shared.lock_and_merge().core.utilization_at(now)
     }
 
     /// Every tag's tallies (counts, gauges and histograms), by tag, with
     /// the event ring replayed first.
     pub fn tag_stats(&self) -> Vec<(u32, TagStats)> {
-        self.shared.lock_and_drain().core.tallies.snapshot()
+        self.shared.lock_and_merge().core.tallies.snapshot()
     }
 
     /// Whether a request tagged `tag` waits or executes here (ring replayed
     /// first, so requests admitted lock-free count).
     pub(crate) fn tag_busy(&self, tag: u32) -> bool {
-        self.shared.lock_and_drain().core.tallies.is_busy(tag)
+        self.shared.lock_and_merge().core.tallies.is_busy(tag)
     }
 
     /// Drop the tallies of `tag` (see `Tallies::remove`).
     pub(crate) fn forget_tag(&self, tag: u32) {
-        self.shared.lock_and_drain().core.tallies.remove(tag);
+        self.shared.lock_and_merge().core.tallies.remove(tag);
     }
 
     /// The queues and waiting requests, with the event ring replayed first.
     pub fn dump(&self) -> QueueSetDump {
-        self.shared.lock_and_drain().core.dump()
+        self.shared.lock_and_merge().core.dump()
     }
 }
 

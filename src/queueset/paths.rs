@@ -1,99 +1,31 @@
 //! The hot path and the slow path of one level: the shared state both
-//! work on (the admission word, the sharded event rings, the level lock) and
-//! every operation on it. The protocol between them is documented at
-//! [`AdmissionWord`](super::admission::AdmissionWord), the rings' at
-//! [`shards`](super::shards).
+//! work on (the admission word, the shards' budgets and ledgers, the level
+//! lock) and every operation on it. The protocol between them is
+//! documented at [`AdmissionWord`](super::admission::AdmissionWord), the
+//! shards' at [`shards`](super::shards) and the ledger's at
+//! [`ledger`](super::ledger); how a merge accounts the hot path's requests
+//! at `Core::merge_ledgers` (src/queueset/core/epoch.rs).
 
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
-use super::core::{Core, Ended, FLOW_QUEUE, NO_QUEUE};
+use super::core::{Completed, Core, Entry, FLOW_QUEUE, NO_QUEUE};
 use super::held::Held;
-use super::shards::{next_in_order, Busy, Shards};
+use super::shards::Shards;
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
-use crate::clock::{duration_nanos, Clock, Instant, Timer};
+use crate::clock::{Clock, Instant, Timer};
 use crate::dealer::Dealer;
 use crate::stats::Phase;
 use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
-use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
-use std::collections::VecDeque;
-use std::time::Duration;
-
-// ----- the event ring --------------------------------------------------------
-
-/// A hot-path event, replayed into the core in ring order. The tag rides
-/// along so the replay can tally the request (see `tally`); to keep a
-/// record at 40 bytes, a start carries its estimate's fields loose (a
-/// `WorkEstimate` would pad them to 24 bytes).
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Record {
-    Start {
-        queue: u32,
-        tag: u32,
-        initial_seats: u32,
-        final_seats: u32,
-        latency_secs: u64,
-        latency_subsec_nanos: u32,
-        at: Instant,
-    },
-    /// A start under the flow fairness policy: its queue is chosen at
-    /// replay, from the flow table (the additional latency is in whole
-    /// nanoseconds, saturated at 584 years, so the hash fits in the same 40
-    /// bytes; only the replay's virtual-time charge reads it).
-    StartFlow {
-        flow_hash: u64,
-        tag: u32,
-        initial_seats: u32,
-        final_seats: u32,
-        latency_nanos: u64,
-        at: Instant,
-    },
-    Finish {
-        queue: u32,
-        tag: u32,
-        /// The initial seats still charged (fewer than the estimate's if
-        /// the request released seats early).
-        initial_seats: u32,
-        seats: u32,
-        start: Instant,
-        at: Instant,
-    },
-    /// A finish under the flow fairness policy: the flow table knows its
-    /// queue.
-    FinishFlow {
-        flow_hash: u64,
-        tag: u32,
-        initial_seats: u32,
-        seats: u32,
-        start: Instant,
-        at: Instant,
-    },
-}
-
-impl Record {
-    /// The drain's merge order (see [`shards`](super::shards)): the
-    /// record's time, then finishes before starts.
-    #[inline]
-    pub(super) fn order_key(&self) -> (Instant, bool) {
-        match *self {
-            Record::Start { at, .. } | Record::StartFlow { at, .. } => (at, true),
-            Record::Finish { at, .. } | Record::FinishFlow { at, .. } => (at, false),
-        }
-    }
-}
-
-// A ring slot is a record plus crossbeam's 8-byte stamp: keep records small.
-const _: () = assert!(std::mem::size_of::<Record>() <= 40);
 
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
-    /// Kubernetes' `enqueues`: the rotating offset into a flow's hand.
-    /// Level-wide, not per shard: the slow path's choices, made in the
-    /// lock's order, must follow Kubernetes' one sequence
-    /// (tests/shuttle_queueset.rs compares them with the reference model).
+    /// Kubernetes' `enqueues`: the rotating offset into a flow's hand for
+    /// the slow path's choices, made in the lock's order in Kubernetes' one
+    /// sequence (the hot path deals from its shard's own offset).
     pub(super) enqueues: CachePadded<AtomicU64>,
-    /// The per-thread event rings.
+    /// The per-thread budgets and ledgers.
     pub(super) shards: Shards,
     /// The current dealer and fairness policy, read by the hot path
     /// without the lock; replaced under the lock on reconfiguration.
@@ -116,24 +48,29 @@ pub(super) struct Locked {
     pub(super) core: Core,
     pub(super) timer: Option<Timer>,
     pub(super) next_seq: u64,
-    /// The drain's per-shard buffers, kept between drains so a drain does
-    /// not allocate.
-    pub(super) replay_buffers: Vec<VecDeque<Record>>,
+    /// The merge's scratch: the open entries folded (start, shard, start
+    /// number on the shard, entry) and the shards' sums, kept between
+    /// merges so a merge does not allocate.
+    pub(super) folded: Vec<(Instant, u32, u64, Entry)>,
+    pub(super) completed: Completed,
 }
 
 impl Shared {
-    /// The hot path: take seats with one CAS if nothing waits and they fit.
-    /// Returns the held request: its queue ([`FLOW_QUEUE`] under the flow
-    /// policy: chosen at replay), its flow under the flow policy, its start
-    /// time and the shard whose ring holds its start record.
+    /// The hot path: take seats from the shard's budget (or the word) if
+    /// nothing waits and they fit, and open a slot in the shard's ledger.
+    /// Returns the held request: its queue (the card its shard dealt under
+    /// Kubernetes' policy; [`FLOW_QUEUE`] under the flow policies, chosen
+    /// at the fold), its flow under the flow policies, its start time, and
+    /// its shard and slot.
     #[inline]
     pub(super) fn try_fast_start(&self, request: &Request, tag: u32) -> Option<Held> {
         let estimate = request.estimate;
         if estimate.initial_seats == 0 {
             return None; // the slow path clamps and counts it
         }
+        let seats = estimate.max_seats();
         let (shard_index, shard) = self.shards.mine();
-        let took = shard.budget.take(&self.word, estimate.max_seats());
+        let took = shard.budget.take(&self.word, seats);
         if took.dispatch {
             // Parked seats went back while requests wait (a fence came).
             self.dispatch_waiting();
@@ -141,80 +78,44 @@ impl Shared {
         if !took.taken {
             return None;
         }
-        let queue = self.deal_queue(request.flow_hash);
+        let (queue, flow) = self.routing.with(|routing| match &routing.dealer {
+            None => (NO_QUEUE, None),
+            Some(_) if routing.fairness.is_flow() => (FLOW_QUEUE, Some(request.flow_hash)),
+            Some(dealer) => {
+                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+                let card =
+                    dealer.card_at(request.flow_hash, (n % dealer.hand_size() as u64) as u32);
+                (card, None)
+            }
+        });
         let at = self.clock.now();
-        if queue == FLOW_QUEUE {
-            // Whole nanoseconds, saturated (584 years): computed only under
-            // the flow policy, so Kubernetes' hot path pays nothing for it.
-            let latency_nanos = duration_nanos(estimate.additional_latency);
-            self.record(
-                shard_index,
-                Record::StartFlow {
-                    flow_hash: request.flow_hash,
-                    tag,
-                    initial_seats: estimate.initial_seats,
-                    final_seats: estimate.final_seats,
-                    latency_nanos,
-                    at,
-                },
-            );
-            return Some(Held {
-                shard: shard_index,
-                queue,
-                flow: Some(request.flow_hash),
-                tag,
-                estimate,
-                start: at,
-                released: 0,
-            });
-        }
-        self.record(
-            shard_index,
-            Record::Start {
-                queue,
-                tag,
-                initial_seats: estimate.initial_seats,
-                final_seats: estimate.final_seats,
-                latency_secs: estimate.additional_latency.as_secs(),
-                latency_subsec_nanos: estimate.additional_latency.subsec_nanos(),
-                at,
-            },
-        );
+        let entry = Entry {
+            queue,
+            flow_hash: request.flow_hash,
+            tag,
+            estimate,
+            start: at,
+        };
+        // The ledger's invariant 2: the slot is pushed, then the word
+        // re-read, under the shard's mutex.
+        let Some(ticket) = shard.ledger.open(entry, || self.word.is_fenced()) else {
+            // A decision fenced meanwhile: the seats go back (to the word,
+            // the fence being up) and the request takes the slow path.
+            if shard.budget.give(&self.word, seats) {
+                self.dispatch_waiting();
+            }
+            return None;
+        };
         Some(Held {
             shard: shard_index,
+            ticket: Some(ticket),
             queue,
-            flow: None,
+            flow,
             tag,
             estimate,
             start: at,
             released: 0,
         })
-    }
-
-    /// The queue Kubernetes picks when no queue has waiting work: the card
-    /// at the rotating offset of the flow's hand. Under the flow policy,
-    /// [`FLOW_QUEUE`]: with nothing waiting the choice only matters for
-    /// accounting, so the replay makes it under the lock (flow table).
-    #[inline]
-    pub(super) fn deal_queue(&self, flow_hash: u64) -> u32 {
-        self.routing.with(|routing| match &routing.dealer {
-            None => NO_QUEUE,
-            Some(_) if routing.fairness.is_flow() => FLOW_QUEUE,
-            Some(dealer) => {
-                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
-                dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32)
-            }
-        })
-    }
-
-    /// Push a hot-path record to shard `shard`'s ring; if the ring is full,
-    /// replay the rings (and this record) under the lock instead.
-    #[inline]
-    pub(super) fn record(&self, shard: u32, record: Record) {
-        if let Err(record) = self.shards.get(shard).ring.push(record) {
-            let mut st = self.lock_and_drain();
-            Self::replay(&mut st.core, record);
-        }
     }
 
     /// Take the level lock. A poisoned lock means a panic interrupted an
@@ -260,221 +161,53 @@ impl Shared {
         self.failed.load(Ordering::Acquire)
     }
 
-    /// Lock and replay the ring; on a failed level the records are
-    /// discarded instead (replaying into inconsistent state could panic
-    /// again).
-    pub(super) fn lock_and_drain(&self) -> MutexGuard<'_, Locked> {
+    /// Lock and merge every shard's ledger into the core at the current
+    /// time (no fence: for observations, and for operations that decide
+    /// nothing about requests that may start meanwhile; a start that
+    /// slips past is folded by the next merge). On a failed level nothing
+    /// is merged (its state is not trusted).
+    pub(super) fn lock_and_merge(&self) -> MutexGuard<'_, Locked> {
         let mut st = self.lock();
-        if self.is_failed() {
-            self.shards.discard();
-        } else {
-            let Locked {
-                core,
-                replay_buffers,
-                ..
-            } = &mut *st;
-            self.drain(core, replay_buffers);
+        if !self.is_failed() {
+            self.merge(&mut st, self.clock.now());
         }
         st
     }
 
-    /// Replay the records that were in the rings when the drain looked at
-    /// them, merged in time order (see [`shards`](super::shards)).
-    /// Bounded by that count, so producers that keep pushing cannot keep
-    /// the lock holder replaying forever; what they push meanwhile is
-    /// replayed by the next holder (every record is replayed before the
-    /// core decides anything that depends on it, since the decision's own
-    /// caller drained first, and later records belong to later events).
-    pub(super) fn drain(&self, core: &mut Core, buffers: &mut Vec<VecDeque<Record>>) {
-        match self.shards.busy() {
-            Busy::None => {}
-            // The common case (one thread, or threads that took turns):
-            // replay straight from the ring, without the merge's copies.
-            Busy::One(ring) => {
-                let mut budget = ring.len();
-                Self::replay_all(core, || {
-                    if budget == 0 {
-                        return None;
-                    }
-                    budget -= 1;
-                    ring.pop()
-                })
-            }
-            Busy::Several => {
-                self.shards.take(buffers);
-                Self::replay_all(core, || next_in_order(buffers))
-            }
+    /// Fold every shard's ledger into the core at `at` (the lock holder;
+    /// see `Core::merge_ledgers`). A decision sets the fence first, so
+    /// that no request executes unseen by it (the ledger's invariant 2).
+    pub(super) fn merge(&self, st: &mut Locked, at: Instant) {
+        let Locked {
+            core,
+            folded,
+            completed,
+            ..
+        } = st;
+        folded.clear();
+        for (i, shard) in self.shards.iter().enumerate() {
+            shard.ledger.fold_into(
+                |seq, e| folded.push((e.start, i as u32, seq, e)),
+                |sums| completed.absorb(sums),
+            );
         }
-    }
-
-    /// Apply the records `next` yields, feeding the demand observer under
-    /// one lock for the whole batch.
-    fn replay_all(core: &mut Core, mut next: impl FnMut() -> Option<Record>) {
-        let Some(first) = next() else { return };
-        let Some(observer) = core.take_demand_observer() else {
-            Self::replay_paired(core, first, next, |_| {});
-            return;
-        };
-        observer.with(|demand| {
-            Self::replay_paired(core, first, next, |core| {
-                demand.set(core.demand(), core.last_sync())
-            })
-        });
-        core.set_demand_observer_quietly(observer);
-    }
-
-    /// Apply `first` and the records `next` yields, calling `after` after
-    /// each. A start followed at once by a finish of the same queue (or
-    /// flow) and tag, the uncontended hot path's pattern, is replayed in
-    /// one step that leaves the same state (`Core::replay_start_finish`).
-    #[inline]
-    pub(super) fn replay_paired(
-        core: &mut Core,
-        first: Record,
-        mut next: impl FnMut() -> Option<Record>,
-        mut after: impl FnMut(&Core),
-    ) {
-        let mut pending = Some(first);
-        while let Some(record) = pending {
-            pending = next();
-            match (record, pending) {
-                (
-                    Record::Start {
-                        queue,
-                        tag,
-                        initial_seats,
-                        final_seats,
-                        latency_secs,
-                        latency_subsec_nanos,
-                        at,
-                    },
-                    Some(Record::Finish {
-                        queue: finish_queue,
-                        tag: finish_tag,
-                        initial_seats: charged,
-                        seats,
-                        start,
-                        at: end,
-                    }),
-                ) if finish_queue == queue && finish_tag == tag => {
-                    let estimate = WorkEstimate {
-                        initial_seats,
-                        final_seats,
-                        additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
-                    };
-                    let ended = Ended {
-                        initial_seats: charged,
-                        seats,
-                        start,
-                        at: end,
-                    };
-                    core.replay_start_finish(queue, tag, estimate, at, ended, &mut after);
-                    pending = next();
-                }
-                (
-                    Record::StartFlow {
-                        flow_hash,
-                        tag,
-                        initial_seats,
-                        final_seats,
-                        latency_nanos,
-                        at,
-                    },
-                    Some(Record::FinishFlow {
-                        flow_hash: finish_flow,
-                        tag: finish_tag,
-                        initial_seats: charged,
-                        seats,
-                        start,
-                        at: end,
-                    }),
-                ) if finish_flow == flow_hash && finish_tag == tag => {
-                    let estimate = WorkEstimate {
-                        initial_seats,
-                        final_seats,
-                        additional_latency: Duration::from_nanos(latency_nanos),
-                    };
-                    let ended = Ended {
-                        initial_seats: charged,
-                        seats,
-                        start,
-                        at: end,
-                    };
-                    core.replay_start_finish_flow(flow_hash, tag, estimate, at, ended, &mut after);
-                    pending = next();
-                }
-                _ => Self::apply(core, record),
-            }
-            after(core);
-        }
-    }
-
-    pub(super) fn replay(core: &mut Core, record: Record) {
-        Self::apply(core, record);
-        core.observe_demand();
-    }
-
-    pub(super) fn apply(core: &mut Core, record: Record) {
-        match record {
-            Record::Start {
-                queue,
-                tag,
-                initial_seats,
-                final_seats,
-                latency_secs,
-                latency_subsec_nanos,
-                at,
-            } => {
-                let estimate = WorkEstimate {
-                    initial_seats,
-                    final_seats,
-                    additional_latency: Duration::new(latency_secs, latency_subsec_nanos),
-                };
-                core.replay_start(queue, tag, estimate, at)
-            }
-            Record::StartFlow {
-                flow_hash,
-                tag,
-                initial_seats,
-                final_seats,
-                latency_nanos,
-                at,
-            } => {
-                let estimate = WorkEstimate {
-                    initial_seats,
-                    final_seats,
-                    additional_latency: Duration::from_nanos(latency_nanos),
-                };
-                core.replay_start_flow(flow_hash, tag, estimate, at)
-            }
-            Record::Finish {
-                queue,
-                tag,
-                initial_seats,
-                seats,
-                start,
-                at,
-            } => core.replay_finish(queue, tag, initial_seats, seats, start, at),
-            Record::FinishFlow {
-                flow_hash,
-                tag,
-                initial_seats,
-                seats,
-                start,
-                at,
-            } => core.replay_finish_flow(flow_hash, tag, initial_seats, seats, start, at),
+        if core.merge_ledgers(at, folded, completed) {
+            core.observe_demand();
         }
     }
 
     pub(super) fn slow_start(&self, request: &Request, tag: u32) -> RawAdmission {
-        let mut st = self.lock_and_drain();
+        let mut st = self.lock();
         if self.is_failed() {
             return RawAdmission::Rejected(RejectReason::LevelFailed);
         }
         // Every decision below reads free seats from the word: none may
-        // sit parked in a budget (src/queueset/budget.rs, invariant 3).
+        // sit parked in a budget (src/queueset/budget.rs, invariant 3), and
+        // it sees every executing request: the fence goes up before the
+        // ledgers are folded (the ledger's invariant 2).
         self.reclaim();
         let now = self.clock.now();
+        self.merge(&mut st, now);
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Start, now);
         st.core.sync(now);
@@ -490,7 +223,7 @@ impl Shared {
                     .reject_at_once(tag, RejectReason::ConcurrencyLimit, seats);
                 return RawAdmission::Rejected(RejectReason::ConcurrencyLimit);
             }
-            st.core.replay_start(NO_QUEUE, tag, estimate, now);
+            st.core.start_at_once(NO_QUEUE, tag, estimate, now);
             st.core.observe_demand();
             return RawAdmission::Execute(Execution {
                 held: Held::dispatched(NO_QUEUE, None, tag, estimate, now),
@@ -617,47 +350,33 @@ impl Shared {
     }
 
     /// Finish a held request at `end`: only the seats it still holds (its
-    /// estimate's, less any it released early) are given back.
+    /// estimate's, less any it released early) are given back. A request
+    /// whose slot is still open in its shard's ledger (and whose seats do
+    /// not linger) closes it and gives its seats to the finishing thread's
+    /// budget, with no lock; any other finishes through the core.
     pub(super) fn finish(&self, held: Held, end: Instant) {
-        let fast = held.estimate.additional_latency.is_zero() && !self.word.load().slow;
-        if fast {
-            let seats = held.seats();
-            let initial_seats = held.charged_seats();
-            let (tag, start) = (held.tag, held.start);
-            let record = match held.flow {
-                None => Record::Finish {
-                    queue: held.queue,
-                    tag,
-                    initial_seats,
-                    seats,
-                    start,
-                    at: end,
-                },
-                Some(flow_hash) => Record::FinishFlow {
-                    flow_hash,
-                    tag,
-                    initial_seats,
-                    seats,
-                    start,
-                    at: end,
-                },
-            };
-            let ring = &self.shards.for_finish(held.shard).ring;
-            if ring.push(record).is_ok() {
-                // The record is in the ring before the seats are free, so a
-                // start that takes these seats is recorded after this finish
-                // (see the admission word's protocol).
-                if self.shards.mine().1.budget.give(&self.word, seats) {
-                    self.dispatch_waiting();
+        if let Some(ticket) = held.ticket {
+            if held.estimate.additional_latency.is_zero() {
+                let closed = self
+                    .shards
+                    .get(held.shard)
+                    .ledger
+                    .close(ticket, |sums, e| sums.add(&e, end));
+                if closed.is_ok() {
+                    // Closed before the seats are free: a merge that sees
+                    // them free (after a fence) sees the request finished.
+                    if self.shards.mine().1.budget.give(&self.word, held.seats()) {
+                        self.dispatch_waiting();
+                    }
+                    return;
                 }
-                return;
             }
         }
         self.slow_finish(&held, end);
     }
 
     pub(super) fn slow_finish(&self, held: &Held, end: Instant) {
-        let mut st = self.lock_and_drain();
+        let mut st = self.lock_and_merge();
         if self.is_failed() {
             // No accounting on a failed level: just free the seats.
             self.word.give_back(held.seats());
@@ -678,7 +397,7 @@ impl Shared {
     /// request): the core learns of it before the seats are free in the
     /// word, and dispatches waiters that now fit.
     pub(super) fn release_early(&self, before: &Held, seats: u32) {
-        let mut st = self.lock_and_drain();
+        let mut st = self.lock_and_merge();
         if self.is_failed() {
             self.word.give_back(seats);
             return;
@@ -693,7 +412,7 @@ impl Shared {
 
     /// Seats were freed while requests wait: dispatch them.
     pub(super) fn dispatch_waiting(&self) {
-        let mut st = self.lock_and_drain();
+        let mut st = self.lock_and_merge();
         if self.is_failed() {
             return;
         }
@@ -704,7 +423,7 @@ impl Shared {
     }
 
     pub(super) fn cancel(&self, slot: &Arc<WaitSlot>) {
-        let mut st = self.lock_and_drain();
+        let mut st = self.lock_and_merge();
         if self.is_failed() {
             return; // every waiter was already rejected
         }
@@ -719,7 +438,7 @@ impl Shared {
     }
 
     pub(super) fn on_timer(&self, at: Instant) {
-        let mut st = self.lock_and_drain();
+        let mut st = self.lock_and_merge();
         if self.is_failed() {
             return;
         }
@@ -742,7 +461,7 @@ impl Shared {
 
     pub(super) fn reconfigure(&self, cfg: QueueSetConfig) -> Result<(), QueueSetConfigError> {
         let dealer = cfg.validate()?;
-        let mut st = self.lock_and_drain();
+        let mut st = self.lock();
         if self.is_failed() {
             return Err(QueueSetConfigError::LevelFailed {
                 level: st.core.cfg.name.clone(),
@@ -751,10 +470,12 @@ impl Shared {
         let now = self.clock.now();
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Reconfigure, now);
-        st.core.sync(now);
         // A limit change with seats parked in budgets: they go back first,
-        // so the new limit and batch apply to the seats requests hold.
+        // so the new limit and batch apply to the seats requests hold; and
+        // every executing request is folded into the core first.
         self.reclaim();
+        self.merge(&mut st, now);
+        st.core.sync(now);
         let limit = cfg.concurrency_limit;
         let fairness = cfg.fairness;
         st.core.reconfigure(cfg, dealer.clone());

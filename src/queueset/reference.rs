@@ -9,7 +9,9 @@
 //! [`ReferenceQueueSet::advance_to`].
 
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError, MAX_CONCURRENCY_LIMIT};
-use super::vtime::{r_increment, seats_times, total_work, VTime};
+use super::vtime::{
+    epoch_increment, r_increment, seats_times, seats_times_nanos, total_work, VTime,
+};
 use super::waterlevel::water_level_by_sorting;
 use super::{RejectReason, RequestId};
 use crate::clock::{duration_nanos, Instant};
@@ -55,6 +57,31 @@ pub enum WaitingOrder {
     /// backfilled within a bypass allowance of its seats × G, then
     /// reserves; a flow's state is forgotten when it is idle.
     Flows,
+}
+
+/// How the model accounts requests that start and finish while the level
+/// has seats to spare and nothing waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Accounting {
+    /// Kubernetes': every start and finish, in order, advances R and
+    /// charges its queue.
+    #[default]
+    PerEvent,
+    /// The optimised core's (docs/scaling.md, "The next core"; the
+    /// divergence in docs/differences-from-kubernetes.md): a request that
+    /// starts at once with nothing waiting (a *hot* start) is kept aside,
+    /// in a ledger, until the next *merge*, and one that finishes from
+    /// there with no additional latency leaves only its seat-time. A merge
+    /// happens at every operation the optimised queueset takes its lock
+    /// for (any start that is not hot, any finish that is not, a release,
+    /// a cancel, a timer, a reconfiguration) and at every observation
+    /// ([`ReferenceQueueSet::merge`]); it applies the epoch rule: R
+    /// advances by `min(limit × dt, W) / max(1, active queues)`, W the
+    /// seat-time served since the last sync, and every active queue's
+    /// next-dispatch R becomes `max(S, R) + F` (`R + F` for a queue that
+    /// only the merged requests made active), F its merged requests'
+    /// charges less their initial seats × the time they already ran.
+    Epoch,
 }
 
 /// A flow's fair-queuing state under [`WaitingOrder::Flows`], kept while
@@ -118,6 +145,14 @@ struct Executing {
     start: Instant,
     /// Seats it still holds (fewer than its estimate's after a release).
     held: u32,
+    /// [`Accounting::Epoch`]: started hot and not merged yet (its queue,
+    /// if any, is the card its hot start dealt, not joined yet).
+    in_ledger: bool,
+    /// With `in_ledger`, under the flow policies: its queue is chosen
+    /// when it is merged.
+    flow_pending: bool,
+    /// Start order among hot starts (the merge's order).
+    seq: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -160,6 +195,16 @@ pub struct ReferenceQueueSet {
     turns: u64,
     /// Per-flow order: the last finished request's service time.
     last_service: Option<Duration>,
+    accounting: Accounting,
+    /// Epoch accounting: a hot start happened since the last merge.
+    ledger_dirty: bool,
+    /// Epoch accounting: the seat-time of hot requests that finished
+    /// since the last merge, nanoseconds.
+    ledger_seat_nanos: u128,
+    /// Epoch accounting: the hot path's own deal offset (Kubernetes'
+    /// policy), and the hot starts' order.
+    hot_deals: u64,
+    hot_seq: u64,
 }
 
 impl ReferenceQueueSet {
@@ -188,7 +233,18 @@ impl ReferenceQueueSet {
             arrivals: 0,
             turns: 0,
             last_service: None,
+            accounting: Accounting::PerEvent,
+            ledger_dirty: false,
+            ledger_seat_nanos: 0,
+            hot_deals: 0,
+            hot_seq: 0,
         })
+    }
+
+    /// The same queueset accounting by `accounting`.
+    pub fn with_accounting(mut self, accounting: Accounting) -> Self {
+        self.accounting = accounting;
+        self
     }
 
     /// The same queueset ordering waiting requests by `order` under the
@@ -264,6 +320,10 @@ impl ReferenceQueueSet {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
     ) -> Outcome {
+        if self.hot_start(now, id, flow_hash, estimate) {
+            return Outcome::Execute;
+        }
+        self.merge(now);
         let outcome = self.start_op(now, id, flow_hash, estimate, deadline);
         self.end_of_operation();
         outcome
@@ -271,6 +331,10 @@ impl ReferenceQueueSet {
 
     /// An executing request finishes at `now`.
     pub fn finish(&mut self, now: Instant, id: RequestId) {
+        if self.hot_finish(now, id) {
+            return;
+        }
+        self.merge(now);
         self.finish_op(now, id);
         self.end_of_operation();
     }
@@ -278,6 +342,7 @@ impl ReferenceQueueSet {
     /// The caller gives up on a waiting request. Returns whether it was
     /// still waiting.
     pub fn cancel(&mut self, now: Instant, id: RequestId) -> bool {
+        self.merge(now);
         let found = self.cancel_op(now, id);
         self.end_of_operation();
         found
@@ -510,6 +575,7 @@ impl ReferenceQueueSet {
         if seats == 0 || seats > ex.held {
             return false; // refused before anything happens, R included
         }
+        self.merge(now);
         self.sync(now);
         let Some(ex) = self.executing.get_mut(&id) else {
             return false;
@@ -549,6 +615,7 @@ impl ReferenceQueueSet {
     /// additional latency), each at its own instant, in order.
     fn advance_to_op(&mut self, t: Instant) {
         while let Some(at) = self.next_timer().filter(|&at| at <= t) {
+            self.merge(at);
             self.sync(at);
             let due: Vec<Lingering> = self
                 .lingering
@@ -583,6 +650,7 @@ impl ReferenceQueueSet {
         cfg: QueueSetConfig,
     ) -> Result<(), QueueSetConfigError> {
         let dealer = cfg.validate()?;
+        self.merge(now);
         self.sync(now);
         if self.queues.len() < cfg.queues as usize {
             self.queues.resize_with(cfg.queues as usize, Queue::default);
@@ -1089,8 +1157,175 @@ impl ReferenceQueueSet {
                 estimate,
                 start: now,
                 held: seats,
+                in_ledger: false,
+                flow_pending: false,
+                seq: 0,
             },
         );
+    }
+
+    // ----- epoch accounting (Accounting::Epoch) ----------------------------
+
+    /// A start the optimised queueset admits on its hot path: nothing
+    /// waits, the request needs no clamping and fits. Kept in the ledger.
+    fn hot_start(
+        &mut self,
+        now: Instant,
+        id: RequestId,
+        hash: u64,
+        estimate: WorkEstimate,
+    ) -> bool {
+        let seats = estimate.max_seats();
+        if self.accounting != Accounting::Epoch
+            || estimate.initial_seats == 0
+            || self.requests_waiting > 0
+            || u64::from(self.seats_in_use) + u64::from(seats)
+                > u64::from(self.cfg.concurrency_limit)
+        {
+            return false;
+        }
+        let flow_pending = self.dealer.is_some() && self.cfg.fairness.is_flow();
+        let queue = match &self.dealer {
+            Some(dealer) if !flow_pending => {
+                let hand = dealer.deal_into_hand(hash);
+                let q = hand[(self.enqueues % hand.len() as u64) as usize] as usize;
+                self.enqueues += 1;
+                Some(q)
+            }
+            _ => None,
+        };
+        self.hot_seq += 1;
+        self.seats_in_use += seats;
+        self.requests_executing += 1;
+        self.ledger_dirty = true;
+        self.executing.insert(
+            id,
+            Executing {
+                queue,
+                flow: None,
+                hash,
+                guess: self.cfg.service_time_guess,
+                estimate,
+                start: now,
+                held: seats,
+                in_ledger: true,
+                flow_pending,
+                seq: self.hot_seq,
+            },
+        );
+        true
+    }
+
+    /// A finish the optimised queueset takes on its hot path: a request
+    /// still in the ledger, without additional latency. It leaves its
+    /// seat-time only.
+    fn hot_finish(&mut self, now: Instant, id: RequestId) -> bool {
+        let hot = self
+            .executing
+            .get(&id)
+            .is_some_and(|ex| ex.in_ledger && ex.estimate.additional_latency.is_zero());
+        if !hot {
+            return false;
+        }
+        let Some(ex) = self.executing.remove(&id) else {
+            return false;
+        };
+        let ran = duration_nanos(now.saturating_since(ex.start));
+        self.ledger_seat_nanos += u128::from(ex.held) * u128::from(ran);
+        self.seats_in_use -= ex.held;
+        self.requests_executing -= 1;
+        true
+    }
+
+    /// Merge the ledger at `now` under [`Accounting::Epoch`] (nothing
+    /// otherwise, or when no hot start happened since the last merge):
+    /// the optimised queueset does it whenever it takes its lock, and at
+    /// every observation (stats, dumps, R, the queues' states), so a
+    /// comparison calls this first.
+    pub fn merge(&mut self, now: Instant) {
+        if self.accounting != Accounting::Epoch || !self.ledger_dirty {
+            return;
+        }
+        self.ledger_dirty = false;
+        let t0 = self.last_sync;
+        let t = now.max(t0);
+        let dt = duration_nanos(t.saturating_since(t0));
+        self.last_sync = t;
+        let mut ids: Vec<(u64, RequestId)> = self
+            .executing
+            .iter()
+            .filter(|(_, ex)| ex.in_ledger)
+            .map(|(&id, ex)| (ex.seq, id))
+            .collect();
+        ids.sort_unstable();
+        // W: the finished hot requests' seat-time, the open ones' since
+        // the epoch began (or their start), the queues' own seats over it.
+        let mut w = std::mem::take(&mut self.ledger_seat_nanos);
+        w += self
+            .queues
+            .iter()
+            .map(|q| u128::from(q.seats_in_use) * u128::from(dt))
+            .sum::<u128>();
+        for (_, id) in &ids {
+            let ex = &self.executing[id];
+            let since = duration_nanos(t.saturating_since(ex.start.max(t0)));
+            w += u128::from(ex.held) * u128::from(since);
+        }
+        // Fold each open request into its queue; F_q and whether the
+        // queue was active before, per queue touched.
+        let mut lead: Vec<(usize, bool, VTime)> = Vec::new();
+        for (_, id) in ids {
+            let mut ex = self.executing[&id].clone();
+            ex.in_ledger = false;
+            if ex.flow_pending {
+                let q = match &self.dealer {
+                    Some(dealer) => self.flow_queue(dealer.clone(), ex.hash),
+                    None => self.flows.get(&ex.hash).map_or(0, |&(q, _)| q),
+                };
+                self.flows.entry(ex.hash).or_insert((q, 0)).1 += 1;
+                ex.queue = Some(q);
+                ex.flow = Some(ex.hash);
+                ex.flow_pending = false;
+            }
+            if let Some(q) = ex.queue {
+                if q >= self.queues.len() {
+                    self.queues.resize_with(q + 1, Queue::default);
+                }
+                let f = total_work(
+                    ex.estimate.initial_seats,
+                    ex.estimate.final_seats,
+                    ex.estimate.additional_latency,
+                    self.cfg.service_time_guess,
+                ) - seats_times_nanos(
+                    ex.estimate.initial_seats,
+                    duration_nanos(t.saturating_since(ex.start)),
+                );
+                match lead.iter_mut().find(|(lq, _, _)| *lq == q) {
+                    Some(entry) => entry.2 += f,
+                    None => lead.push((q, !self.queues[q].is_idle(), f)),
+                }
+                self.queues[q].executing += 1;
+                self.queues[q].seats_in_use += ex.held;
+            }
+            self.executing.insert(id, ex);
+        }
+        let active = self.queues.iter().filter(|q| !q.is_idle()).count() as u32;
+        self.r += epoch_increment(self.cfg.concurrency_limit, w, active, dt);
+        let r = self.r;
+        for (q, queue) in self.queues.iter_mut().enumerate() {
+            if queue.is_idle() {
+                continue;
+            }
+            let (held_before, f) = lead
+                .iter()
+                .find(|(lq, _, _)| *lq == q)
+                .map_or((true, 0), |&(_, h, f)| (h, f));
+            queue.next_dispatch_r = if held_before {
+                queue.next_dispatch_r.max(r) + f
+            } else {
+                r + f
+            };
+        }
     }
 
     fn give_back(&mut self, queue: Option<usize>, seats: u32) {

@@ -52,6 +52,18 @@ pub fn rate_increment(num: u64, den: u64, dt_nanos: u64) -> VTime {
     }
 }
 
+/// How far R advances over an unsaturated epoch of `dt_nanos` in which
+/// the level served `seat_nanos` of seat-time, with `active_queues` active
+/// at its end (the epoch rule, docs/scaling.md "The next core"):
+/// `min(limit × dt, W) / max(1, active)`. The core and the reference model
+/// both use it, so they agree to the last bit.
+#[inline]
+pub fn epoch_increment(limit: u32, seat_nanos: u128, active_queues: u32, dt_nanos: u64) -> VTime {
+    let cap = u128::from(limit) * u128::from(dt_nanos);
+    let w = seat_nanos.min(cap).min(u128::MAX >> (FRACTION_BITS + 1));
+    ((w as i128) << FRACTION_BITS) / i128::from(active_queues.max(1))
+}
+
 /// The virtual work a request is charged at dispatch:
 /// initial seats × G plus final seats × additional latency.
 #[inline]

@@ -119,6 +119,15 @@ impl<const N: usize> BucketHistogram<N> {
         self.sum += u128::from(value) * u128::from(n);
     }
 
+    /// Add `other`'s observations (same bounds) to these.
+    pub(crate) fn absorb(&mut self, other: &Self) {
+        for (a, b) in self.per_bucket.iter_mut().zip(other.per_bucket.iter()) {
+            *a += b;
+        }
+        self.overflow += other.overflow;
+        self.sum += other.sum;
+    }
+
     /// The inclusive upper bounds, in the observed unit.
     pub fn bounds(&self) -> &[u64; N] {
         self.bounds
@@ -270,6 +279,30 @@ impl Tally {
         self.stats.seats_in_use -= seats as u64;
     }
 
+    /// Add what `other` counted (a shard's tallies of requests that
+    /// started and finished on the hot path, src/queueset/core/epoch.rs):
+    /// every count and histogram adds up; gauges (executing, seats) are
+    /// net zero there.
+    pub(crate) fn absorb(&mut self, other: &Tally) {
+        let (a, b) = (&mut self.stats, &other.stats);
+        a.waiting += b.waiting;
+        a.waiting_seats += b.waiting_seats;
+        a.executing += b.executing;
+        a.seats_in_use += b.seats_in_use;
+        a.dispatched += b.dispatched;
+        for (x, y) in a.rejected.iter_mut().zip(b.rejected.iter()) {
+            *x += y;
+        }
+        a.wait_dispatched.absorb(&b.wait_dispatched);
+        a.wait_rejected.absorb(&b.wait_rejected);
+        a.execution.absorb(&b.execution);
+        a.queue_length.absorb(&b.queue_length);
+        a.work_estimated_seats.absorb(&b.work_estimated_seats);
+        a.no_accommodation += b.no_accommodation;
+        self.at_once += other.at_once;
+        self.at_once_queued += other.at_once_queued;
+    }
+
     /// The published form, with the deferred observations folded in.
     fn snapshot(&self) -> TagStats {
         let mut st = self.stats.clone();
@@ -360,6 +393,15 @@ impl Tallies {
         self.stats.swap_remove(slot as usize);
         if let Some((moved, _)) = self.stats.get(slot as usize) {
             self.slot_of[*moved as usize] = slot;
+        }
+    }
+
+    /// Add every tag's tally of `other` to this one's, and empty `other`
+    /// (keeping its index, so a shard's tallies do not allocate again).
+    pub(crate) fn absorb(&mut self, other: &mut Tallies) {
+        for (tag, tally) in other.stats.iter_mut() {
+            self.get(*tag).absorb(tally);
+            *tally = Tally::default();
         }
     }
 

@@ -1,0 +1,216 @@
+//! The epoch rule: how the core accounts the requests that started and
+//! finished on the hot path while the level had seats to spare, from the
+//! shards' ledgers (src/queueset/ledger.rs), without replaying them one by
+//! one (docs/scaling.md, "The next core", part a).
+//!
+//! An *epoch* runs from one merge (the core's last sync, `T0`) to the next
+//! (`T`). Nothing waits in it: a hot start needs `SLOW` clear, and any
+//! operation that makes a request wait merges first. At `T` the core gets,
+//! from every shard, the requests still open ([`Entry`], folded into the
+//! core: they execute in their queue from now on, and finish through it)
+//! and the sums of those that already finished ([`Completed`]). Then, with
+//! `W` the seat-time the level served in the epoch (the finished requests',
+//! the folded ones' since their start, the core's own requests' over the
+//! epoch) and `A` the queues active at `T`:
+//!
+//! 1. `R(T) = R(T0) + min(limit × (T − T0), W) / max(1, A)`
+//!    ([`epoch_increment`]);
+//! 2. each queue `q` active at `T`, with `F_q` the sum over its folded
+//!    requests of their charge less their initial seats × the time they
+//!    already ran: `S_q = max(S_q, R(T)) + F_q` if the core held a request
+//!    of `q` before the fold, else `S_q = R(T) + F_q`;
+//! 3. the finished requests leave no trace in R or any S_q: service
+//!    received while the level had free seats costs no virtual time.
+//!
+//! An epoch with no hot-path request (a saturated level, or one the hot
+//! path did not use) is not one: the core syncs event by event as before,
+//! so a saturated level is replayed exactly. The divergence from per-event
+//! replay and why a user is better off: docs/differences-from-kubernetes.md.
+//!
+//! # Invariants
+//! - Every hot-path request is counted once: folded (it then executes in
+//!   the core) or in a shard's [`Completed`] (the ledger's invariant 1).
+//! - The level's counts after a merge equal the admission word's seats
+//!   less those parked in budgets: folded requests join `LevelSeats`,
+//!   finished ones never left it.
+//! - R never decreases (the increment is non-negative).
+//!
+//! The reference model applies the same rule at the same points
+//! (`ReferenceQueueSet::with_accounting(Accounting::Epoch)`), so the
+//! differential tests compare the two bit for bit.
+
+use super::{Core, FLOW_QUEUE, NO_QUEUE};
+use crate::clock::{duration_nanos, Instant};
+use crate::queueset::vtime::{epoch_increment, seats_times_nanos};
+use crate::stats::{Phase, Tallies};
+use crate::work_estimate::WorkEstimate;
+
+/// A request started on the hot path, as its shard's ledger holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// Its queue under Kubernetes' policy (the card its shard dealt);
+    /// [`FLOW_QUEUE`] under the flow policies (chosen at the fold, from
+    /// the flow table); [`NO_QUEUE`] at a level that does not queue.
+    pub(crate) queue: u32,
+    pub(crate) flow_hash: u64,
+    pub(crate) tag: u32,
+    pub(crate) estimate: WorkEstimate,
+    pub(crate) start: Instant,
+}
+
+/// What the requests that finished on one shard's hot path add up to
+/// (the same whatever the order they finished in).
+#[derive(Debug, Default)]
+pub(crate) struct Completed {
+    /// Requests.
+    pub(crate) requests: u64,
+    /// Their seat-time, `Σ seats × (end − start)`, nanoseconds.
+    pub(crate) seat_nanos: u128,
+    /// Their tallies (counts and histograms; gauges net zero).
+    pub(crate) tallies: Tallies,
+}
+
+impl Completed {
+    /// A hot-path request `e` finished at `end`.
+    #[inline]
+    pub(crate) fn add(&mut self, e: &Entry, end: Instant) {
+        let seats = e.estimate.max_seats();
+        let ran = end.as_nanos().saturating_sub(e.start.as_nanos());
+        self.requests += 1;
+        self.seat_nanos += u128::from(seats) * u128::from(ran);
+        let tally = self.tallies.get(e.tag);
+        tally.begin_at_once(seats, e.queue != NO_QUEUE);
+        tally.stats.work_estimated_seats.observe(seats.into());
+        tally.end(e.start, end);
+        tally.release(seats);
+    }
+
+    /// Add a shard's sums to these (the shard keeps its tallies' index).
+    pub(crate) fn absorb(&mut self, other: &mut Completed) {
+        self.requests += other.requests;
+        self.seat_nanos += other.seat_nanos;
+        self.tallies.absorb(&mut other.tallies);
+        other.requests = 0;
+        other.seat_nanos = 0;
+    }
+}
+
+impl Core {
+    /// Merge the shards' ledgers at `at` (the lock holder, before the
+    /// operation it took the lock for): `folded` holds every open entry
+    /// (sorted here into start order), `completed` the finished requests'
+    /// sums. Applies the epoch rule (module documentation); does nothing
+    /// when the hot path served nothing since the last merge. Returns
+    /// whether it merged anything.
+    pub(crate) fn merge_ledgers(
+        &mut self,
+        at: Instant,
+        folded: &mut Vec<(Instant, u32, u64, Entry)>,
+        completed: &mut Completed,
+    ) -> bool {
+        if folded.is_empty() && completed.requests == 0 {
+            return false;
+        }
+        folded.sort_unstable_by_key(|&(start, shard, seq, _)| (start, shard, seq));
+        let t0 = self.vclock.last_sync();
+        let t = at.max(t0);
+        let dt = duration_nanos(t.saturating_since(t0));
+        let since = |start: Instant| duration_nanos(t.saturating_since(start.max(t0)));
+        // The level's seat-time in the epoch: the core's own requests held
+        // their seats throughout (nothing of the core changed in it).
+        let mut w =
+            completed.seat_nanos + u128::from(self.queues.executing_seats()) * u128::from(dt);
+        let mut all_seats = completed.seat_nanos + u128::from(self.seats.in_use) * u128::from(dt);
+        for (_, _, _, e) in folded.iter() {
+            let part = u128::from(e.estimate.max_seats()) * u128::from(since(e.start));
+            w += part;
+            all_seats += part;
+        }
+        if dt > 0 {
+            // The mean occupancy over the epoch (its seat-time is exact; the
+            // ratio histogram sees the epoch at its mean).
+            let mut o = self.occupancy();
+            o.seats_in_use = u64::try_from(all_seats / u128::from(dt)).unwrap_or(u64::MAX);
+            self.utilization.observe(o, dt);
+        }
+        self.vclock.tick(t);
+        // Each open request's queue, and per queue touched whether the
+        // core held a request of it before the fold (it was active).
+        let mut held_before: Vec<(usize, bool)> = Vec::new();
+        for (_, _, _, e) in folded.iter_mut() {
+            e.queue = self.fold_queue(e);
+            if e.queue != NO_QUEUE {
+                let q = self.queues.ensure(e.queue as usize);
+                if !held_before.iter().any(|&(hq, _)| hq == q) {
+                    held_before.push((q, self.queues[q].is_active()));
+                }
+            }
+        }
+        // The epoch rule: R, with the queues active at T (the folded
+        // requests' included).
+        let newly_active = held_before.iter().filter(|&&(_, h)| !h).count() as u32;
+        let active = self.queues.active() + newly_active;
+        let increment = epoch_increment(self.cfg.concurrency_limit, w, active, dt);
+        self.vclock.advance(increment);
+        let r = self.r();
+        // Every queue active before the fold keeps a debt, not a credit.
+        for q in 0..self.queues.len() {
+            if self.queues[q].is_active() {
+                let s = self.queues[q].next_dispatch_r;
+                self.queues[q].next_dispatch_r = s.max(r);
+                self.queues.bound_and_reindex(q);
+            }
+        }
+        for &(q, before) in &held_before {
+            if !before {
+                self.queues[q].next_dispatch_r = r;
+            }
+        }
+        // Fold: each open request is dispatched in start order, as if it
+        // had started now having run since its start: its queue is charged
+        // its work less its initial seats × the time it already ran
+        // (Kubernetes' dispatch gauges note each dispatch).
+        for &(_, _, _, e) in folded.iter() {
+            let seats = e.estimate.max_seats();
+            let tally = self.tallies.get(e.tag);
+            tally.begin_at_once(seats, e.queue != NO_QUEUE);
+            tally.stats.work_estimated_seats.observe(seats.into());
+            self.tallies.note(Phase::Executing, e.tag, 1, e.start);
+            if e.queue != NO_QUEUE {
+                let q = e.queue as usize;
+                let f = self.charge(&e.estimate)
+                    - seats_times_nanos(
+                        e.estimate.initial_seats,
+                        duration_nanos(t.saturating_since(e.start)),
+                    );
+                self.note_dispatch(q);
+                self.queues[q].next_dispatch_r += f;
+            }
+            self.begin_executing(e.queue, seats);
+        }
+        for &(q, _) in &held_before {
+            self.queues.bound_and_reindex(q);
+        }
+        self.tallies.absorb(&mut completed.tallies);
+        completed.requests = 0;
+        completed.seat_nanos = 0;
+        true
+    }
+
+    /// The queue a folded request joins: its dealt card under Kubernetes'
+    /// policy; under the flow policies its flow's queue, chosen now from
+    /// the flow table (the request joins it).
+    fn fold_queue(&mut self, e: &Entry) -> u32 {
+        if e.queue != FLOW_QUEUE {
+            return e.queue;
+        }
+        let q = match &self.dealer {
+            Some(dealer) => self.flow_queue(dealer, e.flow_hash),
+            // The level stopped queuing since the start: keep the flow's
+            // queue if busy, else queue 0, which drains away.
+            None => self.flows.queue_of(e.flow_hash).unwrap_or(0),
+        };
+        self.flows.join(e.flow_hash, q);
+        q as u32
+    }
+}
