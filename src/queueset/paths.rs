@@ -21,9 +21,9 @@ use crossbeam_utils::CachePadded;
 
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
-    /// Kubernetes' `enqueues`: the rotating offset into a flow's hand for
-    /// the slow path's choices, made in the lock's order in Kubernetes' one
-    /// sequence (the hot path deals from its shard's own offset).
+    /// Kubernetes' `enqueues`: the rotating offset into a flow's hand.
+    /// Level-wide, not per shard: queue choices, hot-path and slow-path
+    /// ones, follow Kubernetes' one sequence (src/queueset/shards.rs).
     pub(super) enqueues: CachePadded<AtomicU64>,
     /// The per-thread budgets and ledgers.
     pub(super) shards: Shards,

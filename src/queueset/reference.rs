@@ -167,7 +167,7 @@ struct Lingering {
 }
 
 /// The reference queueset.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ReferenceQueueSet {
     cfg: QueueSetConfig,
     dealer: Option<Dealer>,
@@ -201,9 +201,7 @@ pub struct ReferenceQueueSet {
     /// Epoch accounting: the seat-time of hot requests that finished
     /// since the last merge, nanoseconds.
     ledger_seat_nanos: u128,
-    /// Epoch accounting: the hot path's own deal offset (Kubernetes'
-    /// policy), and the hot starts' order.
-    hot_deals: u64,
+    /// Epoch accounting: the hot starts' order.
     hot_seq: u64,
 }
 
@@ -236,7 +234,6 @@ impl ReferenceQueueSet {
             accounting: Accounting::PerEvent,
             ledger_dirty: false,
             ledger_seat_nanos: 0,
-            hot_deals: 0,
             hot_seq: 0,
         })
     }

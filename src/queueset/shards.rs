@@ -10,11 +10,13 @@
 //! - `budget` (src/queueset/budget.rs): seats drawn from the level's
 //!   admission word in batches, so a hot start and finish do not write
 //!   the word's line.
-//! - `deals`: the rotating offset into a flow's hand for the hot starts of
-//!   this shard under Kubernetes' policy (with nothing waiting every card
-//!   of a hand is equally empty, so the offset only rotates ties; the slow
-//!   path keeps the level's one sequence, `Shared::enqueues`, under the
-//!   lock, as Kubernetes' does).
+//!
+//! The deal counter (Kubernetes' `enqueues`, the rotating offset into a
+//! flow's hand) stays level-wide under Kubernetes' policy: queue choices
+//! must follow Kubernetes' one sequence, hot-path and slow-path ones alike
+//! (a per-shard offset for the hot path was tried with the ledger and
+//! failed five Kubernetes-policy tests, among them two of Kubernetes' own
+//! scenarios). The flow policies' hot path deals nothing.
 //!
 //! A thread uses shard `thread_index() % shards` for every start; with one
 //! thread (every single-threaded test, the reference-model differential
@@ -36,14 +38,13 @@
 //! # Memory orderings
 //! The ledger's mutex orders a slot's contents and the sums; the fence's
 //! `AcqRel` RMW and the start's `Acquire` re-read order the handshake
-//! (the ledger's documentation); `deals` is `Relaxed` (a counter only its
-//! shard's threads write, read by nobody else).
+//! (the ledger's documentation).
 
 use super::admission::AdmissionWord;
 use super::budget::SeatBudget;
 use super::core::{Completed, Entry};
 use super::ledger::Ledger;
-use crate::sync::{thread_index, AtomicU64};
+use crate::sync::thread_index;
 use crossbeam_utils::CachePadded;
 
 /// The most shards a level has: beyond this, more ledgers make the merge
@@ -60,8 +61,6 @@ pub(super) struct Shard {
     pub(super) ledger: Ledger<Entry, Completed>,
     /// The seats this shard holds for its threads (src/queueset/budget.rs).
     pub(super) budget: SeatBudget,
-    /// The hot path's rotating deal offset under Kubernetes' policy.
-    pub(super) deals: AtomicU64,
 }
 
 /// A level's shards, each on its own cache lines.
@@ -86,7 +85,6 @@ impl Shards {
                     CachePadded::new(Shard {
                         ledger: Ledger::new(),
                         budget: SeatBudget::new(),
-                        deals: AtomicU64::new(0),
                     })
                 })
                 .collect(),
