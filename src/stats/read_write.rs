@@ -164,6 +164,19 @@ impl ReadWriteHandle {
         }
     }
 
+    /// Requests tagged `tag` spent `nanos` in `phase` in all, entering and
+    /// leaving it between two reports (the hot path's requests that started
+    /// and finished between two merges of their level): their count never
+    /// changed at a report, so only the integral takes them, exactly.
+    pub(crate) fn add_time(&self, phase: Phase, tag: u32, nanos: u128) {
+        if nanos == 0 {
+            return;
+        }
+        let mut st = lock(&self.inner);
+        let i = series(phase, tag);
+        st.observed.series[i].add_to_sum(nanos as f64);
+    }
+
     /// The histograms up to `now`.
     pub fn snapshot(&self, now: Instant) -> ReadVsWrite {
         let mut st = lock(&self.inner).clone();

@@ -335,6 +335,14 @@ impl Tallies {
         self.read_write = handle;
     }
 
+    /// Requests tagged `tag` spent `nanos` executing in all, between two
+    /// reports (see `ReadWriteHandle::add_time`).
+    pub(crate) fn note_executed(&self, tag: u32, nanos: u128) {
+        if let Some(h) = &self.read_write {
+            h.add_time(Phase::Executing, tag, nanos);
+        }
+    }
+
     /// A request tagged `tag` enters (`delta` 1) or leaves (-1) `phase` at
     /// `at`: told to the read-vs-write integrator, if any.
     #[inline]

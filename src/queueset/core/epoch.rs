@@ -42,7 +42,7 @@
 use super::{Core, FLOW_QUEUE, NO_QUEUE};
 use crate::clock::{duration_nanos, Instant};
 use crate::queueset::vtime::{epoch_increment, seats_times_nanos};
-use crate::stats::{Phase, Tallies};
+use crate::stats::{Phase, Tallies, READ_ONLY_TAG};
 use crate::work_estimate::WorkEstimate;
 
 /// A request started on the hot path, as its shard's ledger holds it.
@@ -68,6 +68,9 @@ pub(crate) struct Completed {
     pub(crate) seat_nanos: u128,
     /// Their tallies (counts and histograms; gauges net zero).
     pub(crate) tallies: Tallies,
+    /// Their execution time, `Σ (end − start)`, nanoseconds, of mutating
+    /// and of read-only requests (the read-vs-write integrals).
+    pub(crate) executed_nanos: [u128; 2],
 }
 
 impl Completed {
@@ -78,6 +81,7 @@ impl Completed {
         let ran = end.as_nanos().saturating_sub(e.start.as_nanos());
         self.requests += 1;
         self.seat_nanos += u128::from(seats) * u128::from(ran);
+        self.executed_nanos[usize::from(e.tag & READ_ONLY_TAG != 0)] += u128::from(ran);
         let tally = self.tallies.get(e.tag);
         tally.begin_at_once(seats, e.queue != NO_QUEUE);
         tally.stats.work_estimated_seats.observe(seats.into());
@@ -90,6 +94,13 @@ impl Completed {
         self.requests += other.requests;
         self.seat_nanos += other.seat_nanos;
         self.tallies.absorb(&mut other.tallies);
+        for (a, b) in self
+            .executed_nanos
+            .iter_mut()
+            .zip(other.executed_nanos.iter_mut())
+        {
+            *a += std::mem::take(b);
+        }
         other.requests = 0;
         other.seat_nanos = 0;
     }
@@ -192,6 +203,9 @@ impl Core {
             self.queues.bound_and_reindex(q);
         }
         self.tallies.absorb(&mut completed.tallies);
+        let [mutating, read_only] = std::mem::take(&mut completed.executed_nanos);
+        self.tallies.note_executed(0, mutating);
+        self.tallies.note_executed(READ_ONLY_TAG, read_only);
         completed.requests = 0;
         completed.seat_nanos = 0;
         true
