@@ -29,7 +29,7 @@
 //!   releases*).
 //! - An **early release** (`QueueSet::release_seats`: a request gives back
 //!   part or all of its seats and keeps executing) runs only under the level
-//!   lock, after replaying the ring: the core learns of it (seats, charge,
+//!   lock, after merging the ledgers: the core learns of it (seats, charge,
 //!   tallies) and then the seats go back to the word with `give_back`, in
 //!   that order, exactly as a slow-path finish. The request's `Execution`
 //!   counts what it released; its finish (hot path, slow path or lingering)
@@ -67,24 +67,18 @@
 //!
 //! # Memory orderings
 //! - `try_take_fast` succeeds with `Acquire`: the request's later reads of
-//!   the level (its ring record's queue, the dealer) are ordered after the
-//!   seats became free, pairing with the `Release` of the `give_back` that
-//!   freed them. It fails with `Relaxed`: a failed attempt takes the slow
-//!   path, whose lock orders everything.
-//! - `give_back` is `Release` on the hot path: the finish record was pushed
-//!   to its event ring *before* the seats are given back, so any thread that
-//!   takes those seats (an `Acquire` CAS reading this value) reads its clock
-//!   and pushes its own start record after the finish record: a drain that
-//!   holds both replays the finish first (by time, finishes first on ties),
-//!   so it never shows more seats in use than the word ever held. With
-//!   rings sharded by thread, a drain can hold the start without that
-//!   finish for one drain; src/queueset/shards.rs says why no decision
-//!   depends on it (only this word decides seats). (It is not true that
-//!   "whoever sees the free seats replays the finish first": a hot-path start
-//!   replays nothing; the ordering is about the ring's order.) It is also
-//!   `Acquire` so that a finisher that sees `SLOW` in the replaced value sees
-//!   the enqueue that set it before it takes the level lock (the lock would
-//!   order it anyway; `AcqRel` keeps the argument local).
+//!   the level (its ledger slot, the dealer) are ordered after the seats
+//!   became free, pairing with the `Release` of the `give_back` that freed
+//!   them. It fails with `Relaxed`: a failed attempt takes the slow path,
+//!   whose lock orders everything.
+//! - `give_back` is `AcqRel`: a hot finish closes its ledger slot (under
+//!   the shard's mutex) *before* its seats are given back, so a decision
+//!   that sees those seats free and then folds the ledgers finds the
+//!   request finished, never executing with its seats already reused
+//!   (src/queueset/ledger.rs). It is also `Acquire` so that a finisher that
+//!   sees `SLOW` in the replaced value sees the enqueue that set it before
+//!   it takes the level lock (the lock would order it anyway; `AcqRel`
+//!   keeps the argument local).
 //! - `set_slow`, `clear_slow`, `set_limit` and `try_take` run under the level
 //!   lock; they use `AcqRel` so hot-path threads that read the new value
 //!   (with their CAS) also see the state the lock holder wrote before it.

@@ -2,23 +2,26 @@
 //!
 //! # Two paths
 //! The **hot path** runs when the level has free seats and nothing waits:
-//! one compare-and-swap on the level's admission word takes the seats, the
-//! flow's queue is dealt (the card Kubernetes would pick, since with nothing
-//! waiting every queue of the hand is equally empty), and a small record of
-//! the start is pushed to the level's event ring. Finishing pushes a finish
-//! record and gives the seats back with one atomic subtraction. No lock, no
-//! allocation.
+//! the seats come from the calling thread's shard's budget (or the level's
+//! admission word, with one compare-and-swap), and the request opens a slot
+//! in its shard's ledger (`ledger.rs`); under Kubernetes' policy its queue
+//! is dealt (the card Kubernetes would pick, since with nothing waiting
+//! every queue of the hand is equally empty). Finishing closes the slot,
+//! adding the request to the shard's order-free sums, and gives the seats
+//! back to the budget. No level lock, no record to replay.
 //!
 //! The **slow path** (queuing, dispatch from queues, time-outs, cancellation,
 //! seats lingering for additional latency, reconfiguration) runs under the
-//! level's mutex. Before every decision it first *replays* the ring, so the
-//! fair-queuing state (R, every queue's next-dispatch R and seats, the
-//! round-robin position, the seat demand) is exactly what Kubernetes'
-//! queueset would have after the same sequence of events: a request admitted
-//! on the hot path still belongs to its flow's queue for every later dispatch
-//! decision. The property tests check this against the plain
-//! reference model (`reference::ReferenceQueueSet`, built for tests only)
-//! decision by decision.
+//! level's mutex. Before every decision, and at every observation, the lock
+//! holder *merges* the shards' ledgers into the fair-queuing state: requests
+//! still executing join their queues, and the time since the last merge is
+//! accounted by the epoch rule (`core/epoch.rs`: service received while the
+//! level had seats to spare costs no virtual time, a documented difference
+//! from Kubernetes with its bound, docs/differences-from-kubernetes.md). A
+//! saturated level is accounted event by event, exactly as Kubernetes'
+//! queueset. The property tests check the queueset against the plain
+//! reference model (`reference::ReferenceQueueSet`, built for tests only,
+//! under the same rule) decision by decision.
 //!
 //! # The admission word
 //! Seats in use, the limit and a `SLOW` flag (requests wait) share one
@@ -47,11 +50,12 @@
 //!
 //! # Counting for metrics
 //! A request may carry a caller's *tag* (the dispatcher's flow-schema id).
-//! The hot path only copies it into the request's ring records; the core
-//! tallies it ([`TagStats`]: counts, gauges, wait, execution and queue-length
-//! histograms) when the records are replayed and on the slow path, under
-//! the level lock it holds anyway. So metrics add no atomic operation, lock
-//! or shared cache line to the hot path, and no decision reads them.
+//! The hot path tallies it in its shard's ledger (counts and histograms
+//! that add up); the core tallies it ([`TagStats`]: counts, gauges, wait,
+//! execution and queue-length histograms) on the slow path, under the
+//! level lock it holds anyway, and adds the ledgers' tallies at each merge.
+//! Every observation merges first, so metrics are exact at a scrape; no
+//! decision reads them.
 
 mod admission;
 mod budget;
@@ -430,16 +434,16 @@ impl QueueSet {
         self.shared.reconfigure(cfg)
     }
 
-    /// Replay the hot path's pending events now, so whatever reads this
-    /// level's demand observer next (borrowing, at the end of its period)
-    /// sees every change up to this instant rather than the last replay.
+    /// Merge the hot path's ledgers now, so whatever reads this level's
+    /// demand observer next (borrowing, at the end of its period) sees
+    /// every change up to this instant rather than the last merge.
     pub fn catch_up(&self) {
         drop(self.shared.lock_and_merge());
     }
 
     /// What the adaptive limit reads of this level each update interval
-    /// (see [`crate::adaptive`]): the ring replayed first, then the
-    /// execution-time tallies the replay already keeps, summed over tags.
+    /// (see [`crate::adaptive`]): the ledgers merged first, then the
+    /// execution-time tallies, summed over tags.
     /// The hot path pays nothing for it.
     pub(crate) fn latency_totals(&self) -> LatencyTotals {
         let st = self.shared.lock_and_merge();
@@ -458,8 +462,8 @@ impl QueueSet {
 
     /// Report this level's seat demand (seats in use plus seats waiting,
     /// at every change, with its time) to `observer`, as borrowing needs.
-    /// The hot path never touches it: changes reach it when the event ring
-    /// is replayed, at their own timestamps.
+    /// The hot path never touches it: changes reach it when the ledgers are
+    /// merged.
     pub fn set_demand_observer(&self, observer: Option<SeatDemandHandle>) {
         self.shared
             .lock_and_merge()
@@ -470,7 +474,7 @@ impl QueueSet {
     /// Report requests joining and leaving queues and starting and ending
     /// execution, by kind (the [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) bit of their
     /// tag), to `handle` from now on (see [`ReadWriteHandle`]). Like the seat
-    /// demand, this is fed when the ring is replayed, never by the hot path.
+    /// demand, this is fed when the ledgers are merged, never by the hot path.
     pub fn set_read_write_observer(&self, handle: Option<ReadWriteHandle>) {
         self.shared
             .lock_and_merge()
@@ -533,26 +537,26 @@ impl QueueSet {
     }
 
     /// Kubernetes' virtual-time gauges as of the last dispatch from a queue
-    /// (bounds over the queues waiting now), with the ring replayed first;
+    /// (bounds over the queues waiting now), with the ledgers merged first;
     /// `None` before the first dispatch.
     pub fn dispatch_gauges(&self) -> Option<DispatchGauges> {
         self.shared.lock_and_merge().core.dispatch_gauges()
     }
 
-    /// The level's time-weighted utilization up to now, with the event
-    /// ring replayed first.
+    /// The level's time-weighted utilization up to now, with the ledgers
+    /// merged first.
     pub fn utilization(&self) -> Utilization {
         let now = self.shared.clock.now();
         self.shared.lock_and_merge().core.utilization_at(now)
     }
 
     /// Every tag's tallies (counts, gauges and histograms), by tag, with
-    /// the event ring replayed first.
+    /// the ledgers merged first.
     pub fn tag_stats(&self) -> Vec<(u32, TagStats)> {
         self.shared.lock_and_merge().core.tallies.snapshot()
     }
 
-    /// Whether a request tagged `tag` waits or executes here (ring replayed
+    /// Whether a request tagged `tag` waits or executes here (ledgers merged
     /// first, so requests admitted lock-free count).
     pub(crate) fn tag_busy(&self, tag: u32) -> bool {
         self.shared.lock_and_merge().core.tallies.is_busy(tag)
@@ -563,7 +567,7 @@ impl QueueSet {
         self.shared.lock_and_merge().core.tallies.remove(tag);
     }
 
-    /// The queues and waiting requests, with the event ring replayed first.
+    /// The queues and waiting requests, with the ledgers merged first.
     pub fn dump(&self) -> QueueSetDump {
         self.shared.lock_and_merge().core.dump()
     }
@@ -610,9 +614,9 @@ impl Execution {
         self.held.estimate
     }
     /// The queue it belongs to, if the level queues and the queue was
-    /// chosen at admission (under the flow fairness policy a request
-    /// admitted lock-free has its queue chosen later, under the level lock,
-    /// and this is None).
+    /// chosen at admission (under the flow fairness policies a request
+    /// admitted lock-free has its queue chosen later, when its shard's
+    /// ledger is merged, and this is None).
     pub fn queue(&self) -> Option<u32> {
         self.held.known_queue()
     }
