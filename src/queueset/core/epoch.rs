@@ -116,7 +116,7 @@ impl Core {
     pub(crate) fn merge_ledgers(
         &mut self,
         at: Instant,
-        folded: &mut Vec<(Instant, u32, u64, Entry)>,
+        folded: &mut [(Instant, u32, u64, Entry)],
         completed: &mut Completed,
     ) -> bool {
         if folded.is_empty() && completed.requests == 0 {
