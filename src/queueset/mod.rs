@@ -263,6 +263,7 @@ impl QueueSet {
             completed: Default::default(),
         };
         let shards = Shards::new();
+        let route = Shared::route_for(&dealer, cfg_fairness);
         let shared = Arc::new(Shared {
             word: AdmissionWord::new(limit, budget::batch_for(limit, shards.len())),
             enqueues: CachePadded::new(AtomicU64::new(0)),
@@ -275,6 +276,7 @@ impl QueueSet {
             failed: AtomicBool::new(false),
             clock: clock.clone(),
         });
+        shared.word.set_route(route);
         let for_timer = shared.clone();
         // Registering the timer may start the clock's timer thread: do it
         // before taking the level lock, never under it.

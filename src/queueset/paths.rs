@@ -6,7 +6,7 @@
 //! [`ledger`](super::ledger); how a merge accounts the hot path's requests
 //! at `Core::merge_ledgers` (src/queueset/core/epoch.rs).
 
-use super::admission::AdmissionWord;
+use super::admission::{AdmissionWord, Route};
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{Completed, Core, Entry, FLOW_QUEUE, NO_QUEUE};
 use super::held::Held;
@@ -78,16 +78,13 @@ impl Shared {
         if !took.taken {
             return None;
         }
-        let (queue, flow) = self.routing.with(|routing| match &routing.dealer {
-            None => (NO_QUEUE, None),
-            Some(_) if routing.fairness.is_flow() => (FLOW_QUEUE, Some(request.flow_hash)),
-            Some(dealer) => {
-                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
-                let card =
-                    dealer.card_at(request.flow_hash, (n % dealer.hand_size() as u64) as u32);
-                (card, None)
-            }
-        });
+        // The route on the word's line spares the flow policies (and a
+        // level that does not queue) the routing's load.
+        let (queue, flow) = match self.word.route() {
+            Route::NoQueue => (NO_QUEUE, None),
+            Route::Flow => (FLOW_QUEUE, Some(request.flow_hash)),
+            Route::Deal => self.deal(request.flow_hash),
+        };
         let at = self.clock.now();
         let entry = Entry {
             queue,
@@ -116,6 +113,32 @@ impl Shared {
             start: at,
             released: 0,
         })
+    }
+
+    /// Kubernetes' queue for a hot start: the card at the rotating offset
+    /// of the flow's hand (with nothing waiting every card is equally
+    /// empty). A routing that no longer deals (a reconfiguration since the
+    /// route was read) places the request as it says.
+    #[inline]
+    fn deal(&self, flow_hash: u64) -> (u32, Option<u64>) {
+        self.routing.with(|routing| match &routing.dealer {
+            None => (NO_QUEUE, None),
+            Some(_) if routing.fairness.is_flow() => (FLOW_QUEUE, Some(flow_hash)),
+            Some(dealer) => {
+                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
+                let card = dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32);
+                (card, None)
+            }
+        })
+    }
+
+    /// The hot path's route for a configuration.
+    pub(super) fn route_for(dealer: &Option<Dealer>, fairness: Fairness) -> Route {
+        match dealer {
+            None => Route::NoQueue,
+            Some(_) if fairness.is_flow() => Route::Flow,
+            Some(_) => Route::Deal,
+        }
     }
 
     /// Take the level lock. A poisoned lock means a panic interrupted an
@@ -479,6 +502,7 @@ impl Shared {
         let limit = cfg.concurrency_limit;
         let fairness = cfg.fairness;
         st.core.reconfigure(cfg, dealer.clone());
+        self.word.set_route(Self::route_for(&dealer, fairness));
         self.routing.store(Arc::new(Routing { dealer, fairness }));
         self.word.set_limit(limit);
         self.word
