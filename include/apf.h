@@ -310,6 +310,72 @@ typedef struct apf_workqueue apf_workqueue;
 // while `apf_wq_limiter_free` runs.
 typedef struct apf_wq_limiter apf_wq_limiter;
 
+// The adaptive limit's tuning. Point `apf_options.adaptive` at one to turn
+// the limit on (NULL, the default, keeps the fixed
+// `server_concurrency_limit`). Always start from
+// `apf_adaptive_options_default`: it sets `struct_size` and the defaults
+// below, which docs/adaptive-limit.md justifies.
+typedef struct apf_adaptive_options {
+  // `sizeof(apf_adaptive_options)` as the caller's header knows it; set
+  // by `apf_adaptive_options_default`.
+  size_t struct_size;
+  // The least total the gradient may set, and where the slow start
+  // begins (default 8). At least 1.
+  uint32_t min_limit;
+  // The greatest total the gradient may set (default 10000). From
+  // `min_limit` to 2^30.
+  uint32_t max_limit;
+  // How often a window of latencies is taken and the total updated, in
+  // nanoseconds (default 250 ms). At least 10 ms (10000000).
+  uint64_t update_interval_ns;
+  // The latency over the minimum the total settles at, in percent
+  // (default 10: 1.1 × the minimum latency). 1 to 1000.
+  uint32_t tolerance_percent;
+  // How much of each window's target the total takes, in percent
+  // (default 20). 1 to 100.
+  uint32_t smoothing_percent;
+  // The exponent on the latency ratio (default 3). 1 to 8.
+  uint32_t gain;
+  // Windows with fewer completions than this are merged with the next
+  // (default 16).
+  uint32_t min_window_samples;
+  // Time between minimum-latency probes, in nanoseconds (default 60 s).
+  // At least `update_interval_ns`.
+  uint64_t probe_interval_ns;
+  // The total a probe asks for (default 3). From 1 to `max_limit`.
+  uint32_t probe_limit;
+  // Completions a probe averages (default 50). At least 1.
+  uint32_t probe_samples;
+  // The longest a probe drains or measures, in nanoseconds (default
+  // 2 s). At least `update_interval_ns`.
+  uint64_t probe_timeout_ns;
+} apf_adaptive_options;
+
+// The adaptive limit's state at one moment (`apf_dispatcher_read_adaptive`).
+// With the limit off, `enabled` is false and every other field 0.
+typedef struct apf_adaptive_state {
+  // Whether the dispatcher runs the adaptive limit.
+  bool enabled;
+  // Whether a minimum-latency probe is under way.
+  bool probing;
+  // The total seats the priority levels share now.
+  uint32_t limit;
+  // The smoothed total the gradient follows (a probe returns to it).
+  double estimate;
+  // The minimum latency the last probe measured, in nanoseconds; 0
+  // until a probe has measured one.
+  uint64_t min_latency_ns;
+  // The last window's mean execution time, in nanoseconds; 0 before the
+  // first window.
+  uint64_t latency_ns;
+  // The last gradient applied, in [0.5, 2].
+  double gradient;
+  // Probes started so far.
+  uint64_t probes;
+  // Windows taken so far.
+  uint64_t updates;
+} apf_adaptive_state;
+
 // Server-wide settings, with `apf_options_default`'s values filled in
 // unless you change them. Always start from `apf_options_default`: it sets
 // `struct_size`, which lets later versions add fields (see the ABI policy
@@ -333,6 +399,13 @@ typedef struct apf_options {
   // `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
   // the real monotonic clock, whose 0 is the dispatcher's creation.
   bool manual_clock;
+  // The adaptive server concurrency limit (docs/adaptive-limit.md):
+  // NULL (the default) keeps the fixed `server_concurrency_limit`; a
+  // struct filled by `apf_adaptive_options_default` and then tuned turns
+  // it on, the total then following the backend's measured latency
+  // (`server_concurrency_limit` still sizes the levels' per-request seat
+  // caps). Read only during `apf_dispatcher_new_*`.
+  const struct apf_adaptive_options *adaptive;
 } apf_options;
 
 // A completion callback: `user` is the pointer given with it, `request` the
@@ -688,6 +761,24 @@ typedef struct apf_wq_item {
 extern "C" {
 #endif // __cplusplus
 
+// Fill `*out` with the adaptive limit's default tuning: totals from 8 to
+// 10000 seats, a window every 250 ms, 10% tolerance, 20% smoothing, gain
+// 3, windows of at least 16 completions, a probe of 3 seats over 50
+// completions every 60 s that lasts at most 2 s.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_adaptive_options_default(struct apf_adaptive_options *out);
+
+// The adaptive limit's state now: the total, the minimum-latency
+// estimate, the last window's latency and gradient (the same figures as
+// the `apiserver_flowcontrol_adaptive_*` metrics). With the limit off,
+// `APF_OK` and `out->enabled` false.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_read_adaptive(const struct apf_dispatcher *dispatcher, struct apf_adaptive_state *out);
+
 // Fill `*out` with the default options: 600 seats, G = 3 ms, a 15 s wait
 // limit, a 10 s borrowing period, the real clock.
 //
@@ -702,7 +793,8 @@ apf_status apf_options_default(struct apf_options *out);
 // dispatcher; free it with `apf_dispatcher_free`.
 //
 // # Safety
-// `options` must be NULL or readable; `out` must be NULL or writable.
+// `options` must be NULL or readable, and its `adaptive` NULL or readable
+// for the `struct_size` it states; `out` must be NULL or writable.
 apf_status apf_dispatcher_new_builtin(const struct apf_options *options, struct apf_dispatcher **out);
 
 // Create a dispatcher from configuration text: FlowSchema and
@@ -716,7 +808,8 @@ apf_status apf_dispatcher_new_builtin(const struct apf_options *options, struct 
 //
 // # Safety
 // `text` must be readable for `len` bytes (or NULL with `len` 0);
-// `options` NULL or readable; `out` NULL or writable.
+// `options` NULL or readable (its `adaptive` NULL or readable for the
+// `struct_size` it states); `out` NULL or writable.
 apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const struct apf_options *options, struct apf_dispatcher **out);
 
 // Free a dispatcher. Requests still executing are finished now, requests

@@ -1,6 +1,7 @@
 //! `apf_dispatcher`: creation, configuration, the clock, notification
 //! set-up and statistics.
 
+use super::adaptive::{adaptive_from_c, apf_adaptive_options};
 use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
@@ -57,6 +58,13 @@ pub struct apf_options {
     /// `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
     /// the real monotonic clock, whose 0 is the dispatcher's creation.
     pub manual_clock: bool,
+    /// The adaptive server concurrency limit (docs/adaptive-limit.md):
+    /// NULL (the default) keeps the fixed `server_concurrency_limit`; a
+    /// struct filled by `apf_adaptive_options_default` and then tuned turns
+    /// it on, the total then following the backend's measured latency
+    /// (`server_concurrency_limit` still sizes the levels' per-request seat
+    /// caps). Read only during `apf_dispatcher_new_*`.
+    pub adaptive: *const apf_adaptive_options,
 }
 
 impl apf_options {
@@ -69,10 +77,24 @@ impl apf_options {
             wait_limit_ns: apf::clock::duration_nanos(d.wait_limit),
             borrowing_period_ns: apf::clock::duration_nanos(d.borrowing_period),
             manual_clock: false,
+            adaptive: std::ptr::null(),
         }
     }
 
-    fn to_rust(self) -> Result<DispatcherOptions, String> {
+    /// # Safety
+    /// `self.adaptive` is NULL or readable for the `struct_size` it states.
+    unsafe fn to_rust(self) -> Result<DispatcherOptions, apf_status> {
+        let invalid = |e: String| fail(apf_status::APF_ERR_INVALID_PARAMETER, e);
+        let options = self.to_rust_fixed().map_err(invalid)?;
+        // SAFETY: forwarded contract.
+        let adaptive = unsafe { adaptive_from_c(self.adaptive) }?;
+        Ok(DispatcherOptions {
+            adaptive,
+            ..options
+        })
+    }
+
+    fn to_rust_fixed(self) -> Result<DispatcherOptions, String> {
         if self.server_concurrency_limit == 0
             || self.server_concurrency_limit > MAX_CONCURRENCY_LIMIT
         {
@@ -103,7 +125,8 @@ impl apf_options {
 
 impl Growable for apf_options {
     const NAME: &'static str = "apf_options";
-    const MIN_SIZE: usize = std::mem::size_of::<apf_options>();
+    /// The first version ended before `adaptive`.
+    const MIN_SIZE: usize = std::mem::offset_of!(apf_options, adaptive);
     fn defaults() -> apf_options {
         apf_options::defaults()
     }
@@ -132,9 +155,9 @@ impl Drop for FfiDispatcher {
 
 impl FfiDispatcher {
     fn new(config: &Config, options: &apf_options) -> Result<FfiDispatcher, apf_status> {
-        let rust_options = options
-            .to_rust()
-            .map_err(|e| fail(apf_status::APF_ERR_INVALID_PARAMETER, e))?;
+        // SAFETY: the exported callers' contract: `options.adaptive` is
+        // NULL or readable.
+        let rust_options = unsafe { options.to_rust() }?;
         let (clock, manual) = if options.manual_clock {
             let (clock, manual) = Clock::manual();
             (clock, Some(manual))
@@ -232,7 +255,8 @@ pub unsafe extern "C" fn apf_options_default(out: *mut apf_options) -> apf_statu
 /// dispatcher; free it with `apf_dispatcher_free`.
 ///
 /// # Safety
-/// `options` must be NULL or readable; `out` must be NULL or writable.
+/// `options` must be NULL or readable, and its `adaptive` NULL or readable
+/// for the `struct_size` it states; `out` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_new_builtin(
     options: *const apf_options,
@@ -266,7 +290,8 @@ pub unsafe extern "C" fn apf_dispatcher_new_builtin(
 ///
 /// # Safety
 /// `text` must be readable for `len` bytes (or NULL with `len` 0);
-/// `options` NULL or readable; `out` NULL or writable.
+/// `options` NULL or readable (its `adaptive` NULL or readable for the
+/// `struct_size` it states); `out` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_new_from_config(
     text: *const c_char,

@@ -6,7 +6,7 @@
 //! depends on apf builds no C library.
 //!
 //! Layout, after rustls-ffi: one module per C type family
-//! ([`dispatcher`], [`request`], [`ids`] for decisions with name ids, [`observe`] for metrics and dumps, [`http`] for what
+//! ([`dispatcher`], [`adaptive`] for the adaptive limit's options and state, [`request`], [`ids`] for decisions with name ids, [`observe`] for metrics and dumps, [`http`] for what
 //! every HTTP middleware shares (the 429, the observability paths, the path helper), [`queueset`] for one level driven
 //! directly,
 //! [`workqueue`] with its limiter descriptions and item handles), the
@@ -42,6 +42,7 @@
 mod panic;
 #[macro_use]
 mod cast;
+pub mod adaptive;
 mod completion;
 pub mod dispatcher;
 pub mod http;
@@ -61,6 +62,7 @@ pub mod test_hooks;
 pub mod text;
 pub mod workqueue;
 
+pub use adaptive::*;
 pub use completion::apf_completion_callback;
 pub use dispatcher::*;
 pub use http::*;

@@ -126,6 +126,12 @@ class apf_workqueue(ctypes.Structure):
 class apf_wq_limiter(ctypes.Structure):
     pass
 
+class apf_adaptive_options(ctypes.Structure):
+    pass
+
+class apf_adaptive_state(ctypes.Structure):
+    pass
+
 class apf_options(ctypes.Structure):
     pass
 
@@ -184,6 +190,33 @@ apf_fairness = ctypes.c_uint32
 
 apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
 
+apf_adaptive_options._fields_ = [
+    ('struct_size', ctypes.c_size_t),
+    ('min_limit', ctypes.c_uint32),
+    ('max_limit', ctypes.c_uint32),
+    ('update_interval_ns', ctypes.c_uint64),
+    ('tolerance_percent', ctypes.c_uint32),
+    ('smoothing_percent', ctypes.c_uint32),
+    ('gain', ctypes.c_uint32),
+    ('min_window_samples', ctypes.c_uint32),
+    ('probe_interval_ns', ctypes.c_uint64),
+    ('probe_limit', ctypes.c_uint32),
+    ('probe_samples', ctypes.c_uint32),
+    ('probe_timeout_ns', ctypes.c_uint64),
+]
+
+apf_adaptive_state._fields_ = [
+    ('enabled', ctypes.c_bool),
+    ('probing', ctypes.c_bool),
+    ('limit', ctypes.c_uint32),
+    ('estimate', ctypes.c_double),
+    ('min_latency_ns', ctypes.c_uint64),
+    ('latency_ns', ctypes.c_uint64),
+    ('gradient', ctypes.c_double),
+    ('probes', ctypes.c_uint64),
+    ('updates', ctypes.c_uint64),
+]
+
 apf_options._fields_ = [
     ('struct_size', ctypes.c_size_t),
     ('server_concurrency_limit', ctypes.c_uint32),
@@ -191,6 +224,7 @@ apf_options._fields_ = [
     ('wait_limit_ns', ctypes.c_uint64),
     ('borrowing_period_ns', ctypes.c_uint64),
     ('manual_clock', ctypes.c_bool),
+    ('adaptive', ctypes.POINTER(apf_adaptive_options)),
 ]
 
 apf_text._fields_ = [
@@ -340,6 +374,8 @@ apf_wq_item._fields_ = [
 
 # name: (restype, [(parameter, argtype), ...])
 FUNCTIONS = {
+    'apf_adaptive_options_default': (apf_status, [('out', ctypes.POINTER(apf_adaptive_options))]),
+    'apf_dispatcher_read_adaptive': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_adaptive_state))]),
     'apf_options_default': (apf_status, [('out', ctypes.POINTER(apf_options))]),
     'apf_dispatcher_new_builtin': (apf_status, [('options', ctypes.POINTER(apf_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
     'apf_dispatcher_new_from_config': (apf_status, [('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('options', ctypes.POINTER(apf_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
