@@ -113,6 +113,10 @@ func newC(config []byte, builtin bool, opts Options) (*C.apf_dispatcher, error) 
 	if err != nil {
 		return nil, err
 	}
+	if a := cAdaptive(opts.Adaptive); a != nil {
+		copts.adaptive = a
+		defer C.free(unsafe.Pointer(a))
+	}
 	var p *C.apf_dispatcher
 	var e cerr
 	text, n := cbytes(config)
