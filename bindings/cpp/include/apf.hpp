@@ -314,6 +314,119 @@ inline Version library_version() noexcept {
   return Version::unpack(apf_abi_version());
 }
 
+/// The adaptive server concurrency limit's tuning (docs/adaptive-limit.md).
+/// A default-constructed AdaptiveOptions holds the library's defaults
+/// (apf_adaptive_options_default). Set Options::adaptive to turn the limit
+/// on; out-of-range values make the dispatcher's creation fail with
+/// APF_ERR_INVALID_PARAMETER naming the field.
+struct AdaptiveOptions {
+  /// The least total the gradient may set, and where the slow start begins.
+  uint32_t min_limit = 8;
+  /// The greatest total the gradient may set.
+  uint32_t max_limit = 10000;
+  /// How often a window of latencies is taken and the total updated.
+  Nanos update_interval = std::chrono::milliseconds(250);
+  /// The latency over the minimum the total settles at, in percent.
+  uint32_t tolerance_percent = 10;
+  /// How much of each window's target the total takes, in percent.
+  uint32_t smoothing_percent = 20;
+  /// The exponent on the latency ratio (1 to 8).
+  uint32_t gain = 3;
+  /// Windows with fewer completions are merged with the next.
+  uint32_t min_window_samples = 16;
+  /// Time between minimum-latency probes.
+  Nanos probe_interval = std::chrono::seconds(60);
+  /// The total a probe asks for.
+  uint32_t probe_limit = 3;
+  /// Completions a probe averages.
+  uint32_t probe_samples = 50;
+  /// The longest a probe drains or measures.
+  Nanos probe_timeout = std::chrono::seconds(2);
+
+  AdaptiveOptions() {
+    apf_adaptive_options raw{};
+    // The in-class values mirror the library's and stay if this fails,
+    // which a valid out-pointer rules out.
+    if (apf_adaptive_options_default(&raw) == APF_OK) {
+      *this = from_c(raw);
+    }
+  }
+
+  static AdaptiveOptions from_c(const apf_adaptive_options &raw) {
+    AdaptiveOptions o(Uninitialised{});
+    o.min_limit = raw.min_limit;
+    o.max_limit = raw.max_limit;
+    o.update_interval = Nanos(static_cast<Nanos::rep>(raw.update_interval_ns));
+    o.tolerance_percent = raw.tolerance_percent;
+    o.smoothing_percent = raw.smoothing_percent;
+    o.gain = raw.gain;
+    o.min_window_samples = raw.min_window_samples;
+    o.probe_interval = Nanos(static_cast<Nanos::rep>(raw.probe_interval_ns));
+    o.probe_limit = raw.probe_limit;
+    o.probe_samples = raw.probe_samples;
+    o.probe_timeout = Nanos(static_cast<Nanos::rep>(raw.probe_timeout_ns));
+    return o;
+  }
+
+  /// A negative duration becomes 0, which the library refuses by name.
+  apf_adaptive_options to_c() const noexcept {
+    apf_adaptive_options raw{};
+    (void)apf_adaptive_options_default(&raw); // sets struct_size
+    raw.min_limit = min_limit;
+    raw.max_limit = max_limit;
+    raw.update_interval_ns = detail::to_u64(update_interval);
+    raw.tolerance_percent = tolerance_percent;
+    raw.smoothing_percent = smoothing_percent;
+    raw.gain = gain;
+    raw.min_window_samples = min_window_samples;
+    raw.probe_interval_ns = detail::to_u64(probe_interval);
+    raw.probe_limit = probe_limit;
+    raw.probe_samples = probe_samples;
+    raw.probe_timeout_ns = detail::to_u64(probe_timeout);
+    return raw;
+  }
+
+private:
+  struct Uninitialised {};
+  explicit AdaptiveOptions(Uninitialised) {}
+};
+
+/// The adaptive limit's state at one moment (Dispatcher::adaptive_state;
+/// the same figures as the apiserver_flowcontrol_adaptive_* metrics).
+/// Under a fixed limit `enabled` is false and every other field zero.
+struct AdaptiveState {
+  bool enabled = false;
+  /// A minimum-latency probe is under way.
+  bool probing = false;
+  /// The total seats the priority levels share now.
+  uint32_t limit = 0;
+  /// The smoothed total the gradient follows.
+  double estimate = 0;
+  /// What the last probe measured; zero until one has.
+  Nanos min_latency{0};
+  /// The last window's mean execution time; zero before the first window.
+  Nanos latency{0};
+  /// The last gradient applied, in [0.5, 2].
+  double gradient = 0;
+  /// Probes started and windows taken so far.
+  uint64_t probes = 0;
+  uint64_t updates = 0;
+
+  static AdaptiveState from_c(const apf_adaptive_state &raw) noexcept {
+    AdaptiveState s;
+    s.enabled = raw.enabled;
+    s.probing = raw.probing;
+    s.limit = raw.limit;
+    s.estimate = raw.estimate;
+    s.min_latency = Nanos(static_cast<Nanos::rep>(raw.min_latency_ns));
+    s.latency = Nanos(static_cast<Nanos::rep>(raw.latency_ns));
+    s.gradient = raw.gradient;
+    s.probes = raw.probes;
+    s.updates = raw.updates;
+    return s;
+  }
+};
+
 /// Server-wide settings. A default-constructed Options holds the library's
 /// defaults (apf_options_default).
 struct Options {
@@ -327,6 +440,9 @@ struct Options {
   Nanos borrowing_period = std::chrono::seconds(10);
   /// A clock that moves only by Dispatcher::advance_clock.
   bool manual_clock = false;
+  /// The adaptive limit's tuning, or none for the fixed
+  /// server_concurrency_limit (the default).
+  std::optional<AdaptiveOptions> adaptive;
 
   Options() {
     apf_options raw{};
@@ -344,6 +460,9 @@ struct Options {
     o.wait_limit = Nanos(static_cast<Nanos::rep>(raw.wait_limit_ns));
     o.borrowing_period = Nanos(static_cast<Nanos::rep>(raw.borrowing_period_ns));
     o.manual_clock = raw.manual_clock;
+    if (raw.adaptive != nullptr) {
+      o.adaptive = AdaptiveOptions::from_c(*raw.adaptive);
+    }
     return o;
   }
 
@@ -355,6 +474,17 @@ struct Options {
     raw.wait_limit_ns = detail::to_u64(wait_limit);
     raw.borrowing_period_ns = detail::to_u64(borrowing_period);
     raw.manual_clock = manual_clock;
+    return raw;
+  }
+
+  /// to_c with the adaptive tuning too: `storage` holds it and must outlive
+  /// the returned struct's use (to_c() alone leaves `adaptive` NULL).
+  apf_options to_c(apf_adaptive_options &storage) const noexcept {
+    apf_options raw = to_c();
+    if (adaptive) {
+      storage = adaptive->to_c();
+      raw.adaptive = &storage;
+    }
     return raw;
   }
 
@@ -773,7 +903,8 @@ public:
 
   /// A dispatcher with Kubernetes' built-in configuration.
   static Result<Dispatcher> try_builtin(const Options &options = Options()) {
-    apf_options raw = options.to_c();
+    apf_adaptive_options adaptive{};
+    apf_options raw = options.to_c(adaptive);
     Raw *out = nullptr;
     apf_status status = apf_dispatcher_new_builtin(&raw, &out);
     if (status != APF_OK) {
@@ -789,7 +920,8 @@ public:
   /// `text` (YAML or JSON; mandatory objects are added when missing).
   static Result<Dispatcher> try_from_config(std::string_view text,
                                             const Options &options = Options()) {
-    apf_options raw = options.to_c();
+    apf_adaptive_options adaptive{};
+    apf_options raw = options.to_c(adaptive);
     Raw *out = nullptr;
     apf_status status =
         apf_dispatcher_new_from_config(text.data(), text.size(), &raw, &out);
@@ -885,6 +1017,17 @@ public:
     return detail::read_text([this](apf_text *out) { return apf_dispatcher_stats_text(raw(), out); });
   }
   std::string stats_text() { return try_stats_text().unwrap(); }
+
+  /// The adaptive limit's state now (`enabled` false under a fixed limit).
+  Result<AdaptiveState> try_adaptive_state() const {
+    apf_adaptive_state raw{};
+    apf_status status = apf_dispatcher_read_adaptive(this->raw(), &raw);
+    if (status != APF_OK) {
+      return Error::last(status);
+    }
+    return AdaptiveState::from_c(raw);
+  }
+  AdaptiveState adaptive_state() const { return try_adaptive_state().unwrap(); }
 
   /// Kubernetes' API Priority and Fairness metrics of this dispatcher in
   /// the OpenMetrics text format (serve it at /metrics with the
