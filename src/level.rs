@@ -233,7 +233,7 @@ impl Level {
         // Finite and non-negative (checked). One report counts at most a
         // million seats, so a window's sum cannot wrap (the reader takes
         // wrapping differences anyway).
-        let micros = (cost.min(MAX_REPORTED_COST) * 1e6).round() as u64;
+        let micros = (cost.min(MAX_REPORTED_COST) * 1e6 + 0.5) as u64; // rounded
         let c = &self.reported_costs;
         c.reports.fetch_add(1, Ordering::Relaxed);
         c.micros.fetch_add(micros, Ordering::Relaxed);

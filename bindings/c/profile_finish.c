@@ -4,10 +4,12 @@
  * apf_finish alone, with the adaptive limit off or on, are
  *
  *   valgrind --tool=callgrind --toggle-collect=apf_finish \
- *     target/c-binding/profile_finish N [fixed|adaptive] [SEATS]
+ *     target/c-binding/profile_finish N [fixed|adaptive] [SEATS] [cost]
  *
  * at two N, differenced. `fixed` (default) runs a fixed total of SEATS
- * (default 600); `adaptive` the adaptive limit with its defaults (the total
+ * (default 600); with `cost` each request finishes with
+ * apf_finish_with_cost (cost 1: toggle-collect that function instead);
+ * `adaptive` the adaptive limit with its defaults (the total
  * stays at min_limit, 8: one request at a time is app-limited), whose
  * updates run on libapf's timer thread, outside apf_finish. Built with
  * -DPROFILE_NO_ADAPTIVE against a header without the adaptive limit.
@@ -27,9 +29,10 @@ static const apf_str GROUPS[] = {
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 1000000;
   const char *mode = argc > 2 ? argv[2] : "fixed";
+  int with_cost = argc > 4 && strcmp(argv[4], "cost") == 0;
   apf_options o;
   if (apf_options_default(&o) != APF_OK) return 1;
-  if (argc > 3) o.server_concurrency_limit = (uint32_t)atol(argv[3]);
+  if (argc > 3 && atol(argv[3]) > 0) o.server_concurrency_limit = (uint32_t)atol(argv[3]);
 #ifndef PROFILE_NO_ADAPTIVE
   apf_adaptive_options a;
   if (apf_adaptive_options_default(&a) != APF_OK) return 1;
@@ -64,7 +67,8 @@ int main(int argc, char **argv) {
     apf_decision dec;
     if (apf_start_request(d, &dg, &one, 0, &dec) != APF_OK ||
         dec.outcome != APF_OUTCOME_EXECUTE ||
-        apf_finish(d, dec.request, 0) != APF_OK) {
+        (with_cost ? apf_finish_with_cost(d, dec.request, 0, 1.0)
+                   : apf_finish(d, dec.request, 0)) != APF_OK) {
       fprintf(stderr, "profile_finish: unexpected status or outcome\n");
       return 1;
     }
