@@ -217,8 +217,8 @@ int main(void) {
             apf_abi_version(), APF_VERSION_NUMBER);
     return 1;
   }
-  apf_options options;
-  TRY(apf_options_default(&options));
+  apf_dispatcher_options options;
+  TRY(apf_dispatcher_options_default(&options));
   options.server_concurrency_limit = 6;
   apf_dispatcher *d = NULL;
   TRY(apf_dispatcher_new_from_config(CONFIG, strlen(CONFIG), &options, &d));

@@ -102,9 +102,9 @@ static apf_request_digest digest_for(const char *user) {
   return d;
 }
 
-static apf_options manual_options(void) {
-  apf_options o;
-  CHECK_STATUS(apf_options_default(&o), APF_OK);
+static apf_dispatcher_options manual_options(void) {
+  apf_dispatcher_options o;
+  CHECK_STATUS(apf_dispatcher_options_default(&o), APF_OK);
   o.server_concurrency_limit = 2; /* one seat for tiny, one for catch-all */
   o.wait_limit_ns = SECOND;
   o.manual_clock = true;
@@ -112,7 +112,7 @@ static apf_options manual_options(void) {
 }
 
 static apf_dispatcher *new_tiny(void) {
-  apf_options o = manual_options();
+  apf_dispatcher_options o = manual_options();
   apf_dispatcher *d = NULL;
   CHECK_STATUS(apf_dispatcher_new_from_config(TINY, strlen(TINY), &o, &d),
                APF_OK);
@@ -193,7 +193,7 @@ static void test_null_pointers(void) {
   apf_dispatcher *d = new_tiny();
   apf_request_digest dg = digest_for("alice");
   apf_decision dec;
-  apf_options o;
+  apf_dispatcher_options o;
   uint32_t out32 = 0, reason = 0;
   uint64_t out64 = 0;
   bool b = false;
@@ -203,7 +203,7 @@ static void test_null_pointers(void) {
   apf_dispatcher *out = NULL;
 
   apf_dispatcher_free(NULL); /* a no-op */
-  CHECK_STATUS(apf_options_default(NULL), APF_ERR_NULL_POINTER);
+  CHECK_STATUS(apf_dispatcher_options_default(NULL), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_new_builtin(&o, NULL), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_new_from_config(TINY, strlen(TINY), NULL, NULL),
                APF_ERR_NULL_POINTER);
@@ -320,32 +320,32 @@ static void test_invalid_utf8_and_config_errors(void) {
 }
 
 static void test_options(void) {
-  apf_options o;
-  CHECK_STATUS(apf_options_default(&o), APF_OK);
+  apf_dispatcher_options o;
+  CHECK_STATUS(apf_dispatcher_options_default(&o), APF_OK);
   CHECK(o.server_concurrency_limit == 600);
   CHECK(o.service_time_guess_ns == 3000000);
   CHECK(o.wait_limit_ns == 15 * SECOND);
   CHECK(o.borrowing_period_ns == 10 * SECOND);
   CHECK(!o.manual_clock);
-  CHECK(o.struct_size == sizeof(apf_options));
+  CHECK(o.struct_size == sizeof(apf_dispatcher_options));
 
   apf_dispatcher *out = NULL;
-  /* A struct not set up by apf_options_default is refused by its size. */
+  /* A struct not set up by apf_dispatcher_options_default is refused by its size. */
   o.struct_size = 0;
   CHECK_STATUS(apf_dispatcher_new_builtin(&o, &out),
                APF_ERR_INVALID_PARAMETER);
-  CHECK(strstr(last_error(), "apf_options.struct_size") != NULL);
+  CHECK(strstr(last_error(), "apf_dispatcher_options.struct_size") != NULL);
   CHECK(out == NULL);
-  CHECK_STATUS(apf_options_default(&o), APF_OK);
+  CHECK_STATUS(apf_dispatcher_options_default(&o), APF_OK);
   o.server_concurrency_limit = 0;
   CHECK_STATUS(apf_dispatcher_new_builtin(&o, &out),
                APF_ERR_INVALID_PARAMETER);
   CHECK(out == NULL);
-  CHECK_STATUS(apf_options_default(&o), APF_OK);
+  CHECK_STATUS(apf_dispatcher_options_default(&o), APF_OK);
   o.service_time_guess_ns = 0;
   CHECK_STATUS(apf_dispatcher_new_builtin(&o, &out),
                APF_ERR_INVALID_PARAMETER);
-  CHECK_STATUS(apf_options_default(&o), APF_OK);
+  CHECK_STATUS(apf_dispatcher_options_default(&o), APF_OK);
   o.borrowing_period_ns = 0;
   CHECK_STATUS(apf_dispatcher_new_builtin(&o, &out),
                APF_ERR_INVALID_PARAMETER);

@@ -87,8 +87,8 @@ static const char TINY[] =
 static const apf_str GROUPS[] = {{"system:authenticated", 20}};
 
 static apf_dispatcher *new_tiny(void) {
-  apf_options o;
-  CHECK_STATUS(apf_options_default(&o), APF_OK);
+  apf_dispatcher_options o;
+  CHECK_STATUS(apf_dispatcher_options_default(&o), APF_OK);
   o.server_concurrency_limit = 2; /* one seat for tiny, one for catch-all */
   o.wait_limit_ns = SECOND;
   o.manual_clock = true;

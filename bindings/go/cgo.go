@@ -75,14 +75,14 @@ func headerVersion() uint32 { return uint32(C.go_apf_header_version()) }
 // libraryVersion is apf_abi_version() of the libapf loaded.
 func libraryVersion() uint32 { return uint32(C.apf_abi_version()) }
 
-func defaultCOptions() (C.apf_options, error) {
-	var o C.apf_options
+func defaultCOptions() (C.apf_dispatcher_options, error) {
+	var o C.apf_dispatcher_options
 	var e cerr
 	st := C.go_apf_options_default(&o, &e.e)
 	return o, e.err(st)
 }
 
-func (o Options) toC() (C.apf_options, error) {
+func (o Options) toC() (C.apf_dispatcher_options, error) {
 	c, err := defaultCOptions()
 	if err != nil {
 		return c, err

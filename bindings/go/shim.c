@@ -123,15 +123,15 @@ uint32_t go_apf_take(apf_dispatcher *d, uint64_t *out, size_t cap, size_t *n, go
 	return APF_OK;
 }
 
-uint32_t go_apf_new(const char *text, size_t len, bool builtin, const apf_options *opts,
+uint32_t go_apf_new(const char *text, size_t len, bool builtin, const apf_dispatcher_options *opts,
 		apf_dispatcher **out, go_apf_err *e) {
 	uint32_t st = builtin ? apf_dispatcher_new_builtin(opts, out)
 	                      : apf_dispatcher_new_from_config(text, len, opts, out);
 	return go_apf_capture_error(st, e);
 }
 
-uint32_t go_apf_options_default(apf_options *out, go_apf_err *e) {
-	return go_apf_capture_error(apf_options_default(out), e);
+uint32_t go_apf_options_default(apf_dispatcher_options *out, go_apf_err *e) {
+	return go_apf_capture_error(apf_dispatcher_options_default(out), e);
 }
 
 uint32_t go_apf_reconfigure(apf_dispatcher *d, const char *text, size_t len, go_apf_err *e) {

@@ -54,10 +54,10 @@ uint32_t go_apf_cancel(uintptr_t d, uint64_t request, bool *cancelled, go_apf_er
 
 uint32_t go_apf_take(apf_dispatcher *d, uint64_t *out, size_t cap, size_t *n, go_apf_err *e);
 
-uint32_t go_apf_new(const char *text, size_t len, bool builtin, const apf_options *opts,
+uint32_t go_apf_new(const char *text, size_t len, bool builtin, const apf_dispatcher_options *opts,
 		apf_dispatcher **out, go_apf_err *e);
 
-uint32_t go_apf_options_default(apf_options *out, go_apf_err *e);
+uint32_t go_apf_options_default(apf_dispatcher_options *out, go_apf_err *e);
 
 uint32_t go_apf_reconfigure(apf_dispatcher *d, const char *text, size_t len, go_apf_err *e);
 

@@ -41,15 +41,15 @@ import (
 const (
 	// StatusWQWrongKind: a lane on a queue without lanes, or a priority on
 	// a queue without priorities.
-	StatusWQWrongKind Status = C.APF_ERR_WQ_WRONG_KIND
+	StatusWQWrongKind Status = C.APF_ERR_WORKQUEUE_WRONG_KIND
 )
 
-// The results of apf_wq_get.
+// The results of apf_workqueue_get.
 const (
-	wqItem     = uint32(C.APF_WQ_ITEM)
-	wqEmpty    = uint32(C.APF_WQ_EMPTY)
-	wqShutDown = uint32(C.APF_WQ_SHUT_DOWN)
-	wqTimedOut = uint32(C.APF_WQ_TIMED_OUT)
+	wqItem     = uint32(C.APF_WORKQUEUE_ITEM)
+	wqEmpty    = uint32(C.APF_WORKQUEUE_EMPTY)
+	wqShutDown = uint32(C.APF_WORKQUEUE_SHUT_DOWN)
+	wqTimedOut = uint32(C.APF_WORKQUEUE_TIMED_OUT)
 )
 
 const wqForever = ^uint64(0)
@@ -89,12 +89,12 @@ const (
 )
 
 // buildC makes the C limiter this description stands for; the caller frees
-// it with apf_wq_limiter_free once the queue holds its copy.
-func (l *RateLimiter) buildC() (*C.apf_wq_limiter, error) {
-	children := make([]*C.apf_wq_limiter, 0, len(l.children))
+// it with apf_rate_limiter_free once the queue holds its copy.
+func (l *RateLimiter) buildC() (*C.apf_rate_limiter, error) {
+	children := make([]*C.apf_rate_limiter, 0, len(l.children))
 	defer func() {
 		for _, c := range children {
-			C.apf_wq_limiter_free(c)
+			C.apf_rate_limiter_free(c)
 		}
 	}()
 	for _, child := range l.children {
@@ -107,7 +107,7 @@ func (l *RateLimiter) buildC() (*C.apf_wq_limiter, error) {
 		}
 		children = append(children, c)
 	}
-	var out *C.apf_wq_limiter
+	var out *C.apf_rate_limiter
 	var e cerr
 	// The children array is Go memory holding C pointers only.
 	st := C.go_apf_wq_limiter_new(C.uint32_t(l.kind), C.double(l.qps), C.uint32_t(l.burst),
@@ -118,13 +118,13 @@ func (l *RateLimiter) buildC() (*C.apf_wq_limiter, error) {
 
 func wqNewC(kind QueueKind, opts *WorkqueueOptions) (*C.apf_workqueue, error) {
 	maybeGC()
-	var limiter *C.apf_wq_limiter
+	var limiter *C.apf_rate_limiter
 	if opts.RateLimiter != nil {
 		var err error
 		if limiter, err = opts.RateLimiter.buildC(); err != nil {
 			return nil, err
 		}
-		defer C.apf_wq_limiter_free(limiter)
+		defer C.apf_rate_limiter_free(limiter)
 	}
 	name, nameN := cstr(opts.Name)
 	var q *C.apf_workqueue
@@ -135,7 +135,7 @@ func wqNewC(kind QueueKind, opts *WorkqueueOptions) (*C.apf_workqueue, error) {
 	return q, e.err(st)
 }
 
-func wqFreeC(p unsafe.Pointer) { C.apf_wq_free((*C.apf_workqueue)(p)) }
+func wqFreeC(p unsafe.Pointer) { C.apf_workqueue_free((*C.apf_workqueue)(p)) }
 
 // The calls below take the C queue as an unsafe.Pointer that the caller
 // holds a use of (wqCore.enter), so it cannot be freed during the call.
@@ -166,7 +166,7 @@ func wqAddRateLimitedC(p unsafe.Pointer, key *C.uint8_t, n C.size_t) error {
 // wqGetC takes an item (timeout 0: without waiting) and copies its key out
 // of libapf's memory before anything else can release it.
 func wqGetC[K Key](p unsafe.Pointer, timeout uint64) (Item[K], uint32, error) {
-	var raw C.apf_wq_item
+	var raw C.apf_workqueue_item
 	var e cerr
 	if err := e.err(C.go_apf_wq_get((*C.apf_workqueue)(p), C.uint64_t(timeout), &raw, &e.e)); err != nil {
 		return Item[K]{}, 0, err

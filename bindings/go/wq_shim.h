@@ -21,11 +21,11 @@ enum go_apf_wq_limiter_kind {
 
 uint32_t go_apf_wq_limiter_new(uint32_t kind, double qps, uint32_t burst,
 		uint64_t a_nanos, uint64_t b_nanos, uint32_t attempts,
-		apf_wq_limiter *const *children, size_t n_children,
-		apf_wq_limiter **out, go_apf_err *e);
+		apf_rate_limiter *const *children, size_t n_children,
+		apf_rate_limiter **out, go_apf_err *e);
 
 uint32_t go_apf_wq_new(uint32_t kind, bool manual_clock, const char *name, size_t name_len,
-		const apf_wq_limiter *limiter, uint64_t state_capacity, uint64_t idle_expiry_nanos,
+		const apf_rate_limiter *limiter, uint64_t state_capacity, uint64_t idle_expiry_nanos,
 		uint64_t capacity, apf_workqueue **out, go_apf_err *e);
 
 uint32_t go_apf_wq_add(apf_workqueue *q, const uint8_t *key, size_t len, go_apf_err *e);
@@ -39,8 +39,8 @@ uint32_t go_apf_wq_add_after(apf_workqueue *q, const uint8_t *key, size_t len, u
 
 uint32_t go_apf_wq_add_rate_limited(apf_workqueue *q, const uint8_t *key, size_t len, go_apf_err *e);
 
-// timeout_nanos 0 is apf_wq_try_get, UINT64_MAX waits for ever.
-uint32_t go_apf_wq_get(apf_workqueue *q, uint64_t timeout_nanos, apf_wq_item *out, go_apf_err *e);
+// timeout_nanos 0 is apf_workqueue_try_get, UINT64_MAX waits for ever.
+uint32_t go_apf_wq_get(apf_workqueue *q, uint64_t timeout_nanos, apf_workqueue_item *out, go_apf_err *e);
 
 uint32_t go_apf_wq_done(apf_workqueue *q, uint64_t item, go_apf_err *e);
 
@@ -51,11 +51,11 @@ uint32_t go_apf_wq_num_requeues(apf_workqueue *q, const uint8_t *key, size_t len
 
 // What go_apf_wq_count counts.
 enum go_apf_wq_count {
-	GO_APF_WQ_COUNT_READY = 0,      // apf_wq_len
-	GO_APF_WQ_COUNT_WAITING = 1,    // apf_wq_waiting_len
-	GO_APF_WQ_COUNT_PROCESSING = 2, // apf_wq_processing
-	GO_APF_WQ_COUNT_FAST_LANE = 3,  // apf_wq_lane_len(FAST)
-	GO_APF_WQ_COUNT_SLOW_LANE = 4,  // apf_wq_lane_len(SLOW)
+	GO_APF_WQ_COUNT_READY = 0,      // apf_workqueue_len
+	GO_APF_WQ_COUNT_WAITING = 1,    // apf_workqueue_waiting_len
+	GO_APF_WQ_COUNT_PROCESSING = 2, // apf_workqueue_processing
+	GO_APF_WQ_COUNT_FAST_LANE = 3,  // apf_workqueue_lane_len(FAST)
+	GO_APF_WQ_COUNT_SLOW_LANE = 4,  // apf_workqueue_lane_len(SLOW)
 };
 
 uint32_t go_apf_wq_count(apf_workqueue *q, uint32_t what, size_t *out, go_apf_err *e);

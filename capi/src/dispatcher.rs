@@ -31,16 +31,16 @@ pub struct apf_dispatcher {
     _private: [u8; 0],
 }
 
-/// Server-wide settings, with `apf_options_default`'s values filled in
-/// unless you change them. Always start from `apf_options_default`: it sets
+/// Server-wide settings, with `apf_dispatcher_options_default`'s values filled in
+/// unless you change them. Always start from `apf_dispatcher_options_default`: it sets
 /// `struct_size`, which lets later versions add fields (see the ABI policy
 /// in docs/install.md).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct apf_options {
-    /// `sizeof(apf_options)` as the caller's header knows it; set by
-    /// `apf_options_default`.
+pub struct apf_dispatcher_options {
+    /// `sizeof(apf_dispatcher_options)` as the caller's header knows it; set by
+    /// `apf_dispatcher_options_default`.
     pub struct_size: usize,
     /// Seats shared by all priority levels (Kubernetes: max-requests-inflight
     /// + max-mutating-requests-inflight; default 600). 1 to 2^30.
@@ -59,11 +59,11 @@ pub struct apf_options {
     pub manual_clock: bool,
 }
 
-impl apf_options {
-    fn defaults() -> apf_options {
+impl apf_dispatcher_options {
+    fn defaults() -> apf_dispatcher_options {
         let d = DispatcherOptions::default();
-        apf_options {
-            struct_size: std::mem::size_of::<apf_options>(),
+        apf_dispatcher_options {
+            struct_size: std::mem::size_of::<apf_dispatcher_options>(),
             server_concurrency_limit: d.server_concurrency_limit,
             service_time_guess_ns: apf::clock::duration_nanos(d.service_time_guess),
             wait_limit_ns: apf::clock::duration_nanos(d.wait_limit),
@@ -101,11 +101,11 @@ impl apf_options {
     }
 }
 
-impl Growable for apf_options {
-    const NAME: &'static str = "apf_options";
-    const MIN_SIZE: usize = std::mem::size_of::<apf_options>();
-    fn defaults() -> apf_options {
-        apf_options::defaults()
+impl Growable for apf_dispatcher_options {
+    const NAME: &'static str = "apf_dispatcher_options";
+    const MIN_SIZE: usize = std::mem::size_of::<apf_dispatcher_options>();
+    fn defaults() -> apf_dispatcher_options {
+        apf_dispatcher_options::defaults()
     }
 }
 
@@ -131,7 +131,7 @@ impl Drop for FfiDispatcher {
 }
 
 impl FfiDispatcher {
-    fn new(config: &Config, options: &apf_options) -> Result<FfiDispatcher, apf_status> {
+    fn new(config: &Config, options: &apf_dispatcher_options) -> Result<FfiDispatcher, apf_status> {
         let rust_options = options
             .to_rust()
             .map_err(|e| fail(apf_status::APF_ERR_INVALID_PARAMETER, e))?;
@@ -217,10 +217,10 @@ fn parse_config(text: *const c_char, len: usize) -> Result<Config, apf_status> {
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_options_default(out: *mut apf_options) -> apf_status {
+pub unsafe extern "C" fn apf_dispatcher_options_default(out: *mut apf_dispatcher_options) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        out.write(apf_options::defaults());
+        out.write(apf_dispatcher_options::defaults());
         apf_status::APF_OK
     }
 }
@@ -235,7 +235,7 @@ pub unsafe extern "C" fn apf_options_default(out: *mut apf_options) -> apf_statu
 /// `options` must be NULL or readable; `out` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_new_builtin(
-    options: *const apf_options,
+    options: *const apf_dispatcher_options,
     out: *mut *mut apf_dispatcher,
 ) -> apf_status {
     ffi_panic_boundary! {
@@ -271,7 +271,7 @@ pub unsafe extern "C" fn apf_dispatcher_new_builtin(
 pub unsafe extern "C" fn apf_dispatcher_new_from_config(
     text: *const c_char,
     len: usize,
-    options: *const apf_options,
+    options: *const apf_dispatcher_options,
     out: *mut *mut apf_dispatcher,
 ) -> apf_status {
     ffi_panic_boundary! {

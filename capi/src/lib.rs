@@ -24,7 +24,7 @@
 //!   freed by `apf_text_free` (no size-then-copy loop).
 //! - Option structs start with `struct_size`, set by their `_default`
 //!   function, so they can grow without breaking callers (`sized`).
-//! - Test-only exports (`apf_test_panic`, `apf_wq_test_*`) exist only with
+//! - Test-only exports (`apf_test_panic`, `apf_workqueue_test_*`) exist only with
 //!   the `test-hooks` feature; the installed library has none.
 //! - Every exported body runs inside the panic boundary; every pointer is
 //!   checked for NULL; strings are `(ptr, len)` pairs checked for UTF-8.

@@ -61,7 +61,7 @@ pub enum apf_status {
     APF_ERR_IN_CALLBACK = 7013,
     /// The workqueue is of another kind than the call needs: a slow lane on
     /// a queue without lanes, a priority on a non-priority queue.
-    APF_ERR_WQ_WRONG_KIND = 7014,
+    APF_ERR_WORKQUEUE_WRONG_KIND = 7014,
 }
 
 impl apf_status {
@@ -82,7 +82,7 @@ impl apf_status {
         apf_status::APF_ERR_IO,
         apf_status::APF_ERR_TOO_MANY_REQUESTS,
         apf_status::APF_ERR_IN_CALLBACK,
-        apf_status::APF_ERR_WQ_WRONG_KIND,
+        apf_status::APF_ERR_WORKQUEUE_WRONG_KIND,
     ];
 
     /// The code for a number; unknown numbers map to
@@ -120,7 +120,7 @@ impl apf_status {
             apf_status::APF_ERR_IO => "operating system error\0",
             apf_status::APF_ERR_TOO_MANY_REQUESTS => "too many requests in flight\0",
             apf_status::APF_ERR_IN_CALLBACK => "not allowed inside a completion callback\0",
-            apf_status::APF_ERR_WQ_WRONG_KIND => {
+            apf_status::APF_ERR_WORKQUEUE_WRONG_KIND => {
                 "operation not available for this kind of workqueue\0"
             }
         }

@@ -188,7 +188,7 @@ fn advancing_the_clock_by_uint64_max_returns_and_keeps_serving() {
 #[test]
 fn a_borrowing_period_below_the_minimum_is_refused_by_field_name() {
     for period in [1, 99_999_999] {
-        let o = apf_options {
+        let o = apf_dispatcher_options {
             borrowing_period_ns: period,
             ..default_options()
         };

@@ -136,7 +136,7 @@ fn the_exposition_parses_and_its_counters_follow_the_requests() {
 
 #[test]
 fn the_builtin_config_exposes_the_documented_series_count() {
-    let o = apf_options {
+    let o = apf_dispatcher_options {
         server_concurrency_limit: 600,
         ..tiny_options(true)
     };

@@ -202,7 +202,7 @@ fn release_racing_finish(policy: &str) {
     use std::sync::{Arc, Barrier};
     const PAIRS: usize = 8;
     const ROUNDS: usize = 300;
-    let options = apf_options {
+    let options = apf_dispatcher_options {
         server_concurrency_limit: 200,
         ..default_options()
     };

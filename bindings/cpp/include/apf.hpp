@@ -8,8 +8,8 @@
 //   apf::Ticket        a queued request: wait / poll / cancel, and cancels
 //                      it when destroyed;
 //   apf::Workqueue     owns an apf_workqueue (client-go's work queues);
-//   apf::WorkItem      an item being processed: apf_wq_done when destroyed;
-//   apf::Limiter       owns a rate limiter description (apf_wq_limiter).
+//   apf::WorkItem      an item being processed: apf_workqueue_done when destroyed;
+//   apf::Limiter       owns a rate limiter description (apf_rate_limiter).
 // A guard or ticket shares ownership of its dispatcher: it may outlive the
 // Dispatcher object (the C dispatcher is freed after the last of them).
 // Work items must be destroyed before their workqueue.
@@ -315,7 +315,7 @@ inline Version library_version() noexcept {
 }
 
 /// Server-wide settings. A default-constructed Options holds the library's
-/// defaults (apf_options_default).
+/// defaults (apf_dispatcher_options_default).
 struct Options {
   /// Seats shared by all priority levels.
   uint32_t server_concurrency_limit = 600;
@@ -329,15 +329,15 @@ struct Options {
   bool manual_clock = false;
 
   Options() {
-    apf_options raw{};
+    apf_dispatcher_options raw{};
     // The in-class values mirror the library's and stay if this fails,
     // which a valid out-pointer rules out.
-    if (apf_options_default(&raw) == APF_OK) {
+    if (apf_dispatcher_options_default(&raw) == APF_OK) {
       *this = from_c(raw);
     }
   }
 
-  static Options from_c(const apf_options &raw) {
+  static Options from_c(const apf_dispatcher_options &raw) {
     Options o(Uninitialised{});
     o.server_concurrency_limit = raw.server_concurrency_limit;
     o.service_time_guess = Nanos(static_cast<Nanos::rep>(raw.service_time_guess_ns));
@@ -347,9 +347,9 @@ struct Options {
     return o;
   }
 
-  apf_options to_c() const noexcept {
-    apf_options raw{};
-    (void)apf_options_default(&raw); // sets struct_size
+  apf_dispatcher_options to_c() const noexcept {
+    apf_dispatcher_options raw{};
+    (void)apf_dispatcher_options_default(&raw); // sets struct_size
     raw.server_concurrency_limit = server_concurrency_limit;
     raw.service_time_guess_ns = detail::to_u64(service_time_guess);
     raw.wait_limit_ns = detail::to_u64(wait_limit);
@@ -773,7 +773,7 @@ public:
 
   /// A dispatcher with Kubernetes' built-in configuration.
   static Result<Dispatcher> try_builtin(const Options &options = Options()) {
-    apf_options raw = options.to_c();
+    apf_dispatcher_options raw = options.to_c();
     Raw *out = nullptr;
     apf_status status = apf_dispatcher_new_builtin(&raw, &out);
     if (status != APF_OK) {
@@ -789,7 +789,7 @@ public:
   /// `text` (YAML or JSON; mandatory objects are added when missing).
   static Result<Dispatcher> try_from_config(std::string_view text,
                                             const Options &options = Options()) {
-    apf_options raw = options.to_c();
+    apf_dispatcher_options raw = options.to_c();
     Raw *out = nullptr;
     apf_status status =
         apf_dispatcher_new_from_config(text.data(), text.size(), &raw, &out);
@@ -1080,28 +1080,28 @@ inline std::string_view metrics_content_type() {
 /// The kind of a Workqueue.
 enum class QueueKind : uint32_t {
   /// First in, first out (client-go's default).
-  Fifo = APF_WQ_FIFO,
+  Fifo = APF_WORKQUEUE_FIFO,
   /// A fast and a slow lane; slow items only while the fast lane is empty.
-  TwoLane = APF_WQ_TWO_LANE,
+  TwoLane = APF_WORKQUEUE_TWO_LANE,
   /// Integer priorities, highest first, FIFO within one priority.
-  Priority = APF_WQ_PRIORITY,
+  Priority = APF_WORKQUEUE_PRIORITY,
 };
 
 /// A lane of a two-lane queue.
 enum class Lane : uint32_t {
-  Fast = APF_WQ_LANE_FAST,
-  Slow = APF_WQ_LANE_SLOW,
+  Fast = APF_WORKQUEUE_LANE_FAST,
+  Slow = APF_WORKQUEUE_LANE_SLOW,
 };
 
 /// What Workqueue::next found.
 enum class GetStatus : uint32_t {
-  Item = APF_WQ_ITEM,
+  Item = APF_WORKQUEUE_ITEM,
   /// Nothing ready and the call was not to wait (timeout 0, poll).
-  Empty = APF_WQ_EMPTY,
+  Empty = APF_WORKQUEUE_EMPTY,
   /// The queue is shutting down and nothing is ready: stop working.
-  ShutDown = APF_WQ_SHUT_DOWN,
+  ShutDown = APF_WORKQUEUE_SHUT_DOWN,
   /// The timeout passed with nothing ready.
-  TimedOut = APF_WQ_TIMED_OUT,
+  TimedOut = APF_WORKQUEUE_TIMED_OUT,
 };
 
 inline std::string_view to_string(GetStatus s) noexcept {
@@ -1126,12 +1126,12 @@ inline const uint8_t *bytes(std::string_view key) noexcept {
 
 } // namespace detail
 
-/// A rate limiter's description (owns an apf_wq_limiter). Each queue made
+/// A rate limiter's description (owns an apf_rate_limiter). Each queue made
 /// with it copies it and keeps its own state, so a Limiter may be destroyed
 /// (or reused for other queues) as soon as the queue exists. Move-only.
 class Limiter {
 public:
-  using Raw = apf_wq_limiter;
+  using Raw = apf_rate_limiter;
 
   /// Takes ownership of `raw`.
   explicit Limiter(Raw *raw) noexcept : ptr_(raw) {}
@@ -1140,26 +1140,26 @@ public:
   /// exponential backoff (5 ms doubling up to 1000 s) and a shared token
   /// bucket of 10 qps, burst 100. What a queue uses without a limiter.
   static Result<Limiter> try_default_controller() {
-    return make([](Raw **out) { return apf_wq_limiter_new_default(out); });
+    return make([](Raw **out) { return apf_rate_limiter_new_default(out); });
   }
   /// One token bucket for all items: `qps` tokens a second (+infinity: no
   /// limit), at most `burst` stored.
   static Result<Limiter> try_token_bucket(double qps, uint32_t burst) {
     return make([&](Raw **out) {
-      return apf_wq_limiter_new_token_bucket(qps, burst, out);
+      return apf_rate_limiter_new_token_bucket(qps, burst, out);
     });
   }
   /// A token bucket per item.
   static Result<Limiter> try_item_token_bucket(double qps, uint32_t burst) {
     return make([&](Raw **out) {
-      return apf_wq_limiter_new_item_token_bucket(qps, burst, out);
+      return apf_rate_limiter_new_item_token_bucket(qps, burst, out);
     });
   }
   /// Per-item exponential backoff: the n-th rate-limited add since the last
   /// forget waits base * 2^(n-1), at most `max`.
   static Result<Limiter> try_exponential(Nanos base, Nanos max) {
     return make([&](Raw **out) {
-      return apf_wq_limiter_new_exponential(detail::to_u64(base),
+      return apf_rate_limiter_new_exponential(detail::to_u64(base),
                                             detail::to_u64(max), out);
     });
   }
@@ -1168,7 +1168,7 @@ public:
   static Result<Limiter> try_fast_slow(Nanos fast, Nanos slow,
                                        uint32_t max_fast_attempts) {
     return make([&](Raw **out) {
-      return apf_wq_limiter_new_fast_slow(detail::to_u64(fast),
+      return apf_rate_limiter_new_fast_slow(detail::to_u64(fast),
                                           detail::to_u64(slow),
                                           max_fast_attempts, out);
     });
@@ -1182,7 +1182,7 @@ public:
       raw.push_back(l.capi());
     }
     return make([&](Raw **out) {
-      return apf_wq_limiter_new_max_of(raw.data(), raw.size(), out);
+      return apf_rate_limiter_new_max_of(raw.data(), raw.size(), out);
     });
   }
 
@@ -1207,12 +1207,12 @@ public:
   }
 
   const Raw *capi() const noexcept { return ptr_.get(); }
-  /// Gives up ownership (the caller frees it with apf_wq_limiter_free).
+  /// Gives up ownership (the caller frees it with apf_rate_limiter_free).
   Raw *capi_release() noexcept { return ptr_.release(); }
 
 private:
   struct Deleter {
-    void operator()(Raw *raw) const noexcept { apf_wq_limiter_free(raw); }
+    void operator()(Raw *raw) const noexcept { apf_rate_limiter_free(raw); }
   };
 
   template <typename F> static Result<Limiter> make(F &&create) {
@@ -1228,7 +1228,7 @@ private:
 };
 
 /// How Workqueue::create builds a queue. The defaults are
-/// apf_wq_options_default's: a FIFO queue, real clock, unnamed, client-go's
+/// apf_workqueue_options_default's: a FIFO queue, real clock, unnamed, client-go's
 /// default controller limiter.
 struct WorkqueueOptions {
   QueueKind kind = QueueKind::Fifo;
@@ -1250,9 +1250,9 @@ struct WorkqueueOptions {
   WorkqueueOptions() = default;
   explicit WorkqueueOptions(QueueKind k) : kind(k) {}
 
-  apf_wq_options to_c() const noexcept {
-    apf_wq_options raw{};
-    (void)apf_wq_options_default(&raw);
+  apf_workqueue_options to_c() const noexcept {
+    apf_workqueue_options raw{};
+    (void)apf_workqueue_options_default(&raw);
     raw.kind = static_cast<uint32_t>(kind);
     raw.manual_clock = manual_clock;
     raw.name = name.data();
@@ -1274,12 +1274,12 @@ struct AddOptions {
   bool rate_limited = false;
   /// Two-lane queues; other kinds accept only Lane::Fast.
   Lane lane = Lane::Fast;
-  /// Priority queues only (others fail with APF_ERR_WQ_WRONG_KIND).
+  /// Priority queues only (others fail with APF_ERR_WORKQUEUE_WRONG_KIND).
   std::optional<int32_t> priority;
 
-  apf_wq_add_opts to_c() const noexcept {
-    apf_wq_add_opts raw{};
-    (void)apf_wq_add_opts_default(&raw);
+  apf_workqueue_add_options to_c() const noexcept {
+    apf_workqueue_add_options raw{};
+    (void)apf_workqueue_add_options_default(&raw);
     raw.after_nanos = detail::to_u64(after);
     raw.rate_limited = rate_limited;
     raw.lane = static_cast<uint32_t>(lane);
@@ -1290,7 +1290,7 @@ struct AddOptions {
 };
 
 /// An item being processed: its key is not handed to any other worker until
-/// the item is done. Destroying it calls apf_wq_done (also while an
+/// the item is done. Destroying it calls apf_workqueue_done (also while an
 /// exception unwinds), so a key added again meanwhile is queued again.
 /// Move-only; an empty item (default constructed, moved from, done or
 /// released) does nothing. Refers to its queue without owning it: destroy
@@ -1298,8 +1298,8 @@ struct AddOptions {
 class WorkItem {
 public:
   WorkItem() noexcept = default;
-  /// Adopts the item of a successful apf_wq_get (result APF_WQ_ITEM).
-  WorkItem(apf_workqueue *queue, const apf_wq_item &raw) noexcept
+  /// Adopts the item of a successful apf_workqueue_get (result APF_WORKQUEUE_ITEM).
+  WorkItem(apf_workqueue *queue, const apf_workqueue_item &raw) noexcept
       : queue_(queue), handle_(raw.item),
         key_(reinterpret_cast<const char *>(raw.key), raw.key_len),
         lane_(static_cast<Lane>(raw.lane)), priority_(raw.priority) {}
@@ -1339,11 +1339,11 @@ public:
   /// item gives APF_ERR_INVALID_HANDLE).
   Result<void> try_done() {
     key_ = std::string_view();
-    return detail::check(apf_wq_done(queue_, std::exchange(handle_, 0)));
+    return detail::check(apf_workqueue_done(queue_, std::exchange(handle_, 0)));
   }
   void done() { try_done().unwrap(); }
 
-  /// Gives up ownership without finishing: the caller calls apf_wq_done.
+  /// Gives up ownership without finishing: the caller calls apf_workqueue_done.
   uint64_t release() noexcept {
     key_ = std::string_view();
     return std::exchange(handle_, 0);
@@ -1355,7 +1355,7 @@ private:
       key_ = std::string_view();
       // A destructor cannot report failure; a stale handle is the only way
       // to fail here and leaves nothing to clean up.
-      (void)apf_wq_done(queue_, std::exchange(handle_, 0));
+      (void)apf_workqueue_done(queue_, std::exchange(handle_, 0));
     }
   }
 
@@ -1403,9 +1403,9 @@ public:
 
   static Result<Workqueue>
   try_create(const WorkqueueOptions &options = WorkqueueOptions()) {
-    apf_wq_options raw = options.to_c();
+    apf_workqueue_options raw = options.to_c();
     Raw *out = nullptr;
-    apf_status status = apf_wq_new(&raw, &out);
+    apf_status status = apf_workqueue_new(&raw, &out);
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -1418,23 +1418,23 @@ public:
   // Adding. Keys are arbitrary bytes, copied.
 
   Result<void> try_add(std::string_view key) {
-    return detail::check(apf_wq_add(raw(), detail::bytes(key), key.size()));
+    return detail::check(apf_workqueue_add(raw(), detail::bytes(key), key.size()));
   }
   /// Adds once `delay` has passed on the queue's clock (client-go AddAfter).
   Result<void> try_add_after(std::string_view key, Nanos delay) {
-    return detail::check(apf_wq_add_after(raw(), detail::bytes(key), key.size(),
+    return detail::check(apf_workqueue_add_after(raw(), detail::bytes(key), key.size(),
                                           detail::to_u64(delay)));
   }
   /// Adds after the limiter's delay for the key, counting a failure of it.
   Result<void> try_add_rate_limited(std::string_view key) {
     return detail::check(
-        apf_wq_add_rate_limited(raw(), detail::bytes(key), key.size()));
+        apf_workqueue_add_rate_limited(raw(), detail::bytes(key), key.size()));
   }
   /// Adds with a delay, rate limiting, a lane or a priority.
   Result<void> try_add_with(std::string_view key, const AddOptions &options) {
-    apf_wq_add_opts raw_opts = options.to_c();
+    apf_workqueue_add_options raw_opts = options.to_c();
     return detail::check(
-        apf_wq_add_with_opts(raw(), detail::bytes(key), key.size(), &raw_opts));
+        apf_workqueue_add_with_options(raw(), detail::bytes(key), key.size(), &raw_opts));
   }
   void add(std::string_view key) { try_add(key).unwrap(); }
   void add_after(std::string_view key, Nanos delay) {
@@ -1452,8 +1452,8 @@ public:
   /// The next item, waiting up to `timeout` of real time (std::nullopt:
   /// forever; zero or negative: not at all, status Empty).
   Result<GetResult> try_next(std::optional<Nanos> timeout = std::nullopt) {
-    apf_wq_item out{};
-    apf_status status = apf_wq_get(
+    apf_workqueue_item out{};
+    apf_status status = apf_workqueue_get(
         raw(),
         timeout ? detail::to_u64(*timeout) : std::numeric_limits<uint64_t>::max(),
         &out);
@@ -1461,8 +1461,8 @@ public:
   }
   /// The next item without waiting (status Item, Empty or ShutDown).
   Result<GetResult> try_next_now() {
-    apf_wq_item out{};
-    apf_status status = apf_wq_try_get(raw(), &out);
+    apf_workqueue_item out{};
+    apf_status status = apf_workqueue_try_get(raw(), &out);
     return adopt(status, out);
   }
   Result<std::optional<WorkItem>> try_get() { return item_of(try_next()); }
@@ -1489,14 +1489,14 @@ public:
   /// Stops tracking the key's failures (its next rate-limited add waits the
   /// first delay again). The item must still be done.
   Result<void> try_forget(std::string_view key) {
-    return detail::check(apf_wq_forget(raw(), detail::bytes(key), key.size()));
+    return detail::check(apf_workqueue_forget(raw(), detail::bytes(key), key.size()));
   }
   void forget(std::string_view key) { try_forget(key).unwrap(); }
   /// Rate-limited adds of the key counted since it was last forgotten.
   Result<uint32_t> try_num_requeues(std::string_view key) {
     uint32_t n = 0;
     apf_status status =
-        apf_wq_num_requeues(raw(), detail::bytes(key), key.size(), &n);
+        apf_workqueue_num_requeues(raw(), detail::bytes(key), key.size(), &n);
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -1509,15 +1509,15 @@ public:
   // Sizes (for information: they may change before you look).
 
   /// Items ready to be handed out (client-go Len).
-  Result<size_t> try_len() { return size_of(apf_wq_len); }
+  Result<size_t> try_len() { return size_of(apf_workqueue_len); }
   /// Items waiting for a delay.
-  Result<size_t> try_waiting_len() { return size_of(apf_wq_waiting_len); }
+  Result<size_t> try_waiting_len() { return size_of(apf_workqueue_waiting_len); }
   /// Items being processed (live WorkItems).
-  Result<size_t> try_processing() { return size_of(apf_wq_processing); }
+  Result<size_t> try_processing() { return size_of(apf_workqueue_processing); }
   /// Ready items of one lane (two-lane queues only).
   Result<size_t> try_lane_len(Lane lane) {
     size_t n = 0;
-    apf_status status = apf_wq_lane_len(raw(), static_cast<uint32_t>(lane), &n);
+    apf_status status = apf_workqueue_lane_len(raw(), static_cast<uint32_t>(lane), &n);
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -1532,15 +1532,15 @@ public:
 
   /// Adds are ignored from now on, delayed items are dropped, workers get
   /// what is ready and then nothing; blocked workers wake. Idempotent.
-  Result<void> try_shut_down() { return detail::check(apf_wq_shut_down(raw())); }
+  Result<void> try_shut_down() { return detail::check(apf_workqueue_shut_down(raw())); }
   /// shut_down, then wait until every item handed out is done (by other
   /// threads).
   Result<void> try_shut_down_with_drain() {
-    return detail::check(apf_wq_shut_down_with_drain(raw()));
+    return detail::check(apf_workqueue_shut_down_with_drain(raw()));
   }
   Result<bool> try_shutting_down() {
     bool out = false;
-    apf_status status = apf_wq_shutting_down(raw(), &out);
+    apf_status status = apf_workqueue_shutting_down(raw(), &out);
     if (status != APF_OK) {
       return Error::last(status);
     }
@@ -1553,29 +1553,29 @@ public:
   /// Moves a manual clock forward; delayed items whose time comes are added
   /// before it returns (an error with the real clock).
   Result<void> try_advance_clock(Nanos by) {
-    return detail::check(apf_wq_advance_clock(raw(), detail::to_u64(by)));
+    return detail::check(apf_workqueue_advance_clock(raw(), detail::to_u64(by)));
   }
   void advance_clock(Nanos by) { try_advance_clock(by).unwrap(); }
 
   /// client-go's workqueue metrics, OpenMetrics text ending with "# EOF".
   Result<std::string> try_metrics_text() {
-    return detail::read_text([this](apf_text *out) { return apf_wq_metrics_text(raw(), out); });
+    return detail::read_text([this](apf_text *out) { return apf_workqueue_metrics_text(raw(), out); });
   }
   std::string metrics_text() { return try_metrics_text().unwrap(); }
 
   Raw *capi() noexcept { return ptr_.get(); }
   const Raw *capi() const noexcept { return ptr_.get(); }
-  /// Gives up ownership (the caller frees it with apf_wq_free).
+  /// Gives up ownership (the caller frees it with apf_workqueue_free).
   Raw *capi_release() noexcept { return ptr_.release(); }
 
 private:
   struct Deleter {
-    void operator()(Raw *raw) const noexcept { apf_wq_free(raw); }
+    void operator()(Raw *raw) const noexcept { apf_workqueue_free(raw); }
   };
 
   Raw *raw() const noexcept { return ptr_.get(); }
 
-  Result<GetResult> adopt(apf_status status, const apf_wq_item &out) {
+  Result<GetResult> adopt(apf_status status, const apf_workqueue_item &out) {
     if (status != APF_OK) {
       return Error::last(status);
     }

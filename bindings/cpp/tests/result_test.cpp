@@ -19,7 +19,7 @@ TEST(Error, CarriesStatusAndMessage) {
 
 TEST(Error, LastReadsTheLibraryMessage) {
   apf_dispatcher *out = nullptr;
-  apf_options options = manual_options().to_c();
+  apf_dispatcher_options options = manual_options().to_c();
   const std::string_view text = "kind: [unterminated";
   apf_status status =
       apf_dispatcher_new_from_config(text.data(), text.size(), &options, &out);

@@ -60,9 +60,9 @@ class ObserveAnswer(NamedTuple):
 
 
 def default_options() -> Options:
-    """libapf's default options (``apf_options_default``)."""
-    raw = b.apf_options()
-    call("apf_options_default", ctypes.byref(raw))
+    """libapf's default options (``apf_dispatcher_options_default``)."""
+    raw = b.apf_dispatcher_options()
+    call("apf_dispatcher_options_default", ctypes.byref(raw))
     return Options(
         server_concurrency_limit=raw.server_concurrency_limit,
         service_time_guess_ns=raw.service_time_guess_ns,
@@ -72,9 +72,9 @@ def default_options() -> Options:
     )
 
 
-def _raw_options(options: Optional[Options], overrides: dict) -> b.apf_options:
-    raw = b.apf_options()
-    call("apf_options_default", ctypes.byref(raw))
+def _raw_options(options: Optional[Options], overrides: dict) -> b.apf_dispatcher_options:
+    raw = b.apf_dispatcher_options()
+    call("apf_dispatcher_options_default", ctypes.byref(raw))
     merged = dict(vars(options)) if options is not None else {}
     unknown = set(overrides) - set(vars(Options()))
     if unknown:

@@ -145,7 +145,7 @@ def test_null_pointers_are_errors_not_crashes():
     out = ctypes.c_uint64()
     assert loaded.apf_dispatcher_now(None, ctypes.byref(out)) == b.APF_ERR_NULL_POINTER
     assert "NULL" in apf.last_error() or "null" in apf.last_error()
-    assert loaded.apf_options_default(None) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_dispatcher_options_default(None) == b.APF_ERR_NULL_POINTER
     assert loaded.apf_dispatcher_new_builtin(None, None) == b.APF_ERR_NULL_POINTER
     assert loaded.apf_finish(None, 1, 0) == b.APF_ERR_NULL_POINTER
     assert loaded.apf_last_error(None) == b.APF_ERR_NULL_POINTER
@@ -176,14 +176,14 @@ def test_stats_text_is_an_owned_buffer_freed_once(dispatcher):
 
 def test_options_carry_their_size():
     loaded = lib()
-    raw = b.apf_options()
-    assert loaded.apf_options_default(ctypes.byref(raw)) == b.APF_OK
-    assert raw.struct_size == ctypes.sizeof(b.apf_options)
+    raw = b.apf_dispatcher_options()
+    assert loaded.apf_dispatcher_options_default(ctypes.byref(raw)) == b.APF_OK
+    assert raw.struct_size == ctypes.sizeof(b.apf_dispatcher_options)
     raw.struct_size = 0
     out = ctypes.POINTER(b.apf_dispatcher)()
     status = loaded.apf_dispatcher_new_builtin(ctypes.byref(raw), ctypes.byref(out))
     assert status == b.APF_ERR_INVALID_PARAMETER
-    assert "apf_options.struct_size" in apf.last_error()
+    assert "apf_dispatcher_options.struct_size" in apf.last_error()
 
 
 def test_long_last_error_is_read_whole():

@@ -17,7 +17,7 @@ fn null_pointers_are_errors_not_crashes() {
     // SAFETY: every call passes a NULL where a pointer is required, which
     // the ABI must detect; the other pointers are valid.
     unsafe {
-        assert_eq!(apf_options_default(null_mut()), NULLP);
+        assert_eq!(apf_dispatcher_options_default(null_mut()), NULLP);
         assert_eq!(apf_dispatcher_new_builtin(null(), null_mut()), NULLP);
         assert_eq!(
             apf_dispatcher_new_from_config(yaml.as_ptr().cast(), yaml.len(), null(), null_mut()),
@@ -173,10 +173,10 @@ fn null_string_with_nonzero_length_and_invalid_utf8_are_rejected() {
 #[test]
 fn invalid_options_are_refused() {
     for change in [
-        |o: &mut apf_options| o.server_concurrency_limit = 0,
-        |o: &mut apf_options| o.server_concurrency_limit = u32::MAX,
-        |o: &mut apf_options| o.service_time_guess_ns = 0,
-        |o: &mut apf_options| o.borrowing_period_ns = 0,
+        |o: &mut apf_dispatcher_options| o.server_concurrency_limit = 0,
+        |o: &mut apf_dispatcher_options| o.server_concurrency_limit = u32::MAX,
+        |o: &mut apf_dispatcher_options| o.service_time_guess_ns = 0,
+        |o: &mut apf_dispatcher_options| o.borrowing_period_ns = 0,
     ] {
         let mut o = tiny_options(true);
         change(&mut o);
@@ -214,7 +214,7 @@ fn default_options_are_kubernetes_defaults() {
     let mut o = std::mem::MaybeUninit::uninit();
     // SAFETY: writable.
     assert_eq!(
-        unsafe { apf_options_default(o.as_mut_ptr()) },
+        unsafe { apf_dispatcher_options_default(o.as_mut_ptr()) },
         apf_status::APF_OK
     );
     // SAFETY: written on APF_OK.
@@ -224,18 +224,18 @@ fn default_options_are_kubernetes_defaults() {
     assert_eq!(o.wait_limit_ns, 15 * SECOND);
     assert_eq!(o.borrowing_period_ns, 10 * SECOND);
     assert!(!o.manual_clock);
-    assert_eq!(o.struct_size, std::mem::size_of::<apf_options>());
+    assert_eq!(o.struct_size, std::mem::size_of::<apf_dispatcher_options>());
 }
 
-/// A caller compiled against a newer header: `apf_options` with a field
+/// A caller compiled against a newer header: `apf_dispatcher_options` with a field
 /// this library does not know.
 #[repr(C)]
 struct NewerOptions {
-    known: apf_options,
+    known: apf_dispatcher_options,
     future_field: u64,
 }
 
-fn new_builtin(options: *const apf_options) -> apf_status {
+fn new_builtin(options: *const apf_dispatcher_options) -> apf_status {
     let mut d = null_mut();
     // SAFETY: `options` is NULL or readable for its struct_size; `d` writable.
     let st = unsafe { apf_dispatcher_new_builtin(options, &mut d) };
@@ -252,19 +252,19 @@ fn options_carry_their_size_so_the_struct_can_grow() {
         "NULL: the defaults"
     );
     assert_eq!(new_builtin(&tiny_options(false)), apf_status::APF_OK);
-    // A struct not initialised by apf_options_default (size 0) is refused,
+    // A struct not initialised by apf_dispatcher_options_default (size 0) is refused,
     // naming the struct and the field.
-    let unset = apf_options {
+    let unset = apf_dispatcher_options {
         struct_size: 0,
         ..tiny_options(false)
     };
     assert_eq!(new_builtin(&unset), bad);
     assert!(
-        last_error().contains("apf_options.struct_size is 0"),
+        last_error().contains("apf_dispatcher_options.struct_size is 0"),
         "{}",
         last_error()
     );
-    let short = apf_options {
+    let short = apf_dispatcher_options {
         struct_size: 8,
         ..tiny_options(false)
     };

@@ -132,12 +132,12 @@ unsafe impl Send for D {}
 // SAFETY: as above.
 unsafe impl Sync for D {}
 
-/// `apf_options_default`'s options.
-pub fn default_options() -> apf_options {
+/// `apf_dispatcher_options_default`'s options.
+pub fn default_options() -> apf_dispatcher_options {
     let mut o = std::mem::MaybeUninit::uninit();
     // SAFETY: `o` is writable.
     assert_eq!(
-        unsafe { apf_options_default(o.as_mut_ptr()) },
+        unsafe { apf_dispatcher_options_default(o.as_mut_ptr()) },
         apf_status::APF_OK
     );
     // SAFETY: written on APF_OK.
@@ -146,8 +146,8 @@ pub fn default_options() -> apf_options {
 
 /// The options [`Tiny`] is made for: two seats (one for its level, one for
 /// catch-all) and a wait limit of one second.
-pub fn tiny_options(manual_clock: bool) -> apf_options {
-    apf_options {
+pub fn tiny_options(manual_clock: bool) -> apf_dispatcher_options {
+    apf_dispatcher_options {
         manual_clock,
         server_concurrency_limit: 2,
         wait_limit_ns: SECOND,
@@ -156,7 +156,7 @@ pub fn tiny_options(manual_clock: bool) -> apf_options {
 }
 
 /// A dispatcher of `yaml`, which must load.
-pub fn new_from_config(yaml: &str, options: &apf_options) -> D {
+pub fn new_from_config(yaml: &str, options: &apf_dispatcher_options) -> D {
     let mut d = null_mut();
     // SAFETY: text readable for its length; options and out valid.
     let st = unsafe {
@@ -167,7 +167,7 @@ pub fn new_from_config(yaml: &str, options: &apf_options) -> D {
 }
 
 /// A dispatcher of the built-in configuration.
-pub fn builtin(options: &apf_options) -> D {
+pub fn builtin(options: &apf_dispatcher_options) -> D {
     let mut d = null_mut();
     // SAFETY: options readable, out writable.
     let st = unsafe { apf_dispatcher_new_builtin(options, &mut d) };
