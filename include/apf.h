@@ -7,8 +7,12 @@
  * - Every function returns an apf_status (APF_OK = 0, errors 7000-7999),
  *   except apf_abi_version and the _free functions. Results go through
  *   out-parameters, which come last and are written only on APF_OK.
- *   apf_last_error gives the calling thread's last error message.
- * - Text made on demand (metrics, dumps, stats, the last error) comes out
+ *   apf_status_text describes a code. Constructors and reconfigurations,
+ *   whose failures need more words, take a last apf_error **out_error
+ *   (NULL: not wanted): on failure it receives an owned apf_error
+ *   (apf_error_status, apf_error_message; free it with apf_error_free).
+ *   No function keeps per-thread error state.
+ * - Text made on demand (metrics, dumps, stats) comes out
  *   as an owned struct apf_text: free it with apf_text_free.
  * - Option structs start with size_t struct_size: initialise them with
  *   their _default function, then change fields (they can grow in later
@@ -61,8 +65,9 @@
 // `APF_OK` is 0; errors lie in the range 7000-7999 so they cannot be
 // confused with `errno` values or booleans. A code, once published, keeps
 // its meaning and is never reused. Functions write their out-parameters only
-// when they return `APF_OK`. On error, the calling
-// thread's last error message (`apf_last_error`) says what went wrong.
+// when they return `APF_OK`. On error, `apf_status_text` describes the
+// code; functions whose failures need more words (configuration, option
+// structs, limiter parameters) also hand out an owned `apf_error`.
 enum apf_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -275,6 +280,12 @@ typedef uint32_t apf_fairness;
 // the last call (no other call on the dispatcher or its requests may run or
 // follow). Request handles may be used from any thread.
 typedef struct apf_dispatcher apf_dispatcher;
+
+// The error of a failed call that takes `apf_error **out_error`: its
+// status and a message. Owned by the caller: free it with
+// `apf_error_free`. Immutable, so any thread may read it; freeing it must
+// be its last use.
+typedef struct apf_error apf_error;
 
 // One priority level's queues and seats, without classification: the
 // caller gives each request's flow hash and work estimate.
@@ -689,6 +700,28 @@ typedef struct apf_workqueue_item {
 extern "C" {
 #endif // __cplusplus
 
+// The status of an error (`APF_ERR_NULL_POINTER` for NULL).
+//
+// # Safety
+// `error` must be NULL or an `apf_error` not yet freed.
+apf_status apf_error_status(const struct apf_error *error);
+
+// The message of an error: `*out_text` points to `*out_len` bytes of
+// UTF-8 followed by a NUL, owned by the error and valid until
+// `apf_error_free`.
+//
+// # Safety
+// `error` must be NULL or an `apf_error` not yet freed; `out_text` and
+// `out_len` must be NULL or writable.
+apf_status apf_error_message(const struct apf_error *error, const char **out_text, size_t *out_len);
+
+// Free an error; NULL is a no-op.
+//
+// # Safety
+// `error` must be NULL or an `apf_error` not yet freed, and not used
+// afterwards.
+void apf_error_free(struct apf_error *error);
+
 // Fill `*out` with the default options: 600 seats, G = 3 ms, a 15 s wait
 // limit, a 10 s borrowing period, the real clock.
 //
@@ -704,7 +737,9 @@ apf_status apf_dispatcher_options_default(struct apf_dispatcher_options *out);
 //
 // # Safety
 // `options` must be NULL or readable; `out` must be NULL or writable.
-apf_status apf_dispatcher_new_builtin(const struct apf_dispatcher_options *options, struct apf_dispatcher **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_new_builtin(const struct apf_dispatcher_options *options, struct apf_dispatcher **out, struct apf_error **out_error);
 
 // Create a dispatcher from configuration text: FlowSchema and
 // PriorityLevelConfiguration objects in YAML (several documents, or a
@@ -718,7 +753,9 @@ apf_status apf_dispatcher_new_builtin(const struct apf_dispatcher_options *optio
 // # Safety
 // `text` must be readable for `len` bytes (or NULL with `len` 0);
 // `options` NULL or readable; `out` NULL or writable.
-apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const struct apf_dispatcher_options *options, struct apf_dispatcher **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const struct apf_dispatcher_options *options, struct apf_dispatcher **out, struct apf_error **out_error);
 
 // Free a dispatcher. Requests still executing are finished now, requests
 // still waiting are cancelled (without notification); every handle and
@@ -726,7 +763,8 @@ apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const st
 // completion callbacks running on other threads to return. NULL is a
 // no-op. Called from inside one of this dispatcher's own completion
 // callbacks it does nothing (the dispatcher is in use below the callback)
-// and sets the last error; free it after the callback returned.
+// (it cannot say so: it returns nothing); free it after the callback
+// returned.
 //
 // # Safety
 // `dispatcher` must be NULL or a dispatcher not yet freed, with no other
@@ -741,7 +779,9 @@ void apf_dispatcher_free(struct apf_dispatcher *dispatcher);
 // # Safety
 // `dispatcher` must be NULL or live; `text` readable for `len` bytes (or
 // NULL with `len` 0).
-apf_status apf_dispatcher_reconfigure(struct apf_dispatcher *dispatcher, const char *text, size_t len);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_reconfigure(struct apf_dispatcher *dispatcher, const char *text, size_t len, struct apf_error **out_error);
 
 // Move a manual clock forward by `nanos`, firing what falls due on the way
 // (queue wait limits and deadlines, borrowing adjustments), each at its own
@@ -941,7 +981,7 @@ apf_status apf_metrics_options_default(struct apf_metrics_options *out);
 
 // `apf_dispatcher_metrics_text` with a name prefix and constant labels
 // (`options` NULL: none, the same text). The options are checked first:
-// `APF_ERR_INVALID_PARAMETER` (the last error names the field at fault),
+// `APF_ERR_INVALID_PARAMETER` (the `apf_error` names the field at fault),
 // `APF_ERR_INVALID_UTF8`, or `APF_ERR_NULL_POINTER` (a NULL string or
 // label array with a non-zero length).
 //
@@ -951,7 +991,9 @@ apf_status apf_metrics_options_default(struct apf_metrics_options *out);
 // `dispatcher` must be NULL or live; `options` NULL or readable, with
 // every string and the label array readable for their lengths; `out` NULL
 // or writable.
-apf_status apf_dispatcher_metrics_text_with(const struct apf_dispatcher *dispatcher, const struct apf_metrics_options *options, struct apf_text *out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_metrics_text_with(const struct apf_dispatcher *dispatcher, const struct apf_metrics_options *options, struct apf_text *out, struct apf_error **out_error);
 
 // The dispatcher's metrics in the OpenMetrics 1.0 text format, which
 // Prometheus scrapes (serve it with the type `apf_metrics_content_type`
@@ -1036,7 +1078,9 @@ apf_status apf_queueset_config_default(struct apf_queueset_config *out);
 // # Safety
 // `name` readable for `name_len` bytes (or NULL with 0); `config` NULL or
 // readable for its `struct_size` bytes; `out` NULL or writable.
-apf_status apf_queueset_new(const char *name, size_t name_len, const struct apf_queueset_config *config, bool manual_clock, struct apf_queueset **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_queueset_new(const char *name, size_t name_len, const struct apf_queueset_config *config, bool manual_clock, struct apf_queueset **out, struct apf_error **out_error);
 
 // Free a queueset: executing requests are finished, waiting ones
 // cancelled (no notification). NULL is a no-op.
@@ -1053,7 +1097,9 @@ void apf_queueset_free(struct apf_queueset *qs);
 // # Safety
 // `qs` NULL or live; `config` NULL or readable for its `struct_size`
 // bytes.
-apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_queueset_config *config);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_queueset_config *config, struct apf_error **out_error);
 
 // Decide on a request of flow `flow_hash` (shuffle sharding deals its
 // queues from it). `estimate` NULL means one seat, no additional latency.
@@ -1245,7 +1291,7 @@ apf_status apf_finish_with_cost(struct apf_dispatcher *dispatcher, uint64_t requ
 // holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
 // its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
 // `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
-// the finish). The last error message names the request and the seats.
+// the finish).
 //
 // # Safety
 // `dispatcher` NULL or live.
@@ -1257,18 +1303,6 @@ apf_status apf_request_release_seats(struct apf_dispatcher *dispatcher, uint64_t
 // with a different MAJOR (or, before 1.0, a different MINOR) is
 // incompatible.
 uint32_t apf_abi_version(void);
-
-// The calling thread's last error message, as an owned `apf_text` (free
-// it with `apf_text_free`).
-//
-// The message belongs to the most recent call on this thread that returned
-// an error (successful calls leave it alone); it is empty if there was
-// none. This function never changes the last error, even when `out` is
-// NULL (it then returns `APF_ERR_NULL_POINTER`).
-//
-// # Safety
-// `out` must be NULL or writable.
-apf_status apf_last_error(struct apf_text *out);
 
 // A fixed description of a status code, as a NUL-terminated static string
 // (`*out_text` stays valid forever). Unknown codes give
@@ -1310,7 +1344,9 @@ apf_status apf_workqueue_add_options_default(struct apf_workqueue_add_options *o
 // `options` must be NULL or readable, its `name` readable for `name_len`
 // bytes (or NULL with 0), its `limiter` NULL or live; `out` NULL or
 // writable.
-apf_status apf_workqueue_new(const struct apf_workqueue_options *options, struct apf_workqueue **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_workqueue_new(const struct apf_workqueue_options *options, struct apf_workqueue **out, struct apf_error **out_error);
 
 // Shut the queue down and free it. Workers blocked in `apf_workqueue_get` (and
 // a caller blocked in `apf_workqueue_shut_down_with_drain`) wake and return
@@ -1499,7 +1535,9 @@ apf_status apf_rate_limiter_new_default(struct apf_rate_limiter **out);
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_rate_limiter_new_token_bucket(double qps, uint32_t burst, struct apf_rate_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_token_bucket(double qps, uint32_t burst, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // A token bucket per item (client-go's `ItemBucketRateLimiter`), with the
 // parameters checked as for `apf_rate_limiter_new_token_bucket`. Per-item
@@ -1507,7 +1545,9 @@ apf_status apf_rate_limiter_new_token_bucket(double qps, uint32_t burst, struct 
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_rate_limiter_new_item_token_bucket(double qps, uint32_t burst, struct apf_rate_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_item_token_bucket(double qps, uint32_t burst, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // Per-item exponential backoff (client-go's
 // `ItemExponentialFailureRateLimiter`): an item's n-th rate-limited add
@@ -1517,7 +1557,9 @@ apf_status apf_rate_limiter_new_item_token_bucket(double qps, uint32_t burst, st
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_rate_limiter_new_exponential(uint64_t base_nanos, uint64_t max_nanos, struct apf_rate_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_exponential(uint64_t base_nanos, uint64_t max_nanos, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // Fast, then slow retries per item (client-go's `ItemFastSlowRateLimiter`):
 // an item's first `max_fast_attempts` rate-limited adds wait `fast_nanos`,
@@ -1526,7 +1568,9 @@ apf_status apf_rate_limiter_new_exponential(uint64_t base_nanos, uint64_t max_na
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_rate_limiter_new_fast_slow(uint64_t fast_nanos, uint64_t slow_nanos, uint32_t max_fast_attempts, struct apf_rate_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_fast_slow(uint64_t fast_nanos, uint64_t slow_nanos, uint32_t max_fast_attempts, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // The longest delay of several limiters (client-go's `MaxOfRateLimiter`);
 // `apf_workqueue_num_requeues` is the largest of theirs, `apf_workqueue_forget` forgets
@@ -1537,7 +1581,9 @@ apf_status apf_rate_limiter_new_fast_slow(uint64_t fast_nanos, uint64_t slow_nan
 // # Safety
 // `limiters` must be NULL or readable for `n` pointers, each NULL or a
 // live `apf_rate_limiter`; `out` must be NULL or writable.
-apf_status apf_rate_limiter_new_max_of(const struct apf_rate_limiter *const *limiters, size_t n, struct apf_rate_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_max_of(const struct apf_rate_limiter *const *limiters, size_t n, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // Free a limiter description. Queues made with it keep their own copy.
 // NULL is a no-op.

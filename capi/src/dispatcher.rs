@@ -8,6 +8,7 @@ use super::sized::{read_growable, Growable};
 use super::slab::RequestSlab;
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
+use crate::error::apf_error;
 use crate::sync::Arc;
 use apf::clock::{Clock, Instant, ManualClock};
 use apf::config::Config;
@@ -217,7 +218,9 @@ fn parse_config(text: *const c_char, len: usize) -> Result<Config, apf_status> {
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_dispatcher_options_default(out: *mut apf_dispatcher_options) -> apf_status {
+pub unsafe extern "C" fn apf_dispatcher_options_default(
+    out: *mut apf_dispatcher_options,
+) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
         out.write(apf_dispatcher_options::defaults());
@@ -233,12 +236,15 @@ pub unsafe extern "C" fn apf_dispatcher_options_default(out: *mut apf_dispatcher
 ///
 /// # Safety
 /// `options` must be NULL or readable; `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_new_builtin(
     options: *const apf_dispatcher_options,
     out: *mut *mut apf_dispatcher,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
         let options = match unsafe { read_growable(options) } {
@@ -267,14 +273,17 @@ pub unsafe extern "C" fn apf_dispatcher_new_builtin(
 /// # Safety
 /// `text` must be readable for `len` bytes (or NULL with `len` 0);
 /// `options` NULL or readable; `out` NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_new_from_config(
     text: *const c_char,
     len: usize,
     options: *const apf_dispatcher_options,
     out: *mut *mut apf_dispatcher,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
         let options = match unsafe { read_growable(options) } {
@@ -301,7 +310,8 @@ pub unsafe extern "C" fn apf_dispatcher_new_from_config(
 /// completion callbacks running on other threads to return. NULL is a
 /// no-op. Called from inside one of this dispatcher's own completion
 /// callbacks it does nothing (the dispatcher is in use below the callback)
-/// and sets the last error; free it after the callback returned.
+/// (it cannot say so: it returns nothing); free it after the callback
+/// returned.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or a dispatcher not yet freed, with no other
@@ -332,13 +342,16 @@ pub unsafe extern "C" fn apf_dispatcher_free(dispatcher: *mut apf_dispatcher) {
 /// # Safety
 /// `dispatcher` must be NULL or live; `text` readable for `len` bytes (or
 /// NULL with `len` 0).
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_reconfigure(
     dispatcher: *mut apf_dispatcher,
     text: *const c_char,
     len: usize,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let d = try_ref_from_ptr!(dispatcher);
         let config = match parse_config(text, len) {
             Ok(c) => c,

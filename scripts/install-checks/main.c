@@ -17,7 +17,7 @@
 int main(void) {
   if (apf_abi_version() != APF_VERSION_NUMBER) return 1;
   apf_dispatcher *d = NULL;
-  TRY(apf_dispatcher_new_builtin(NULL, &d));
+  TRY(apf_dispatcher_new_builtin(NULL, &d, NULL));
   apf_request_digest digest;
   memset(&digest, 0, sizeof digest);
   digest.user = "alice";
@@ -37,7 +37,7 @@ int main(void) {
   apf_dispatcher_free(d);
 
   apf_workqueue *q = NULL;
-  TRY(apf_workqueue_new(NULL, &q));
+  TRY(apf_workqueue_new(NULL, &q, NULL));
   TRY(apf_workqueue_add(q, (const uint8_t *)"k", 1));
   apf_workqueue_item item;
   TRY(apf_workqueue_try_get(q, &item));

@@ -17,8 +17,8 @@
 // Every fallible operation comes twice: `try_x(...)` returns a
 // [[nodiscard]] apf::Result<T> and never throws an apf::Error (for code
 // built without exceptions), and `x(...)` returns T or throws apf::Error,
-// which carries the apf_status code and the library's message
-// (apf_last_error). Built with -fno-exceptions, `x(...)` prints the error and
+// which carries the apf_status code and the library's message (the owned
+// apf_error of the calls that hand one out, else apf_status_text). Built with -fno-exceptions, `x(...)` prints the error and
 // aborts instead of throwing.
 //
 // Threading: one Dispatcher may be used from many threads at once (the C
@@ -65,20 +65,32 @@ using Nanos = std::chrono::nanoseconds;
 // ---------------------------------------------------------------------------
 // Errors
 
-/// A failed library call: its status code and the message the library
-/// recorded for the calling thread.
+/// A failed library call: its status code and the library's message.
 class Error : public std::exception {
 public:
   Error(apf_status status, std::string message)
       : status_(status), message_(std::move(message)) {}
 
-  /// The error of the call that just returned `status` on this thread (its
-  /// message is read with apf_last_error, so call this before any other
-  /// library call on the thread).
-  static Error last(apf_status status) {
-    std::string message = last_message();
+  /// The error of a call that returned `status`, described by its code
+  /// (apf_status_text): the calls without an apf_error out-parameter,
+  /// whose codes say it all.
+  static Error of(apf_status status) {
+    return Error(status, status_message(status));
+  }
+
+  /// The error of a call that returned `status` and filled `error` (its
+  /// apf_error out-parameter, which may be NULL): takes the library's
+  /// message and frees `error`.
+  static Error take(apf_status status, apf_error *error) {
+    std::string message;
+    const char *text = nullptr;
+    size_t len = 0;
+    if (error != nullptr && apf_error_message(error, &text, &len) == APF_OK) {
+      message.assign(text, len);
+    }
+    apf_error_free(error);
     if (message.empty()) {
-      message = fallback_message(status);
+      message = status_message(status);
     }
     return Error(status, std::move(message));
   }
@@ -88,17 +100,7 @@ public:
   const char *what() const noexcept override { return message_.c_str(); }
 
 private:
-  static std::string last_message() {
-    apf_text text{};
-    if (apf_last_error(&text) != APF_OK) {
-      return std::string();
-    }
-    std::string message(text.ptr, text.len);
-    apf_text_free(&text);
-    return message;
-  }
-
-  static std::string fallback_message(apf_status status) {
+  static std::string status_message(apf_status status) {
     const char *text = nullptr;
     size_t len = 0;
     if (apf_status_text(status, &text, &len) == APF_OK) {
@@ -232,7 +234,7 @@ inline Result<void> check(apf_status status) {
   if (status == APF_OK) {
     return Result<void>();
   }
-  return Error::last(status);
+  return Error::of(status);
 }
 
 /// Runs `fill(&text)` (one of the C text functions, which hand over an
@@ -241,7 +243,7 @@ template <typename Fill> Result<std::string> read_text(Fill fill) {
   apf_text text{};
   apf_status status = fill(&text);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   std::string copy(text.ptr, text.len);
   apf_text_free(&text);
@@ -606,7 +608,7 @@ public:
         detail::raw(dispatcher_), std::exchange(request_, 0), &cancelled);
     dispatcher_.reset();
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return cancelled;
   }
@@ -717,7 +719,7 @@ inline Result<Decision> Ticket::wait_raw(uint64_t timeout_nanos) {
       apf_request_wait(detail::raw(dispatcher_), request_, timeout_nanos,
                        &outcome, &reason);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   return decided(outcome, reason);
 }
@@ -736,7 +738,7 @@ inline Result<Decision> Ticket::try_poll() {
   apf_status status =
       apf_request_poll(detail::raw(dispatcher_), request_, &outcome, &reason);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   return decided(outcome, reason);
 }
@@ -775,9 +777,10 @@ public:
   static Result<Dispatcher> try_builtin(const Options &options = Options()) {
     apf_dispatcher_options raw = options.to_c();
     Raw *out = nullptr;
-    apf_status status = apf_dispatcher_new_builtin(&raw, &out);
+    apf_error *error = nullptr;
+    apf_status status = apf_dispatcher_new_builtin(&raw, &out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Dispatcher(out);
   }
@@ -791,10 +794,11 @@ public:
                                             const Options &options = Options()) {
     apf_dispatcher_options raw = options.to_c();
     Raw *out = nullptr;
-    apf_status status =
-        apf_dispatcher_new_from_config(text.data(), text.size(), &raw, &out);
+    apf_error *error = nullptr;
+    apf_status status = apf_dispatcher_new_from_config(text.data(), text.size(),
+                                                       &raw, &out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Dispatcher(out);
   }
@@ -845,7 +849,7 @@ public:
     apf_status status = apf_start_request(
         detail::raw(shared_), &raw, &work, deadline ? detail::to_u64(*deadline) : 0, &out);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return Decision::from_c(shared_, out);
   }
@@ -857,8 +861,13 @@ public:
 
   /// Switches to the configuration in `text`; on error the old one stays.
   Result<void> try_reconfigure(std::string_view text) {
-    return detail::check(
-        apf_dispatcher_reconfigure(raw(), text.data(), text.size()));
+    apf_error *error = nullptr;
+    apf_status status =
+        apf_dispatcher_reconfigure(raw(), text.data(), text.size(), &error);
+    if (status != APF_OK) {
+      return Error::take(status, error);
+    }
+    return Result<void>();
   }
   void reconfigure(std::string_view text) { try_reconfigure(text).unwrap(); }
 
@@ -874,7 +883,7 @@ public:
     uint64_t nanos = 0;
     apf_status status = apf_dispatcher_now(raw(), &nanos);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return Nanos(static_cast<Nanos::rep>(nanos));
   }
@@ -906,9 +915,15 @@ public:
     c.prefix = {options.prefix.data(), options.prefix.size()};
     c.const_labels = labels.empty() ? nullptr : labels.data();
     c.const_labels_len = labels.size();
-    return detail::read_text([this, &c](apf_text *out) {
-      return apf_dispatcher_metrics_text_with(raw(), &c, out);
-    });
+    apf_text text{};
+    apf_error *error = nullptr;
+    apf_status status = apf_dispatcher_metrics_text_with(raw(), &c, &text, &error);
+    if (status != APF_OK) {
+      return Error::take(status, error);
+    }
+    std::string copy(text.ptr, text.len);
+    apf_text_free(&text);
+    return copy;
   }
   std::string metrics_text(const MetricsOptions &options) const {
     return try_metrics_text(options).unwrap();
@@ -968,7 +983,7 @@ public:
       status = apf_dispatcher_set_completion_callback(raw(), nullptr, nullptr);
     }
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     // The library returns only once no call of the old callback is running.
     shared_->callback = std::move(owned);
@@ -984,7 +999,7 @@ public:
     int fd = -1;
     apf_status status = apf_dispatcher_completion_fd(raw(), &fd);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return fd;
   }
@@ -997,7 +1012,7 @@ public:
     apf_status status =
         apf_dispatcher_take_completion(raw(), &request, &some);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return some ? std::optional<uint64_t>(request) : std::nullopt;
   }
@@ -1066,7 +1081,7 @@ inline Result<std::string_view> try_metrics_content_type() {
   size_t len = 0;
   apf_status status = apf_metrics_content_type(&text, &len);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   return std::string_view(text, len);
 }
@@ -1140,37 +1155,37 @@ public:
   /// exponential backoff (5 ms doubling up to 1000 s) and a shared token
   /// bucket of 10 qps, burst 100. What a queue uses without a limiter.
   static Result<Limiter> try_default_controller() {
-    return make([](Raw **out) { return apf_rate_limiter_new_default(out); });
+    return make([](Raw **out, apf_error **) { return apf_rate_limiter_new_default(out); });
   }
   /// One token bucket for all items: `qps` tokens a second (+infinity: no
   /// limit), at most `burst` stored.
   static Result<Limiter> try_token_bucket(double qps, uint32_t burst) {
-    return make([&](Raw **out) {
-      return apf_rate_limiter_new_token_bucket(qps, burst, out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_token_bucket(qps, burst, out, error);
     });
   }
   /// A token bucket per item.
   static Result<Limiter> try_item_token_bucket(double qps, uint32_t burst) {
-    return make([&](Raw **out) {
-      return apf_rate_limiter_new_item_token_bucket(qps, burst, out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_item_token_bucket(qps, burst, out, error);
     });
   }
   /// Per-item exponential backoff: the n-th rate-limited add since the last
   /// forget waits base * 2^(n-1), at most `max`.
   static Result<Limiter> try_exponential(Nanos base, Nanos max) {
-    return make([&](Raw **out) {
+    return make([&](Raw **out, apf_error **error) {
       return apf_rate_limiter_new_exponential(detail::to_u64(base),
-                                            detail::to_u64(max), out);
+                                              detail::to_u64(max), out, error);
     });
   }
   /// Per item: the first `max_fast_attempts` rate-limited adds wait `fast`,
   /// later ones `slow`.
   static Result<Limiter> try_fast_slow(Nanos fast, Nanos slow,
                                        uint32_t max_fast_attempts) {
-    return make([&](Raw **out) {
+    return make([&](Raw **out, apf_error **error) {
       return apf_rate_limiter_new_fast_slow(detail::to_u64(fast),
-                                          detail::to_u64(slow),
-                                          max_fast_attempts, out);
+                                            detail::to_u64(slow),
+                                            max_fast_attempts, out, error);
     });
   }
   /// The longest delay of `limiters` (copied; at least one).
@@ -1181,8 +1196,8 @@ public:
     for (const Limiter &l : limiters) {
       raw.push_back(l.capi());
     }
-    return make([&](Raw **out) {
-      return apf_rate_limiter_new_max_of(raw.data(), raw.size(), out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_max_of(raw.data(), raw.size(), out, error);
     });
   }
 
@@ -1217,9 +1232,10 @@ private:
 
   template <typename F> static Result<Limiter> make(F &&create) {
     Raw *out = nullptr;
-    apf_status status = create(&out);
+    apf_error *error = nullptr;
+    apf_status status = create(&out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Limiter(out);
   }
@@ -1405,9 +1421,10 @@ public:
   try_create(const WorkqueueOptions &options = WorkqueueOptions()) {
     apf_workqueue_options raw = options.to_c();
     Raw *out = nullptr;
-    apf_status status = apf_workqueue_new(&raw, &out);
+    apf_error *error = nullptr;
+    apf_status status = apf_workqueue_new(&raw, &out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Workqueue(out);
   }
@@ -1498,7 +1515,7 @@ public:
     apf_status status =
         apf_workqueue_num_requeues(raw(), detail::bytes(key), key.size(), &n);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return n;
   }
@@ -1519,7 +1536,7 @@ public:
     size_t n = 0;
     apf_status status = apf_workqueue_lane_len(raw(), static_cast<uint32_t>(lane), &n);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return n;
   }
@@ -1542,7 +1559,7 @@ public:
     bool out = false;
     apf_status status = apf_workqueue_shutting_down(raw(), &out);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return out;
   }
@@ -1577,7 +1594,7 @@ private:
 
   Result<GetResult> adopt(apf_status status, const apf_workqueue_item &out) {
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     GetResult got;
     got.status = static_cast<GetStatus>(out.result);
@@ -1602,7 +1619,7 @@ private:
     size_t n = 0;
     apf_status status = read(raw(), &n);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return n;
   }

@@ -117,6 +117,9 @@ apf_fairness_NAMES = {
 class apf_dispatcher(ctypes.Structure):
     pass
 
+class apf_error(ctypes.Structure):
+    pass
+
 class apf_queueset(ctypes.Structure):
     pass
 
@@ -340,11 +343,14 @@ apf_workqueue_item._fields_ = [
 
 # name: (restype, [(parameter, argtype), ...])
 FUNCTIONS = {
+    'apf_error_status': (apf_status, [('error', ctypes.POINTER(apf_error))]),
+    'apf_error_message': (apf_status, [('error', ctypes.POINTER(apf_error)), ('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_error_free': (None, [('error', ctypes.POINTER(apf_error))]),
     'apf_dispatcher_options_default': (apf_status, [('out', ctypes.POINTER(apf_dispatcher_options))]),
-    'apf_dispatcher_new_builtin': (apf_status, [('options', ctypes.POINTER(apf_dispatcher_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
-    'apf_dispatcher_new_from_config': (apf_status, [('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('options', ctypes.POINTER(apf_dispatcher_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
+    'apf_dispatcher_new_builtin': (apf_status, [('options', ctypes.POINTER(apf_dispatcher_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_dispatcher_new_from_config': (apf_status, [('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('options', ctypes.POINTER(apf_dispatcher_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_dispatcher_free': (None, [('dispatcher', ctypes.POINTER(apf_dispatcher))]),
-    'apf_dispatcher_reconfigure': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t)]),
+    'apf_dispatcher_reconfigure': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_dispatcher_advance_clock': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('nanos', ctypes.c_uint64)]),
     'apf_dispatcher_now': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_nanos', ctypes.POINTER(ctypes.c_uint64))]),
     'apf_dispatcher_set_completion_callback': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('callback', apf_completion_callback), ('user', ctypes.c_void_p)]),
@@ -359,16 +365,16 @@ FUNCTIONS = {
     'apf_start_request_ids': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('digest', ctypes.POINTER(apf_request_digest)), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_decision_ids))]),
     'apf_dispatcher_name': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('id', ctypes.c_uint32), ('out_name', ctypes.POINTER(apf_str)), ('out_uid', ctypes.POINTER(apf_str))]),
     'apf_metrics_options_default': (apf_status, [('out', ctypes.POINTER(apf_metrics_options))]),
-    'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text)), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_dump_queues': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_dump_requests': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('include_details', ctypes.c_bool), ('out', ctypes.POINTER(apf_text))]),
     'apf_queueset_config_default': (apf_status, [('out', ctypes.POINTER(apf_queueset_config))]),
-    'apf_queueset_new': (apf_status, [('name', ctypes.POINTER(ctypes.c_char)), ('name_len', ctypes.c_size_t), ('config', ctypes.POINTER(apf_queueset_config)), ('manual_clock', ctypes.c_bool), ('out', ctypes.POINTER(ctypes.POINTER(apf_queueset)))]),
+    'apf_queueset_new': (apf_status, [('name', ctypes.POINTER(ctypes.c_char)), ('name_len', ctypes.c_size_t), ('config', ctypes.POINTER(apf_queueset_config)), ('manual_clock', ctypes.c_bool), ('out', ctypes.POINTER(ctypes.POINTER(apf_queueset))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_queueset_free': (None, [('qs', ctypes.POINTER(apf_queueset))]),
-    'apf_queueset_reconfigure': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('config', ctypes.POINTER(apf_queueset_config))]),
+    'apf_queueset_reconfigure': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('config', ctypes.POINTER(apf_queueset_config)), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_queueset_start': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('flow_hash', ctypes.c_uint64), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('tag', ctypes.c_uint32), ('out', ctypes.POINTER(apf_queueset_decision))]),
     'apf_queueset_request_wait': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_queueset_request_poll': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
@@ -390,12 +396,11 @@ FUNCTIONS = {
     'apf_finish_with_cost': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64), ('cost', ctypes.c_double)]),
     'apf_request_release_seats': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('seats', ctypes.c_uint32)]),
     'apf_abi_version': (ctypes.c_uint32, []),
-    'apf_last_error': (apf_status, [('out', ctypes.POINTER(apf_text))]),
     'apf_status_text': (apf_status, [('status', ctypes.c_uint32), ('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_text_free': (None, [('text', ctypes.POINTER(apf_text))]),
     'apf_workqueue_options_default': (apf_status, [('out', ctypes.POINTER(apf_workqueue_options))]),
     'apf_workqueue_add_options_default': (apf_status, [('out', ctypes.POINTER(apf_workqueue_add_options))]),
-    'apf_workqueue_new': (apf_status, [('options', ctypes.POINTER(apf_workqueue_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_workqueue)))]),
+    'apf_workqueue_new': (apf_status, [('options', ctypes.POINTER(apf_workqueue_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_workqueue))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_workqueue_free': (None, [('queue', ctypes.POINTER(apf_workqueue))]),
     'apf_workqueue_add': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
     'apf_workqueue_add_with_options': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('opts', ctypes.POINTER(apf_workqueue_add_options))]),
@@ -416,11 +421,11 @@ FUNCTIONS = {
     'apf_workqueue_metrics_text': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(apf_text))]),
     'apf_workqueue_processing': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_rate_limiter_new_default': (apf_status, [('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter)))]),
-    'apf_rate_limiter_new_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter)))]),
-    'apf_rate_limiter_new_item_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter)))]),
-    'apf_rate_limiter_new_exponential': (apf_status, [('base_nanos', ctypes.c_uint64), ('max_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter)))]),
-    'apf_rate_limiter_new_fast_slow': (apf_status, [('fast_nanos', ctypes.c_uint64), ('slow_nanos', ctypes.c_uint64), ('max_fast_attempts', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter)))]),
-    'apf_rate_limiter_new_max_of': (apf_status, [('limiters', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('n', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter)))]),
+    'apf_rate_limiter_new_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_item_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_exponential': (apf_status, [('base_nanos', ctypes.c_uint64), ('max_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_fast_slow': (apf_status, [('fast_nanos', ctypes.c_uint64), ('slow_nanos', ctypes.c_uint64), ('max_fast_attempts', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_max_of': (apf_status, [('limiters', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('n', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_rate_limiter_free': (None, [('limiter', ctypes.POINTER(apf_rate_limiter))]),
 }
 

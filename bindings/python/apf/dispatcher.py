@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _bindings as b
-from ._library import ApfError, ClosedError, call, last_error, lib
+from ._library import ClosedError, call, invoke, lib
 from ._managed import Managed
 from .types import (
     Decision,
@@ -210,11 +210,9 @@ class Dispatcher(Managed):
     def _call(self, name: str, *args) -> None:
         ptr = self._enter()
         try:
-            status = getattr(self._lib, name)(ptr, *args)
+            invoke(getattr(self._lib, name), name, ptr, *args)
         finally:
             self._exit()
-        if status != b.APF_OK:
-            raise ApfError(status, last_error(), name)
 
     # --- configuration and clock ------------------------------------------
     def reconfigure(self, config: Text) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Sequence, Union
 
 from . import _bindings as b
-from ._library import ApfError, ClosedError, check, last_error, lib
+from ._library import ApfError, ClosedError, check, invoke, lib
 from ._managed import Managed
 
 __all__ = [
@@ -148,14 +148,14 @@ class RateLimiter:
                 for child in self._children:
                     built.append(child._build())
                 array = (ctypes.POINTER(b.apf_rate_limiter) * max(1, len(built)))(*built)
-                check(f.apf_rate_limiter_new_max_of(array, len(built), ctypes.byref(out)),
-                      "apf_rate_limiter_new_max_of")
+                invoke(f.apf_rate_limiter_new_max_of, "apf_rate_limiter_new_max_of",
+                       array, len(built), ctypes.byref(out))
             finally:
                 for c in built:
                     f.apf_rate_limiter_free(c)
             return out
         name = f"apf_rate_limiter_new_{self._kind}"
-        check(getattr(f, name)(*self._args, ctypes.byref(out)), name)
+        invoke(getattr(f, name), name, *self._args, ctypes.byref(out))
         return out
 
 
@@ -244,7 +244,7 @@ class Workqueue(Managed):
         try:
             if built is not None:
                 opts.limiter = built
-            check(f.apf_workqueue_new(ctypes.byref(opts), ctypes.byref(out)), "apf_workqueue_new")
+            invoke(f.apf_workqueue_new, "apf_workqueue_new", ctypes.byref(opts), ctypes.byref(out))
         finally:
             if built is not None:
                 f.apf_rate_limiter_free(built)
@@ -309,11 +309,9 @@ class Workqueue(Managed):
     def _call(self, name: str, *args) -> None:
         ptr = self._enter()
         try:
-            status = getattr(self._lib, name)(ptr, *args)
+            invoke(getattr(self._lib, name), name, ptr, *args)
         finally:
             self._exit()
-        if status != b.APF_OK:
-            raise ApfError(status, last_error(), name)
 
     # --- adding ------------------------------------------------------------------
     def add(self, key: Key) -> None:
@@ -396,7 +394,7 @@ class Workqueue(Managed):
         finally:
             self._exit()
         if status != b.APF_OK:
-            raise ApfError(status, last_error(), name)
+            check(status, name)
         if raw.result == b.APF_WORKQUEUE_SHUT_DOWN:
             raise ShutDown("Workqueue is shut down")
         if raw.result != b.APF_WORKQUEUE_ITEM:
@@ -429,7 +427,7 @@ class Workqueue(Managed):
         finally:
             self._exit()
         if status != b.APF_OK:
-            raise ApfError(status, last_error(), "apf_workqueue_done")
+            check(status, "apf_workqueue_done")
 
     @contextlib.contextmanager
     def processing(self, timeout: Optional[Seconds] = None) -> Iterator[bytes]:
@@ -531,7 +529,7 @@ class Workqueue(Managed):
         finally:
             self._exit()
         if status != b.APF_OK:
-            raise ApfError(status, last_error(), "apf_workqueue_metrics_text")
+            check(status, "apf_workqueue_metrics_text")
         try:
             return ctypes.string_at(text.ptr, text.len).decode("utf-8")
         finally:

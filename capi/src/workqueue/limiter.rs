@@ -4,6 +4,7 @@
 use super::super::cast::{bytes_from_raw, free_box, to_boxed_mut_ptr, Castable};
 use super::super::status::{apf_status, fail};
 use super::items::Key;
+use crate::error::apf_error;
 use apf::clock::Clock;
 use apf::workqueue::{
     ItemExponentialFailure, ItemFastSlow, ItemTokenBucket, MaxOf, RateLimiter, TokenBucket,
@@ -169,7 +170,9 @@ fn give(spec: LimiterSpec, out: *mut *mut apf_rate_limiter) -> apf_status {
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_rate_limiter_new_default(out: *mut *mut apf_rate_limiter) -> apf_status {
+pub unsafe extern "C" fn apf_rate_limiter_new_default(
+    out: *mut *mut apf_rate_limiter,
+) -> apf_status {
     ffi_panic_boundary! {
         give(LimiterSpec::default_controller(), out)
     }
@@ -183,13 +186,16 @@ pub unsafe extern "C" fn apf_rate_limiter_new_default(out: *mut *mut apf_rate_li
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_rate_limiter_new_token_bucket(
     qps: f64,
     burst: u32,
     out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if let Err(status) = check_bucket(qps, burst) {
             return status;
         }
@@ -203,13 +209,16 @@ pub unsafe extern "C" fn apf_rate_limiter_new_token_bucket(
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_rate_limiter_new_item_token_bucket(
     qps: f64,
     burst: u32,
     out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if let Err(status) = check_bucket(qps, burst) {
             return status;
         }
@@ -225,13 +234,16 @@ pub unsafe extern "C" fn apf_rate_limiter_new_item_token_bucket(
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_rate_limiter_new_exponential(
     base_nanos: u64,
     max_nanos: u64,
     out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if base_nanos > max_nanos {
             return fail(
                 apf_status::APF_ERR_INVALID_PARAMETER,
@@ -255,14 +267,17 @@ pub unsafe extern "C" fn apf_rate_limiter_new_exponential(
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_rate_limiter_new_fast_slow(
     fast_nanos: u64,
     slow_nanos: u64,
     max_fast_attempts: u32,
     out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if fast_nanos > slow_nanos {
             return fail(
                 apf_status::APF_ERR_INVALID_PARAMETER,
@@ -289,13 +304,16 @@ pub unsafe extern "C" fn apf_rate_limiter_new_fast_slow(
 /// # Safety
 /// `limiters` must be NULL or readable for `n` pointers, each NULL or a
 /// live `apf_rate_limiter`; `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_rate_limiter_new_max_of(
     limiters: *const *const apf_rate_limiter,
     n: usize,
     out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         // SAFETY: readable for `n` pointers (contract above).
         let list = match unsafe { bytes_from_raw(limiters, n) } {
             Ok(list) => list,

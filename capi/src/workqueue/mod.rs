@@ -31,6 +31,7 @@ use super::cast::{bytes_from_raw, free_box, to_boxed_mut_ptr};
 use super::sized::{read_growable, Growable};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
+use crate::error::apf_error;
 use crate::sync::Arc;
 use apf::workqueue::Lane;
 use items::Key;
@@ -63,7 +64,9 @@ macro_rules! try_queue {
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_workqueue_options_default(out: *mut apf_workqueue_options) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_options_default(
+    out: *mut apf_workqueue_options,
+) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
         out.write(apf_workqueue_options::defaults());
@@ -77,7 +80,9 @@ pub unsafe extern "C" fn apf_workqueue_options_default(out: *mut apf_workqueue_o
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_workqueue_add_options_default(out: *mut apf_workqueue_add_options) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_add_options_default(
+    out: *mut apf_workqueue_add_options,
+) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
         out.write(apf_workqueue_add_options::defaults());
@@ -94,12 +99,15 @@ pub unsafe extern "C" fn apf_workqueue_add_options_default(out: *mut apf_workque
 /// `options` must be NULL or readable, its `name` readable for `name_len`
 /// bytes (or NULL with 0), its `limiter` NULL or live; `out` NULL or
 /// writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_workqueue_new(
     options: *const apf_workqueue_options,
     out: *mut *mut apf_workqueue,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
         let options = match unsafe { read_growable(options) } {
@@ -362,7 +370,10 @@ pub unsafe extern "C" fn apf_workqueue_num_requeues(
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_workqueue_len(queue: *mut apf_workqueue, out: *mut usize) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_len(
+    queue: *mut apf_workqueue,
+    out: *mut usize,
+) -> apf_status {
     ffi_panic_boundary! {
         let core = try_queue!(queue);
         let out = try_out!(out);
@@ -442,7 +453,9 @@ pub unsafe extern "C" fn apf_workqueue_shut_down(queue: *mut apf_workqueue) -> a
 /// # Safety
 /// `queue` must be NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_workqueue_shut_down_with_drain(queue: *mut apf_workqueue) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_shut_down_with_drain(
+    queue: *mut apf_workqueue,
+) -> apf_status {
     ffi_panic_boundary! {
         // The waiting call's own reference: apf_workqueue_free may drop the box's.
         let core = Arc::clone(try_queue!(queue));
@@ -475,7 +488,10 @@ pub unsafe extern "C" fn apf_workqueue_shutting_down(
 /// # Safety
 /// `queue` must be NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_workqueue_advance_clock(queue: *mut apf_workqueue, nanos: u64) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_advance_clock(
+    queue: *mut apf_workqueue,
+    nanos: u64,
+) -> apf_status {
     ffi_panic_boundary! {
         match &try_queue!(queue).manual {
             Some(manual) => {

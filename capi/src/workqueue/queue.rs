@@ -89,8 +89,12 @@ fn from_timed<H>(r: Result<(Key, H), GetTimeoutError>, hint: impl Fn(H) -> (u32,
             let (lane, priority) = hint(h);
             Got::Item(key, lane, priority)
         }
-        Err(GetTimeoutError::TimedOut) => Got::None(apf_workqueue_get_result::APF_WORKQUEUE_TIMED_OUT),
-        Err(GetTimeoutError::ShutDown) => Got::None(apf_workqueue_get_result::APF_WORKQUEUE_SHUT_DOWN),
+        Err(GetTimeoutError::TimedOut) => {
+            Got::None(apf_workqueue_get_result::APF_WORKQUEUE_TIMED_OUT)
+        }
+        Err(GetTimeoutError::ShutDown) => {
+            Got::None(apf_workqueue_get_result::APF_WORKQUEUE_SHUT_DOWN)
+        }
     }
 }
 
@@ -214,7 +218,10 @@ impl Core {
     }
 
     /// Check an add's options against the queue's kind.
-    pub(super) fn request(&self, opts: &apf_workqueue_add_options) -> Result<AddRequest, apf_status> {
+    pub(super) fn request(
+        &self,
+        opts: &apf_workqueue_add_options,
+    ) -> Result<AddRequest, apf_status> {
         let lane = match opts.lane {
             l if l == apf_workqueue_lane::APF_WORKQUEUE_LANE_FAST as u32 => Lane::Fast,
             l if l == apf_workqueue_lane::APF_WORKQUEUE_LANE_SLOW as u32 => Lane::Slow,

@@ -25,7 +25,6 @@ fn stale_double_and_foreign_handles_are_errors() {
     assert_eq!(q.processing(), 1, "a foreign handle changed nothing");
     q.done(a.handle);
     assert_eq!(q.done_status(a.handle), apf_status::APF_ERR_INVALID_HANDLE);
-    assert!(last_error().contains("already done"), "{}", last_error());
     // The slot's reuse does not revive the old handle.
     q.add("b");
     let b = q.try_get().unwrap();
@@ -47,11 +46,13 @@ fn null_pointers_are_errors() {
     // pointers elsewhere.
     unsafe {
         assert_eq!(apf_workqueue_options_default(null_mut()), null_status);
-        assert_eq!(apf_workqueue_new(null(), null_mut()), null_status);
+        assert_eq!(apf_workqueue_new(null(), null_mut(), err()), null_status);
         assert_eq!(apf_workqueue_add(nq, b"a".as_ptr(), 1), null_status);
         assert_eq!(apf_workqueue_add(q.0, null(), 1), null_status);
-        assert!(last_error().contains("key"));
-        assert_eq!(apf_workqueue_add_with_options(nq, null(), 0, null()), null_status);
+        assert_eq!(
+            apf_workqueue_add_with_options(nq, null(), 0, null()),
+            null_status
+        );
         assert_eq!(apf_workqueue_add_after(nq, null(), 0, 1), null_status);
         assert_eq!(apf_workqueue_add_rate_limited(nq, null(), 0), null_status);
         assert_eq!(apf_workqueue_add_rate_limited(q.0, null(), 5), null_status);
@@ -61,8 +62,14 @@ fn null_pointers_are_errors() {
         assert_eq!(apf_workqueue_try_get(q.0, null_mut()), null_status);
         assert_eq!(apf_workqueue_done(nq, 1), null_status);
         assert_eq!(apf_workqueue_forget(nq, null(), 0), null_status);
-        assert_eq!(apf_workqueue_num_requeues(nq, null(), 0, &mut u), null_status);
-        assert_eq!(apf_workqueue_num_requeues(q.0, null(), 0, null_mut()), null_status);
+        assert_eq!(
+            apf_workqueue_num_requeues(nq, null(), 0, &mut u),
+            null_status
+        );
+        assert_eq!(
+            apf_workqueue_num_requeues(q.0, null(), 0, null_mut()),
+            null_status
+        );
         assert_eq!(apf_workqueue_len(nq, &mut n), null_status);
         assert_eq!(apf_workqueue_len(q.0, null_mut()), null_status);
         assert_eq!(apf_workqueue_waiting_len(nq, &mut n), null_status);
@@ -84,7 +91,7 @@ fn null_pointers_are_errors() {
         assert_eq!(apf_workqueue_add_options_default(null_mut()), null_status);
         assert_eq!(apf_rate_limiter_new_default(null_mut()), null_status);
         assert_eq!(
-            apf_rate_limiter_new_exponential(1, 2, null_mut()),
+            apf_rate_limiter_new_exponential(1, 2, null_mut(), err()),
             null_status
         );
         apf_workqueue_free(null_mut());
@@ -103,9 +110,11 @@ fn panics_are_contained_and_the_queue_stays_usable() {
         unsafe { apf_workqueue_test_panic(null_mut()) },
         apf_status::APF_ERR_PANIC
     );
-    assert!(last_error().contains("panic"));
     // SAFETY: live queue.
-    assert_eq!(unsafe { apf_workqueue_test_panic(q.0) }, apf_status::APF_ERR_PANIC);
+    assert_eq!(
+        unsafe { apf_workqueue_test_panic(q.0) },
+        apf_status::APF_ERR_PANIC
+    );
     // The poisoned lock is recovered: handles on that shard still work.
     q.add("b");
     let b = q.try_get().unwrap();
@@ -128,7 +137,7 @@ fn the_real_clock_cannot_be_advanced() {
     // NULL options: the defaults (real clock, FIFO).
     let mut p = null_mut();
     // SAFETY: writable.
-    ok(unsafe { apf_workqueue_new(null(), &mut p) });
+    ok(unsafe { apf_workqueue_new(null(), &mut p, err()) });
     let d = Q(p);
     // SAFETY: live queue.
     assert_eq!(

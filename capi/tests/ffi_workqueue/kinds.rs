@@ -52,7 +52,6 @@ fn two_lanes_serve_fast_first_and_a_re_add_moves_lanes() {
     // A lane that does not exist.
     let bad = apf_workqueue_add_options { lane: 2, ..plain() };
     assert_eq!(q.add_opts("x", bad), apf_status::APF_ERR_INVALID_PARAMETER);
-    assert!(last_error().contains("lane"));
 }
 
 #[test]
@@ -63,7 +62,7 @@ fn queue_and_add_options_carry_their_size() {
     o.struct_size = 0;
     let mut p = null_mut();
     // SAFETY: readable; writable.
-    assert_eq!(unsafe { apf_workqueue_new(&o, &mut p) }, bad);
+    assert_eq!(unsafe { apf_workqueue_new(&o, &mut p, err()) }, bad);
     assert!(p.is_null());
     assert!(
         last_error().contains("apf_workqueue_options.struct_size is 0"),
@@ -76,11 +75,6 @@ fn queue_and_add_options_carry_their_size() {
         ..plain()
     };
     assert_eq!(q.add_opts("a", unset), bad);
-    assert!(
-        last_error().contains("apf_workqueue_add_options.struct_size"),
-        "{}",
-        last_error()
-    );
     assert_eq!(q.len(), 0, "nothing added");
     // A newer caller's larger struct: fine while the new field is zero.
     #[repr(C)]
@@ -94,15 +88,11 @@ fn queue_and_add_options_carry_their_size() {
     };
     newer.known.struct_size = std::mem::size_of::<Newer>();
     // SAFETY: live queue; key readable; opts readable for struct_size.
-    let add = |n: &Newer| unsafe { apf_workqueue_add_with_options(q.0, b"b".as_ptr(), 1, &n.known) };
+    let add =
+        |n: &Newer| unsafe { apf_workqueue_add_with_options(q.0, b"b".as_ptr(), 1, &n.known) };
     ok(add(&newer));
     newer.future = 9;
     assert_eq!(add(&newer), bad);
-    assert!(
-        last_error().contains("a newer header's field"),
-        "{}",
-        last_error()
-    );
     assert_eq!(q.len(), 1);
 }
 
@@ -118,13 +108,25 @@ fn options_of_another_kind_are_refused() {
         ..plain()
     };
     let fifo = Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO);
-    assert_eq!(fifo.add_opts("a", slow), apf_status::APF_ERR_WORKQUEUE_WRONG_KIND);
-    assert_eq!(fifo.add_opts("a", prio), apf_status::APF_ERR_WORKQUEUE_WRONG_KIND);
+    assert_eq!(
+        fifo.add_opts("a", slow),
+        apf_status::APF_ERR_WORKQUEUE_WRONG_KIND
+    );
+    assert_eq!(
+        fifo.add_opts("a", prio),
+        apf_status::APF_ERR_WORKQUEUE_WRONG_KIND
+    );
     assert_eq!(fifo.len(), 0, "nothing added");
     let lanes = Q::new(apf_workqueue_kind::APF_WORKQUEUE_TWO_LANE);
-    assert_eq!(lanes.add_opts("a", prio), apf_status::APF_ERR_WORKQUEUE_WRONG_KIND);
+    assert_eq!(
+        lanes.add_opts("a", prio),
+        apf_status::APF_ERR_WORKQUEUE_WRONG_KIND
+    );
     let pq = Q::new(apf_workqueue_kind::APF_WORKQUEUE_PRIORITY);
-    assert_eq!(pq.add_opts("a", slow), apf_status::APF_ERR_WORKQUEUE_WRONG_KIND);
+    assert_eq!(
+        pq.add_opts("a", slow),
+        apf_status::APF_ERR_WORKQUEUE_WRONG_KIND
+    );
     let mut n = 0;
     // SAFETY: live queue; out writable.
     let s = unsafe { apf_workqueue_lane_len(pq.0, FAST, &mut n) };
@@ -133,7 +135,7 @@ fn options_of_another_kind_are_refused() {
     o.kind = 3;
     let mut q = null_mut();
     // SAFETY: readable; writable.
-    let s = unsafe { apf_workqueue_new(&o, &mut q) };
+    let s = unsafe { apf_workqueue_new(&o, &mut q, err()) };
     assert_eq!(s, apf_status::APF_ERR_INVALID_PARAMETER);
     assert!(q.is_null());
 }
@@ -201,7 +203,7 @@ fn priority_duplicates_keep_highest_priority_and_shortest_delay() {
 #[test]
 fn priority_rate_limited_adds_use_the_limiter_capped_by_after() {
     // SAFETY: out writable.
-    let l = limiter(|out| unsafe { apf_rate_limiter_new_fast_slow(SECOND, SECOND, 1, out) });
+    let l = limiter(|out| unsafe { apf_rate_limiter_new_fast_slow(SECOND, SECOND, 1, out, err()) });
     let q = Q::with_limiter(apf_workqueue_kind::APF_WORKQUEUE_PRIORITY, l);
     let opts = apf_workqueue_add_options {
         rate_limited: true,
@@ -229,7 +231,7 @@ fn priority_rate_limited_adds_use_the_limiter_capped_by_after() {
     assert_eq!(q.take(), "a");
     // The same capping for a FIFO queue.
     // SAFETY: out writable.
-    let l = limiter(|out| unsafe { apf_rate_limiter_new_fast_slow(SECOND, SECOND, 1, out) });
+    let l = limiter(|out| unsafe { apf_rate_limiter_new_fast_slow(SECOND, SECOND, 1, out, err()) });
     let f = Q::with_limiter(apf_workqueue_kind::APF_WORKQUEUE_FIFO, l);
     let capped = apf_workqueue_add_options {
         rate_limited: true,

@@ -10,7 +10,7 @@
 mod support;
 use apf_capi::*;
 use std::ptr::null_mut;
-use support::{last_error, text_of, MS, SECOND};
+use support::{err, last_error, text_of, MS, SECOND};
 
 mod handles;
 mod kinds;
@@ -89,7 +89,7 @@ impl Q {
     fn with(o: &apf_workqueue_options) -> Q {
         let mut q = null_mut();
         // SAFETY: options readable, out writable.
-        ok(unsafe { apf_workqueue_new(o, &mut q) });
+        ok(unsafe { apf_workqueue_new(o, &mut q, err()) });
         assert!(!q.is_null());
         Q(q)
     }

@@ -50,7 +50,7 @@ fn metrics_text_has_client_go_names() {
     let mut p = null_mut();
     // SAFETY: readable; writable.
     assert_eq!(
-        unsafe { apf_workqueue_new(&o, &mut p) },
+        unsafe { apf_workqueue_new(&o, &mut p, err()) },
         apf_status::APF_ERR_INVALID_UTF8
     );
 }

@@ -48,7 +48,10 @@ fn keys_are_bytes_and_stay_valid_until_done() {
     // SAFETY: (NULL, 0) is the empty key.
     ok(unsafe { apf_workqueue_add(q.0, null(), 0) });
     let item = q.get_raw(0);
-    assert_eq!(item.result, apf_workqueue_get_result::APF_WORKQUEUE_ITEM as u32);
+    assert_eq!(
+        item.result,
+        apf_workqueue_get_result::APF_WORKQUEUE_ITEM as u32
+    );
     // The queue forgets its own copy once done... but our handle holds one:
     // add, get, done of other items must not disturb it.
     let empty = q.try_get().unwrap();

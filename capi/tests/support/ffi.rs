@@ -11,7 +11,7 @@ use std::ptr::{null, null_mut};
 #[path = "text.rs"]
 mod text;
 #[allow(unused_imports)] // take_text: only some binaries read failing texts
-pub use text::{take_text, text_of};
+pub use text::{err, last_error, take_text, text_of};
 
 pub const SECOND: u64 = 1_000_000_000;
 pub const MS: u64 = 1_000_000;
@@ -20,12 +20,6 @@ pub const EXECUTE: u32 = apf_outcome::APF_OUTCOME_EXECUTE as u32;
 pub const QUEUED: u32 = apf_outcome::APF_OUTCOME_QUEUED as u32;
 pub const REJECTED: u32 = apf_outcome::APF_OUTCOME_REJECTED as u32;
 pub const NONE: u32 = apf_reject_reason::APF_REJECT_NONE as u32;
-
-/// The calling thread's last error message.
-pub fn last_error() -> String {
-    // SAFETY: `t` is a writable apf_text.
-    text_of(|t| unsafe { apf_last_error(t) })
-}
 
 // ----- the configuration --------------------------------------------------
 
@@ -160,7 +154,7 @@ pub fn new_from_config(yaml: &str, options: &apf_dispatcher_options) -> D {
     let mut d = null_mut();
     // SAFETY: text readable for its length; options and out valid.
     let st = unsafe {
-        apf_dispatcher_new_from_config(yaml.as_ptr().cast(), yaml.len(), options, &mut d)
+        apf_dispatcher_new_from_config(yaml.as_ptr().cast(), yaml.len(), options, &mut d, err())
     };
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
     D(d)
@@ -170,14 +164,14 @@ pub fn new_from_config(yaml: &str, options: &apf_dispatcher_options) -> D {
 pub fn builtin(options: &apf_dispatcher_options) -> D {
     let mut d = null_mut();
     // SAFETY: options readable, out writable.
-    let st = unsafe { apf_dispatcher_new_builtin(options, &mut d) };
+    let st = unsafe { apf_dispatcher_new_builtin(options, &mut d, err()) };
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
     D(d)
 }
 
 pub fn reconfigure(d: &D, yaml: &str) -> apf_status {
     // SAFETY: live dispatcher, text readable for its length.
-    unsafe { apf_dispatcher_reconfigure(d.0, yaml.as_ptr().cast(), yaml.len()) }
+    unsafe { apf_dispatcher_reconfigure(d.0, yaml.as_ptr().cast(), yaml.len(), err()) }
 }
 
 pub fn advance(d: &D, nanos: u64) {
