@@ -51,10 +51,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-/* The version of libapf this header belongs to (Cargo.toml's); compare
+/* The version of libapf this header belongs to (capi/Cargo.toml's); compare
  * APF_VERSION_NUMBER with apf_abi_version() at start-up. */
 #define APF_VERSION_MAJOR 0
-#define APF_VERSION_MINOR 1
+#define APF_VERSION_MINOR 2
 #define APF_VERSION_PATCH 0
 #define APF_VERSION_NUMBER ((APF_VERSION_MAJOR << 16) | (APF_VERSION_MINOR << 8) | APF_VERSION_PATCH)
 

@@ -8,9 +8,9 @@ import ctypes
 
 # Constants (#define)
 APF_VERSION_MAJOR = 0
-APF_VERSION_MINOR = 1
+APF_VERSION_MINOR = 2
 APF_VERSION_PATCH = 0
-APF_VERSION_NUMBER = 256
+APF_VERSION_NUMBER = 512
 
 # enum apf_status
 APF_OK = 0
