@@ -1,8 +1,8 @@
 //! The owned error object: what a failed call says beyond its status code.
 //!
 //! Two kinds of failure, two channels, and neither is per-thread state a
-//! binding must read on the same OS thread (the old `apf_last_error`, which
-//! made the Go binding route every call through a C shim):
+//! binding must read on the same OS thread (ABI 0.1's per-thread last error,
+//! which made the Go binding route every call through a C shim):
 //!
 //! - Where the code says it all (a NULL pointer, a stale handle, a request
 //!   still queued, a string that is not UTF-8), the text is a pure function
