@@ -30,8 +30,8 @@ int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 1000000;
   const char *mode = argc > 2 ? argv[2] : "fixed";
   int with_cost = argc > 4 && strcmp(argv[4], "cost") == 0;
-  apf_options o;
-  if (apf_options_default(&o) != APF_OK) return 1;
+  apf_dispatcher_options o;
+  if (apf_dispatcher_options_default(&o) != APF_OK) return 1;
   if (argc > 3 && atol(argv[3]) > 0) o.server_concurrency_limit = (uint32_t)atol(argv[3]);
 #ifndef PROFILE_NO_ADAPTIVE
   apf_adaptive_options a;
@@ -44,7 +44,15 @@ int main(int argc, char **argv) {
   }
 #endif
   apf_dispatcher *d;
-  if (apf_dispatcher_new_builtin(&o, &d) != APF_OK) return 1;
+  apf_error *err = NULL;
+  if (apf_dispatcher_new_builtin(&o, &d, &err) != APF_OK) {
+    const char *msg = "";
+    size_t len = 0;
+    apf_error_message(err, &msg, &len);
+    fprintf(stderr, "profile_finish: %s\n", msg);
+    apf_error_free(err);
+    return 1;
+  }
   apf_request_digest dg;
   memset(&dg, 0, sizeof dg);
   dg.user = "system:serviceaccount:shop:frontend";

@@ -3,10 +3,6 @@ package apf
 /*
 #include <stdlib.h>
 #include "shim.h"
-
-static uint32_t go_apf_read_adaptive(apf_dispatcher *d, apf_adaptive_state *out, go_apf_err *e) {
-	return go_apf_capture_error(apf_dispatcher_read_adaptive(d, out), e);
-}
 */
 import "C"
 
@@ -120,16 +116,16 @@ func cAdaptive(o *AdaptiveOptions) *C.apf_adaptive_options {
 // AdaptiveState reads the adaptive limit's state now (Enabled false when
 // the dispatcher has a fixed limit).
 func (d *Dispatcher) AdaptiveState() (AdaptiveState, error) {
+	maybeGC()
 	p, ok := d.c.enter()
 	if !ok {
 		return AdaptiveState{}, ErrClosed
 	}
 	defer d.c.exit()
 	var s C.apf_adaptive_state
-	var e cerr
-	st := C.go_apf_read_adaptive(p, &s, &e.e)
+	st := C.apf_dispatcher_read_adaptive(p, &s)
 	runtime.KeepAlive(d)
-	if err := e.err(st); err != nil {
+	if err := statusErr(st); err != nil {
 		return AdaptiveState{}, err
 	}
 	return AdaptiveState{

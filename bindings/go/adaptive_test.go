@@ -56,7 +56,7 @@ func TestAdaptiveBadOptionsAreRefusedByName(t *testing.T) {
 		"smoothing_percent":  {SmoothingPercent: 101},
 	} {
 		_, err := NewFromConfig([]byte(testConfig), Options{Adaptive: &a})
-		if !errors.Is(err, StatusInvalidParameter) || !strings.Contains(err.Error(), field) {
+		if !errors.Is(err, StatusInvalidParameter) || !strings.Contains(err.Error(), "apf_adaptive_options."+field) {
 			t.Errorf("%s: %v", field, err)
 		}
 	}

@@ -1,7 +1,8 @@
 //! The adaptive server concurrency limit in the C ABI
 //! ([`apf::adaptive`], docs/adaptive-limit.md): its tuning
-//! (`apf_adaptive_options`, pointed to by `apf_options.adaptive`) and its
-//! state now (`apf_dispatcher_read_adaptive`).
+//! (`apf_adaptive_options`, pointed to by
+//! `apf_dispatcher_options.adaptive`) and its state now
+//! (`apf_dispatcher_read_adaptive`).
 
 use super::dispatcher::apf_dispatcher;
 use super::sized::{read_growable, Growable};
@@ -10,8 +11,8 @@ use apf::adaptive::{AdaptiveOptions, AdaptiveReport};
 use apf::clock::duration_nanos;
 use std::time::Duration;
 
-/// The adaptive limit's tuning. Point `apf_options.adaptive` at one to turn
-/// the limit on (NULL, the default, keeps the fixed
+/// The adaptive limit's tuning. Point `apf_dispatcher_options.adaptive` at
+/// one to turn the limit on (NULL, the default, keeps the fixed
 /// `server_concurrency_limit`). Always start from
 /// `apf_adaptive_options_default`: it sets `struct_size` and the defaults
 /// below, which docs/adaptive-limit.md justifies.
@@ -111,9 +112,10 @@ impl Growable for apf_adaptive_options {
     }
 }
 
-/// Read `apf_options.adaptive`: NULL is off; otherwise the validated Rust
-/// options, or `APF_ERR_INVALID_PARAMETER` naming the field (the last
-/// error says which).
+/// Read `apf_dispatcher_options.adaptive`: NULL is off; otherwise the
+/// validated Rust options, or `APF_ERR_INVALID_PARAMETER` with a message
+/// naming the field (it reaches the caller through the dispatcher
+/// constructor's `out_error`).
 ///
 /// # Safety
 /// `ptr` is NULL or readable for the `struct_size` bytes it states.

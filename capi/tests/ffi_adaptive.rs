@@ -1,8 +1,9 @@
 //! The adaptive limit through the C ABI: `apf_adaptive_options_default`
-//! gives the Rust defaults, `apf_options.adaptive` turns the limit on with
-//! the caller's tuning, `apf_dispatcher_read_adaptive` and the metrics show
-//! it moving under load on the manual clock, and every out-of-range field
-//! is refused by name with `APF_ERR_INVALID_PARAMETER`.
+//! gives the Rust defaults, `apf_dispatcher_options.adaptive` turns the
+//! limit on with the caller's tuning, `apf_dispatcher_read_adaptive` and the
+//! metrics show it moving under load on the manual clock, and every
+//! out-of-range field is refused with `APF_ERR_INVALID_PARAMETER` and an
+//! `apf_error` naming the C field.
 #![cfg(not(loom))]
 
 #[path = "support/ffi.rs"]
@@ -50,13 +51,13 @@ fn read(d: &D) -> apf_adaptive_state {
     let mut s = std::mem::MaybeUninit::uninit();
     // SAFETY: live dispatcher, writable out.
     let st = unsafe { apf_dispatcher_read_adaptive(d.0, s.as_mut_ptr()) };
-    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
+    assert_eq!(st, apf_status::APF_OK);
     // SAFETY: written on APF_OK.
     unsafe { s.assume_init() }
 }
 
-fn with_adaptive(a: &apf_adaptive_options) -> apf_options {
-    apf_options {
+fn with_adaptive(a: &apf_adaptive_options) -> apf_dispatcher_options {
+    apf_dispatcher_options {
         manual_clock: true,
         server_concurrency_limit: 100,
         adaptive: a,
@@ -251,23 +252,50 @@ fn out_of_range_fields_are_refused_by_name() {
         change(&mut a);
         let mut out = null_mut();
         // SAFETY: options and the adaptive struct readable, out writable.
-        let st = unsafe { apf_dispatcher_new_builtin(&with_adaptive(&a), &mut out) };
+        let st = unsafe { apf_dispatcher_new_builtin(&with_adaptive(&a), &mut out, err()) };
         assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER, "{field}");
         assert!(out.is_null());
         let e = last_error();
-        assert!(e.contains(field), "{field}: {e}");
+        // The C name: the struct, then the field.
+        let named = if field.starts_with("apf_adaptive_options.") {
+            field.to_owned()
+        } else {
+            format!("apf_adaptive_options.{field}")
+        };
+        assert!(e.contains(&named), "{named}: {e}");
+        // The same through the other constructor.
+        // SAFETY: as above, and the text readable for its length.
+        let st = unsafe {
+            apf_dispatcher_new_from_config(
+                CONFIG.as_ptr().cast(),
+                CONFIG.len(),
+                &with_adaptive(&a),
+                &mut out,
+                err(),
+            )
+        };
+        assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER, "{field}");
+        assert!(out.is_null());
+        assert!(last_error().contains(&named), "{named}: {}", last_error());
     }
     // A bad fixed option is still reported first, with a good adaptive one.
     let a = adaptive_default();
-    let o = apf_options {
+    let o = apf_dispatcher_options {
         server_concurrency_limit: 0,
         ..with_adaptive(&a)
     };
     let mut out = null_mut();
     // SAFETY: as above.
-    let st = unsafe { apf_dispatcher_new_builtin(&o, &mut out) };
+    let st = unsafe { apf_dispatcher_new_builtin(&o, &mut out, err()) };
     assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER);
     assert!(last_error().contains("server_concurrency_limit"));
+    // Without an out_error the status alone comes back.
+    let mut a = adaptive_default();
+    a.gain = 0;
+    // SAFETY: as above; NULL out_error is allowed.
+    let st = unsafe { apf_dispatcher_new_builtin(&with_adaptive(&a), &mut out, null_mut()) };
+    assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER);
+    assert!(out.is_null());
 }
 
 #[test]
@@ -291,19 +319,24 @@ fn null_pointers_are_errors() {
     }
 }
 
-/// A caller built against the header before `adaptive` existed passes the
-/// shorter struct: it gets the fixed limit.
+/// `adaptive` is part of ABI 0.2's first `apf_dispatcher_options`: a
+/// struct that stops before it is not a version this library published, and
+/// is refused rather than silently run on the fixed limit.
 #[test]
-fn an_older_options_struct_is_the_fixed_limit() {
+fn an_options_struct_without_adaptive_is_refused() {
     let a = adaptive_default();
-    let o = apf_options {
-        struct_size: std::mem::offset_of!(apf_options, adaptive),
+    let o = apf_dispatcher_options {
+        struct_size: std::mem::offset_of!(apf_dispatcher_options, adaptive),
         ..with_adaptive(&a)
     };
     let mut out = null_mut();
     // SAFETY: options readable for its struct_size, out writable.
-    let st = unsafe { apf_dispatcher_new_builtin(&o, &mut out) };
-    assert_eq!(st, apf_status::APF_OK, "{}", last_error());
-    let d = D(out);
-    assert!(!read(&d).enabled);
+    let st = unsafe { apf_dispatcher_new_builtin(&o, &mut out, err()) };
+    assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER);
+    assert!(out.is_null());
+    assert!(
+        last_error().contains("apf_dispatcher_options.struct_size"),
+        "{}",
+        last_error()
+    );
 }

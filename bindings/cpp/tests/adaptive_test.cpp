@@ -112,7 +112,7 @@ TEST(Adaptive, RoundTripThroughC) {
   a.update_interval = 40ms;
   o.adaptive = a;
   apf_adaptive_options storage{};
-  apf_options raw = o.to_c(storage);
+  apf_dispatcher_options raw = o.to_c(storage);
   ASSERT_EQ(raw.adaptive, &storage);
   apf::Options back = apf::Options::from_c(raw);
   ASSERT_TRUE(back.adaptive.has_value());
@@ -135,12 +135,12 @@ TEST(Adaptive, BadValuesAreRefusedByName) {
   auto r = apf::Dispatcher::try_from_config(adaptive_config, adaptive_options(a));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().status(), APF_ERR_INVALID_PARAMETER);
-  EXPECT_NE(std::string(r.error().what()).find("gain"), std::string::npos) << r.error().what();
+  EXPECT_NE(std::string(r.error().what()).find("apf_adaptive_options.gain"), std::string::npos) << r.error().what();
   apf::AdaptiveOptions b;
   b.update_interval = -1s;
   auto r2 = apf::Dispatcher::try_from_config(adaptive_config, adaptive_options(b));
   ASSERT_FALSE(r2.ok());
-  EXPECT_NE(std::string(r2.error().what()).find("update_interval_ns"), std::string::npos);
+  EXPECT_NE(std::string(r2.error().what()).find("apf_adaptive_options.update_interval_ns"), std::string::npos);
 }
 
 TEST(Adaptive, TheLimitAdaptsUnderLoad) {

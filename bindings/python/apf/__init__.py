@@ -16,7 +16,7 @@ The shared library is found through ``APF_LIBRARY`` (a file or a directory)
 or in the repository's ``target/release``.
 """
 
-from ._library import ApfError, ClosedError, LibraryNotFound, last_error, status_text
+from ._library import ApfError, ClosedError, LibraryNotFound, status_text
 from .dispatcher import Dispatcher, Request, RequestScope, default_adaptive_options, default_options
 from .observe import metrics_content_type
 from .paths import parse_path
@@ -88,7 +88,6 @@ __all__ = [
     "fast_slow_rate_limiter",
     "item_bucket_rate_limiter",
     "max_of_rate_limiter",
-    "last_error",
     "metrics_content_type",
     "status_text",
 ]

@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _bindings as b
-from ._library import ApfError, ClosedError, call, last_error, lib
+from ._library import ApfError, ClosedError, call, invoke, lib
 from ._managed import Managed
 from .types import (
     AdaptiveOptions,
@@ -62,9 +62,9 @@ class ObserveAnswer(NamedTuple):
 
 
 def default_options() -> Options:
-    """libapf's default options (``apf_options_default``)."""
-    raw = b.apf_options()
-    call("apf_options_default", ctypes.byref(raw))
+    """libapf's default options (``apf_dispatcher_options_default``)."""
+    raw = b.apf_dispatcher_options()
+    call("apf_dispatcher_options_default", ctypes.byref(raw))
     return Options(
         server_concurrency_limit=raw.server_concurrency_limit,
         service_time_guess_ns=raw.service_time_guess_ns,
@@ -96,9 +96,9 @@ def _raw_adaptive(adaptive: AdaptiveOptions) -> b.apf_adaptive_options:
     return raw
 
 
-def _raw_options(options: Optional[Options], overrides: dict) -> b.apf_options:
-    raw = b.apf_options()
-    call("apf_options_default", ctypes.byref(raw))
+def _raw_options(options: Optional[Options], overrides: dict) -> b.apf_dispatcher_options:
+    raw = b.apf_dispatcher_options()
+    call("apf_dispatcher_options_default", ctypes.byref(raw))
     merged = dict(vars(options)) if options is not None else {}
     unknown = set(overrides) - set(vars(Options()))
     if unknown:
@@ -238,11 +238,9 @@ class Dispatcher(Managed):
     def _call(self, name: str, *args) -> None:
         ptr = self._enter()
         try:
-            status = getattr(self._lib, name)(ptr, *args)
+            invoke(getattr(self._lib, name), name, ptr, *args)
         finally:
             self._exit()
-        if status != b.APF_OK:
-            raise ApfError(status, last_error(), name)
 
     # --- configuration and clock ------------------------------------------
     def reconfigure(self, config: Text) -> None:

@@ -122,7 +122,7 @@ class AdaptiveState:
 @dataclass
 class Options:
     """Server-wide settings. A field left None takes libapf's default
-    (``apf_options_default``; ``Options.defaults()`` shows them)."""
+    (``apf_dispatcher_options_default``; ``Options.defaults()`` shows them)."""
 
     server_concurrency_limit: Optional[int] = None
     service_time_guess_ns: Optional[int] = None
