@@ -121,7 +121,7 @@ impl Core {
     /// must follow the queue's demand at each record.
     #[inline]
     fn fuses(&self, queue: u32) -> bool {
-        self.water.is_none()
+        !self.order.is_on()
             && (queue == NO_QUEUE
                 || self
                     .queues
