@@ -41,6 +41,8 @@ mod water;
 use self::deadlines::Deadlines;
 pub(crate) use self::lingering::{Lingering, LingeringSeats};
 pub(crate) use self::order::FlowOrder;
+#[cfg(all(test, not(loom)))]
+pub(crate) use self::order::OrderMemory;
 pub(crate) use self::queues::Queues;
 use self::vclock::VirtualClock;
 
@@ -218,6 +220,14 @@ impl Core {
             self.flow_increment(dt)
         };
         self.vclock.advance(increment);
+    }
+
+    /// The demand index's live nodes and room for keys (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn demand_index_memory(&self) -> Option<(usize, usize)> {
+        self.water
+            .as_ref()
+            .map(|w| (w.live_nodes(), w.key_capacity()))
     }
 
     /// A request holds at least one seat, and at most

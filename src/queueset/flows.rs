@@ -164,7 +164,7 @@ impl Core {
         end: Ended,
         midway: impl FnOnce(&Core),
     ) {
-        if self.order.is_on() {
+        if self.order.is_on() && !self.order.pair_fuses(flow) {
             // Per-flow order follows the flow between the two records.
             self.replay_start_flow(flow, tag, estimate, at);
             midway(self);
@@ -172,7 +172,21 @@ impl Core {
             return;
         }
         let q = self.replayed_flow_queue(flow);
+        if !self.order.is_on() {
+            self.replay_start_finish(q as u32, tag, estimate, at, end, midway);
+            return;
+        }
+        // A flow without a state: its state would be made at the start and
+        // forgotten at the finish. What outlives the pair is the turns it
+        // took and the level's last service time; in between, it counts
+        // as an active flow for R (from the start's sync on).
+        self.sync(at);
+        let slot = self.order.begin_pair();
+        self.index_pair(slot, Some(u64::from(estimate.max_seats())));
         self.replay_start_finish(q as u32, tag, estimate, at, end, midway);
+        self.index_pair(slot, None);
+        self.order
+            .end_pair(end.at.as_nanos().saturating_sub(end.start.as_nanos()));
     }
 
     /// A flow-policy request finished lock-free: its queue is its flow's.

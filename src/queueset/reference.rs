@@ -116,7 +116,6 @@ impl Queue {
 struct Executing {
     queue: Option<usize>,
     flow: Option<u64>,
-    hash: u64,
     estimate: WorkEstimate,
     start: Instant,
     /// Seats it still holds (fewer than its estimate's after a release).
@@ -127,9 +126,8 @@ struct Executing {
 struct Lingering {
     until: Instant,
     queue: Option<usize>,
-    /// The flow whose request left these seats.
-    hash: u64,
-    /// That flow, if a flow policy admitted the request (its seats then
+    /// The flow of the request that left these seats, if a flow policy
+    /// admitted it (its seats then
     /// count in the flow's state until they are free).
     flow: Option<u64>,
     seats: u32,
@@ -347,7 +345,7 @@ impl ReferenceQueueSet {
             if !self.can_accommodate(estimate.max_seats()) {
                 return Outcome::Rejected(RejectReason::ConcurrencyLimit);
             }
-            self.begin_executing(id, None, None, flow_hash, estimate, now);
+            self.begin_executing(id, None, None, estimate, now);
             return Outcome::Execute;
         };
         let dealer = dealer.clone();
@@ -479,7 +477,6 @@ impl ReferenceQueueSet {
                     self.lingering.push(Lingering {
                         until: now.saturating_add(self.cfg.anticipation().unwrap_or_default()),
                         queue: Some(q),
-                        hash: ex.hash,
                         flow: ex.flow,
                         seats,
                         for_flow: Some(flow),
@@ -494,7 +491,6 @@ impl ReferenceQueueSet {
             self.lingering.push(Lingering {
                 until,
                 queue: ex.queue,
-                hash: ex.hash,
                 flow: ex.flow,
                 seats,
                 for_flow: None,
@@ -1048,7 +1044,7 @@ impl ReferenceQueueSet {
             clock.turn = self.turns;
             self.turns += 1;
         }
-        self.begin_executing(w.id, Some(q), w.flow, w.hash, w.estimate, now);
+        self.begin_executing(w.id, Some(q), w.flow, w.estimate, now);
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
     }
@@ -1106,7 +1102,7 @@ impl ReferenceQueueSet {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
-        self.begin_executing(w.id, Some(q), w.flow, w.hash, w.estimate, now);
+        self.begin_executing(w.id, Some(q), w.flow, w.estimate, now);
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
         true
@@ -1117,7 +1113,6 @@ impl ReferenceQueueSet {
         id: RequestId,
         queue: Option<usize>,
         flow: Option<u64>,
-        hash: u64,
         estimate: WorkEstimate,
         now: Instant,
     ) {
@@ -1133,7 +1128,6 @@ impl ReferenceQueueSet {
             Executing {
                 queue,
                 flow,
-                hash,
                 estimate,
                 start: now,
                 held: seats,

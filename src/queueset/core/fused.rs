@@ -121,7 +121,7 @@ impl Core {
     /// must follow the queue's demand at each record.
     #[inline]
     fn fuses(&self, queue: u32) -> bool {
-        !self.order.is_on()
+        self.water.is_none()
             && (queue == NO_QUEUE
                 || self
                     .queues

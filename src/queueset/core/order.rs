@@ -66,6 +66,16 @@ struct FlowClock {
     guess: u64,
 }
 
+/// Where a waiting flow is found by the entry rule: the service it has
+/// received is its `base` while nothing of it is in flight (a constant,
+/// kept ordered), and moves with time otherwise (such flows hold seats, so
+/// they are at most the seats in use: scanned).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    Settled(VTime),
+    InFlight,
+}
+
 /// One active flow.
 #[derive(Debug, PartialEq, Eq)]
 struct FlowState {
@@ -83,6 +93,8 @@ struct FlowState {
     clock: Option<FlowClock>,
     /// Its key in the ready index, while it waits.
     key: Option<(VTime, u64)>,
+    /// Its place in the entry rule's indexes, while it waits (`Entry`).
+    entry: Option<Entry>,
     /// Counted in `FlowOrder::active`.
     active: bool,
 }
@@ -117,6 +129,7 @@ impl FlowState {
             inflight_starts: 0,
             clock: None,
             key: None,
+            entry: None,
             active: false,
         }
     }
@@ -145,6 +158,32 @@ impl FlowState {
     }
 }
 
+/// Sizes and capacities of the per-flow state (tests).
+#[cfg(all(test, not(loom)))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OrderMemory {
+    /// Flows with a state.
+    pub(crate) flows: usize,
+    /// Entries the flow map has room for.
+    pub(crate) map_capacity: usize,
+    /// Flows in the ready index.
+    pub(crate) ready: usize,
+    /// Flows in the entry rule's indexes (32 bytes a key at most).
+    pub(crate) entry_index: usize,
+    /// Waiting requests in the flows' lists.
+    pub(crate) listed: usize,
+    /// Room in those lists.
+    pub(crate) list_capacity: usize,
+    /// Room in the free-slot list.
+    pub(crate) free_capacity: usize,
+    /// Bytes of one map entry (hash and state).
+    pub(crate) entry_bytes: usize,
+    /// Bytes of one ready-index key.
+    pub(crate) ready_bytes: usize,
+    /// Bytes of one listed waiting request.
+    pub(crate) waiter_bytes: usize,
+}
+
 /// The per-flow state of a level (see the module documentation).
 #[derive(Default)]
 pub(crate) struct FlowOrder {
@@ -154,6 +193,10 @@ pub(crate) struct FlowOrder {
     flows: HashMap<u64, FlowState>,
     /// Flows with waiting requests by (key, turn, flow hash).
     ready: BTreeSet<(VTime, u64, u64)>,
+    /// Waiting flows with nothing in flight, by service received (`base`).
+    settled: BTreeSet<(VTime, u64)>,
+    /// Waiting flows with requests in flight.
+    in_flight: BTreeSet<u64>,
     /// Flows with a request waiting or executing.
     active: u32,
     turns: u64,
@@ -205,24 +248,53 @@ impl FlowOrder {
         self.on
     }
 
-    /// Flows with a state.
-    pub(crate) fn len(&self) -> usize {
-        self.flows.len()
+    /// What the per-flow state holds, for the memory test.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn memory(&self) -> OrderMemory {
+        OrderMemory {
+            flows: self.flows.len(),
+            map_capacity: self.flows.capacity(),
+            ready: self.ready.len(),
+            entry_index: self.settled.len() + self.in_flight.len(),
+            listed: self.flows.values().map(|s| s.waiting.len()).sum(),
+            list_capacity: self.flows.values().map(|s| s.waiting.capacity()).sum(),
+            free_capacity: self.free.capacity(),
+            entry_bytes: std::mem::size_of::<(u64, FlowState)>(),
+            ready_bytes: std::mem::size_of::<(VTime, u64, u64)>(),
+            waiter_bytes: std::mem::size_of::<FlowWaiter>(),
+        }
     }
 
-    /// Capacity of the flow map (memory: see docs/flow-fairness.md).
-    pub(crate) fn capacity(&self) -> usize {
-        self.flows.capacity()
+    /// Whether a hot-path start and finish of `flow` may be replayed in
+    /// one step (`Core::replay_start_finish_flow`): the flow has no state,
+    /// so the pair makes one and forgets it. Free when no flow has a state
+    /// (no lookup).
+    #[inline]
+    pub(crate) fn pair_fuses(&self, flow: u64) -> bool {
+        self.flows.is_empty() || !self.flows.contains_key(&flow)
+    }
+
+    /// The start of a fused pair of a flow without a state: it takes the
+    /// three turns the two-step replay takes (its new clock, its arrival,
+    /// its dispatch) and counts as active until `end_pair`. Returns the
+    /// demand-index slot it uses meanwhile: the one its state would take.
+    #[inline]
+    pub(crate) fn begin_pair(&mut self) -> usize {
+        self.turns += 3;
+        self.active += 1;
+        self.free.last().copied().unwrap_or(self.slots) as usize
+    }
+
+    /// The end of a fused pair: the request ran `nanos`.
+    #[inline]
+    pub(crate) fn end_pair(&mut self, nanos: u64) {
+        self.active -= 1;
+        self.last_service = Some(nanos);
     }
 
     /// A request of a queue ran `nanos`: the guess of flows new from now.
     pub(crate) fn note_service(&mut self, nanos: u64) {
         self.last_service = Some(nanos);
-    }
-
-    /// Flows waiting (in the ready index).
-    pub(crate) fn waiting_flows(&self) -> usize {
-        self.ready.len()
     }
 
     fn state(&mut self, hash: u64) -> &mut FlowState {
@@ -236,8 +308,13 @@ impl FlowOrder {
         })
     }
 
-    /// Give memory back after a burst of distinct flows.
+    /// Give memory back after a burst of distinct flows; with no flow
+    /// left, slots start again from 0.
     fn shrink(&mut self) {
+        if self.flows.is_empty() {
+            self.free.clear();
+            self.slots = 0;
+        }
         if self.flows.capacity() > 64 && self.flows.len() * 4 < self.flows.capacity() {
             self.flows.shrink_to(self.flows.len() * 2);
         }
@@ -341,11 +418,20 @@ impl Core {
         }
         if let Some(st) = self.order.flows.remove(&flow) {
             debug_assert!(
-                !st.active && st.key.is_none(),
+                !st.active && st.key.is_none() && st.entry.is_none(),
                 "an idle flow is not indexed"
             );
             self.order.free.push(st.slot);
             self.order.shrink();
+        }
+    }
+
+    /// A fused pair's flow demands `demand` (None: it ended), under
+    /// `flow-maxmin`.
+    #[inline]
+    pub(crate) fn index_pair(&mut self, slot: usize, demand: Option<u64>) {
+        if let Some(water) = &mut self.water {
+            water.set(slot, demand);
         }
     }
 
@@ -395,27 +481,53 @@ impl Core {
             }
             st.key = key;
         }
+        let entry = match (key, st.clock) {
+            (Some(_), Some(c)) if st.inflight == 0 => Some(Entry::Settled(c.base)),
+            (Some(_), Some(_)) => Some(Entry::InFlight),
+            _ => None,
+        };
+        if entry != st.entry {
+            match st.entry {
+                Some(Entry::Settled(base)) => self.order.settled.remove(&(base, flow)),
+                Some(Entry::InFlight) => self.order.in_flight.remove(&flow),
+                None => false,
+            };
+            match entry {
+                Some(Entry::Settled(base)) => self.order.settled.insert((base, flow)),
+                Some(Entry::InFlight) => self.order.in_flight.insert(flow),
+                None => false,
+            };
+            st.entry = entry;
+        }
     }
 
     // ----- ordering (only while the order is on) ------------------------------
 
     /// Where a flow without a state starts: level with the least service a
     /// waiting flow has received (its `base` plus the time its in-flight
-    /// requests have run), or R if that is later. O(waiting flows), only
+    /// requests have run), or R if that is later. The least of the waiting
+    /// flows with nothing in flight is the first of an ordered index; those
+    /// with requests in flight hold seats, so there are at most as many as
+    /// seats in use: O(log flows + min(seats in use, waiting flows)), only
     /// when a flow without a state arrives while requests wait.
     fn entry_start(&self) -> VTime {
         let now = i128::from(self.last_sync().as_nanos());
-        let least = self
+        let settled = self.order.settled.first().map(|&(base, _)| base);
+        let in_flight = self
             .order
-            .ready
+            .in_flight
             .iter()
-            .filter_map(|&(_, _, h)| {
-                let st = self.order.flows.get(&h)?;
+            .filter_map(|h| {
+                let st = self.order.flows.get(h)?;
                 let c = st.clock?;
                 let run = i128::from(st.inflight) * now - st.inflight_starts;
                 Some(c.base + (run << FRACTION_BITS))
             })
             .min();
+        let least = match (settled, in_flight) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         least.map_or(self.r(), |m| m.max(self.r()))
     }
 
@@ -469,6 +581,10 @@ impl Core {
         self.order_arrive(flow);
         let bypass = self.vclock.seat_g() * VTime::from(estimate.max_seats());
         let st = self.order.state(flow);
+        if st.waiting.capacity() == 0 {
+            // Most flows wait with one request: no room for four.
+            st.waiting.reserve_exact(1);
+        }
         st.waiting.push_back(FlowWaiter {
             seq,
             queue: q as u32,
@@ -515,6 +631,9 @@ impl Core {
         if let Some(pos) = st.waiting.iter().position(|w| w.seq == seq) {
             let w = st.waiting.remove(pos).expect("found");
             st.waiting_seats -= u64::from(w.estimate.max_seats());
+            if st.waiting.is_empty() {
+                st.waiting = VecDeque::new();
+            }
         }
         self.order_refresh(flow);
     }
@@ -632,6 +751,9 @@ impl Core {
         self.order.turns += 1;
         if let Some(st) = self.order.flows.get_mut(&flow) {
             st.waiting.pop_front();
+            if st.waiting.is_empty() {
+                st.waiting = VecDeque::new();
+            }
             st.waiting_seats -= u64::from(fw.estimate.max_seats());
             if let Some(c) = &mut st.clock {
                 c.base += match w.slot.flow {
@@ -743,6 +865,8 @@ impl Core {
     /// flow-admitted requests hold stays counted until they end.
     fn drop_flow_order(&mut self) {
         self.order.ready.clear();
+        self.order.settled.clear();
+        self.order.in_flight.clear();
         let hashes: Vec<u64> = self.order.flows.keys().copied().collect();
         for h in hashes {
             if let Some(st) = self.order.flows.get_mut(&h) {
@@ -750,6 +874,7 @@ impl Core {
                 st.waiting_seats = 0;
                 st.clock = None;
                 st.key = None;
+                st.entry = None;
             }
             self.order_refresh(h);
             self.order_forget_if_idle(h);
@@ -778,6 +903,17 @@ impl Core {
             debug_assert_eq!(st.active, st.is_active(), "flow {h:#x}: active");
             active += u32::from(st.active);
             debug_assert_eq!(st.key, st.key(), "flow {h:#x}: ready key");
+            let entry = match (st.key, st.clock) {
+                (Some(_), Some(c)) if st.inflight == 0 => Some(Entry::Settled(c.base)),
+                (Some(_), Some(_)) => Some(Entry::InFlight),
+                _ => None,
+            };
+            debug_assert_eq!(st.entry, entry, "flow {h:#x}: entry index");
+            match entry {
+                Some(Entry::Settled(b)) => debug_assert!(order.settled.contains(&(b, *h))),
+                Some(Entry::InFlight) => debug_assert!(order.in_flight.contains(h)),
+                None => {}
+            }
             if let Some((k, t)) = st.key {
                 debug_assert!(order.ready.contains(&(k, t, *h)), "flow {h:#x} indexed");
             }
@@ -802,6 +938,11 @@ impl Core {
             }
         }
         debug_assert_eq!(active, order.active, "active flows");
+        debug_assert_eq!(
+            order.settled.len() + order.in_flight.len(),
+            order.ready.len(),
+            "entry indexes"
+        );
         debug_assert_eq!(
             order.ready.len(),
             order.flows.values().filter(|s| s.key.is_some()).count(),
