@@ -41,8 +41,6 @@ mod water;
 use self::deadlines::Deadlines;
 pub(crate) use self::lingering::{Lingering, LingeringSeats};
 pub(crate) use self::order::FlowOrder;
-#[cfg(all(test, not(loom)))]
-pub(crate) use self::order::OrderMemory;
 pub(crate) use self::queues::Queues;
 use self::vclock::VirtualClock;
 
