@@ -64,6 +64,10 @@ pub(crate) struct Waiter {
     pub(crate) estimate: WorkEstimate,
     pub(crate) work: VTime,
     pub(crate) arrival_r: VTime,
+    /// Per-flow order: the guessed work that may still be backfilled past
+    /// it while it is the front and does not fit (its seats × G at
+    /// arrival).
+    pub(crate) bypass_left: VTime,
     /// When it arrived (for its wait time and for dumps).
     pub(crate) arrival: Instant,
     pub(crate) deadline: Instant,
@@ -381,6 +385,7 @@ impl Core {
             estimate,
             work,
             arrival_r,
+            bypass_left: self.vclock.seat_g() * VTime::from(estimate.max_seats()),
             arrival,
             deadline,
         };

@@ -50,9 +50,6 @@ struct FlowWaiter {
     queue: u32,
     estimate: WorkEstimate,
     arrival_r: VTime,
-    /// The guessed work that may still be backfilled past it while it is
-    /// the front and does not fit.
-    bypass_left: VTime,
 }
 
 /// A flow's fair-queuing clock (see the module documentation).
@@ -579,7 +576,6 @@ impl Core {
         arrival_r: VTime,
     ) {
         self.order_arrive(flow);
-        let bypass = self.vclock.seat_g() * VTime::from(estimate.max_seats());
         let st = self.order.state(flow);
         if st.waiting.capacity() == 0 {
             // Most flows wait with one request: no room for four.
@@ -590,7 +586,6 @@ impl Core {
             queue: q as u32,
             estimate,
             arrival_r,
-            bypass_left: bypass,
         });
         st.waiting_seats += u64::from(estimate.max_seats());
         self.order_refresh(flow);
@@ -674,29 +669,26 @@ impl Core {
                 .then_some((h, w.estimate.initial_seats))
         });
         let cost = fitting.map(|(_, initial)| self.vclock.seat_g() * VTime::from(initial));
+        // The front's allowance lives with the request in its queue, so it
+        // outlasts a switch of policy and back (as in the reference).
+        let fq = head.queue as usize;
+        let Some(front_waiter) = (fq < self.queues.len())
+            .then(|| &mut self.queues[fq])
+            .and_then(|q| q.waiting.iter_mut().find(|w| w.slot.seq == head.seq))
+        else {
+            debug_assert!(false, "flow {front:#x}'s head is in its queue");
+            return false;
+        };
         match (fitting, cost) {
-            (Some((h, _)), Some(cost)) if cost <= head.bypass_left => {
-                if let Some(w) = self
-                    .order
-                    .flows
-                    .get_mut(&front)
-                    .and_then(|st| st.waiting.front_mut())
-                {
-                    w.bypass_left -= cost;
-                }
+            (Some((h, _)), Some(cost)) if cost <= front_waiter.bypass_left => {
+                front_waiter.bypass_left -= cost;
                 self.dispatch_flow_head(h, now, word)
             }
             _ => {
                 // The front reserves: Kubernetes counts a dispatch attempt
                 // whose chosen request does not fit.
-                if let Some(w) = self
-                    .queues
-                    .get(head.queue as usize)
-                    .and_then(|q| q.waiting.iter().find(|w| w.slot.seq == head.seq))
-                {
-                    let tag = w.slot.tag;
-                    self.tallies.get(tag).stats.no_accommodation += 1;
-                }
+                let tag = front_waiter.slot.tag;
+                self.tallies.get(tag).stats.no_accommodation += 1;
                 false
             }
         }
@@ -837,7 +829,6 @@ impl Core {
             })
             .collect();
         waiting.sort_unstable_by_key(|w| w.0);
-        let g = self.vclock.seat_g();
         let mut heads = Vec::new();
         for (seq, hash, q, estimate, arrival_r) in waiting {
             let st = self.order.state(hash);
@@ -849,7 +840,6 @@ impl Core {
                 queue: q as u32,
                 estimate,
                 arrival_r,
-                bypass_left: g * VTime::from(estimate.max_seats()),
             });
             st.waiting_seats += u64::from(estimate.max_seats());
         }
