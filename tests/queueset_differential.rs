@@ -1,10 +1,21 @@
 #![cfg(not(loom))]
 //! The optimised queueset against the plain reference model, on random
 //! operation sequences (see `apf::queueset::differential`).
-use apf::queueset::differential::{check, Op};
+use apf::queueset::differential::{check, check_with_epochs, Op};
 use proptest::prelude::*;
 
 fn op() -> impl Strategy<Value = Op> {
+    op_with(true)
+}
+
+/// Operations that keep Kubernetes' policy (no reconfiguration into a
+/// flow policy).
+fn op_kubernetes() -> impl Strategy<Value = Op> {
+    op_with(false)
+}
+
+fn op_with(flow_policies: bool) -> impl Strategy<Value = Op> {
+    let flow = any::<bool>().prop_map(move |b| b && flow_policies);
     prop_oneof![
         4 => (0u8..8, 0u8..5, 0u8..4, prop_oneof![4 => Just(0u8), 1 => 1u8..6], proptest::option::weighted(0.2, 0u8..50))
             .prop_map(|(flow, initial, final_seats, latency_ms, deadline_ms)| Op::Start { flow, initial, final_seats, latency_ms, deadline_ms }),
@@ -13,7 +24,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(|pick| Op::Cancel { pick }),
         1 => (any::<u8>(), 0u8..4).prop_map(|(pick, seats)| Op::Release { pick, seats }),
         2 => any::<u16>().prop_map(|micros| Op::Advance { micros }),
-        1 => (0u8..8, 0u8..10, 1u8..5, 1u8..5, any::<bool>(), any::<bool>()).prop_map(|(limit, queues, hand, queue_length_limit, flow, max_min)| Op::Reconfigure { limit, queues, hand, queue_length_limit, flow, max_min }),
+        1 => (0u8..8, 0u8..10, 1u8..5, 1u8..5, flow, any::<bool>()).prop_map(|(limit, queues, hand, queue_length_limit, flow, max_min)| Op::Reconfigure { limit, queues, hand, queue_length_limit, flow, max_min }),
     ]
 }
 
@@ -25,6 +36,18 @@ proptest! {
     // policy, and its next bit half of those under `flow-maxmin`.
     fn queueset_matches_reference_model(initial in (1u8..8, 0u8..10, prop_oneof![0u8..4, 0x80u8..0x84, 0xc0u8..0xc4], 0u8..4), ops in proptest::collection::vec(op(), 1..120)) {
         if let Err(e) = check(initial, &ops) {
+            prop_assert!(false, "{}", e);
+        }
+    }
+
+    #[test]
+    // The same, observed only after operations that take the level lock:
+    // hot requests run for a while before the merge folds them. Under
+    // Kubernetes' policy only, for now: under the flow policies the core
+    // and the model still differ over multi-request epochs (left open on
+    // branch ledger-int, see docs/scaling.md).
+    fn queueset_matches_reference_model_over_epochs(initial in (1u8..8, 0u8..10, 0u8..4, 0u8..4), ops in proptest::collection::vec(op_kubernetes(), 1..120)) {
+        if let Err(e) = check_with_epochs(initial, &ops) {
             prop_assert!(false, "{}", e);
         }
     }
@@ -91,6 +114,57 @@ fn flow_holds_end_at_their_own_timer_instant() {
         start(5, 4, 0),
         Op::Finish { pick: 0 },
         Op::Advance { micros: 300 },
+    ];
+    check((1, 0, 0, 0), &ops).unwrap();
+}
+
+/// Per-flow order's first divergence found after the core followed it: a
+/// wide front's bypass allowance, partly spent, must outlast a switch to
+/// Kubernetes' policy and back (the core kept it with its flow's list and
+/// refreshed it when the list was rebuilt; it lives with the request now,
+/// as in the reference).
+#[test]
+fn a_fronts_allowance_outlasts_a_switch_of_policy() {
+    let start = |flow, initial, final_seats, latency_ms| Op::Start {
+        flow,
+        initial,
+        final_seats,
+        latency_ms,
+        deadline_ms: None,
+    };
+    let reconfigure = |limit, queues, hand, queue_length_limit, flow| Op::Reconfigure {
+        limit,
+        queues,
+        hand,
+        queue_length_limit,
+        flow,
+        max_min: false,
+    };
+    let ops = [
+        start(0, 4, 0, 0),
+        reconfigure(0, 2, 1, 2, false),
+        start(5, 2, 3, 0),
+        start(0, 2, 0, 1),
+        reconfigure(5, 3, 3, 1, true),
+        Op::Release { pick: 0, seats: 1 },
+        Op::Burst {
+            flow: 3,
+            initial: 0,
+            micros: 0,
+        },
+        start(2, 0, 2, 0),
+        Op::Finish { pick: 30 },
+        Op::Finish { pick: 137 },
+        reconfigure(1, 1, 1, 1, false),
+        start(0, 0, 2, 0),
+        start(0, 0, 0, 0),
+        Op::Finish { pick: 49 },
+        reconfigure(6, 1, 1, 1, true),
+        Op::Burst {
+            flow: 2,
+            initial: 0,
+            micros: 0,
+        },
     ];
     check((1, 0, 0, 0), &ops).unwrap();
 }

@@ -149,32 +149,6 @@ impl Core {
         }
     }
 
-    /// Anticipation (Iyer & Druschel's anticipatory scheduling, bounded):
-    /// whether a flow-policy request of `queue` finishing now with `seats`
-    /// should hold them for its flow's next request, for at most G, instead
-    /// of giving them to a waiting request of another flow. Only when
-    /// requests wait, the queue has none waiting, the policy is still
-    /// `flow`, and the queue is below its equal share of the limit without
-    /// these seats: a closed-loop flow with no think time sends its next
-    /// request an instant after its previous one ends, and a
-    /// work-conserving scheduler would have given the seat away by then,
-    /// leaving the flow to wait for the next finish every time. Called
-    /// after the request stopped executing, before its seats are released.
-    pub(crate) fn anticipates(&self, queue: u32, seats: u32) -> bool {
-        if !self.cfg.fairness.is_flow() || self.requests_waiting() == 0 {
-            return false;
-        }
-        let Some(q) = self.queues.get(queue as usize) else {
-            return false;
-        };
-        if !q.waiting.is_empty() {
-            return false;
-        }
-        let active = u64::from(self.queues.active()) + u64::from(!q.is_active());
-        let kept = u64::from(q.seats_in_use.saturating_sub(seats));
-        kept * active < u64::from(self.cfg.concurrency_limit)
-    }
-
     /// Seats held for flows' next requests.
     pub(crate) fn held_seats(&self) -> u32 {
         self.lingering.held_for_flows().min(u64::from(u32::MAX)) as u32
@@ -200,7 +174,13 @@ impl Core {
             return 0;
         }
         let held = self.lingering.take_holds();
-        held.iter().map(|l| self.end_lingering(l)).sum()
+        let freed = held.iter().map(|l| self.end_lingering(l)).sum();
+        for l in &held {
+            if let Some(flow) = l.flow {
+                self.order_forget_if_idle(flow);
+            }
+        }
+        freed
     }
 
     /// Debug-build checks of the flow table: every waiting flow-policy

@@ -79,6 +79,8 @@ pub mod history;
 #[cfg(all(test, debug_assertions, not(loom)))]
 mod invariant_tests;
 mod ledger;
+#[cfg(all(test, not(loom)))]
+mod order_memory_tests;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]

@@ -71,6 +71,9 @@ pub(crate) struct Completed {
     /// Their execution time, `Σ (end − start)`, nanoseconds, of mutating
     /// and of read-only requests (the read-vs-write integrals).
     pub(crate) executed_nanos: [u128; 2],
+    /// The latest-ending one's `(end, end − start)` (ties: the longest):
+    /// the level's last service time under per-flow order, order-free.
+    pub(crate) last: Option<(Instant, u64)>,
 }
 
 impl Completed {
@@ -82,6 +85,7 @@ impl Completed {
         self.requests += 1;
         self.seat_nanos += u128::from(seats) * u128::from(ran);
         self.executed_nanos[usize::from(e.tag & READ_ONLY_TAG != 0)] += u128::from(ran);
+        self.last = self.last.max(Some((end, ran)));
         let tally = self.tallies.get(e.tag);
         tally.begin_at_once(seats, e.queue != NO_QUEUE);
         tally.stats.work_estimated_seats.observe(seats.into());
@@ -101,6 +105,7 @@ impl Completed {
         {
             *a += std::mem::take(b);
         }
+        self.last = self.last.max(other.last.take());
         other.requests = 0;
         other.seat_nanos = 0;
     }
@@ -148,7 +153,21 @@ impl Core {
         // Each open request's queue, and per queue touched whether the
         // core held a request of it before the fold (it was active).
         let mut held_before: Vec<(usize, bool)> = Vec::new();
+        // Per-flow order: the flows active at T (R divides among them).
+        let by_flow = self.order.is_on();
+        let mut newly_active_flows: Vec<u64> = Vec::new();
+        let mut of_flow: Vec<bool> = Vec::with_capacity(if by_flow { folded.len() } else { 0 });
         for (_, _, _, e) in folded.iter_mut() {
+            if by_flow {
+                of_flow.push(e.queue == FLOW_QUEUE);
+            }
+            if by_flow
+                && e.queue == FLOW_QUEUE
+                && !self.flow_is_active(e.flow_hash)
+                && !newly_active_flows.contains(&e.flow_hash)
+            {
+                newly_active_flows.push(e.flow_hash);
+            }
             e.queue = self.fold_queue(e);
             if e.queue != NO_QUEUE {
                 let q = self.queues.ensure(e.queue as usize);
@@ -156,15 +175,22 @@ impl Core {
                     held_before.push((q, self.queues[q].is_active()));
                 }
             }
+            // It executes in its queue from now on: the next flow's choice
+            // of queue sees its seats.
+            self.begin_executing(e.queue, e.estimate.max_seats());
         }
-        // The epoch rule: R, with the queues active at T (the folded
-        // requests' included).
-        let newly_active = held_before.iter().filter(|&&(_, h)| !h).count() as u32;
-        let active = self.queues.active() + newly_active;
+        // The epoch rule: R, with the queues (flows, under per-flow order)
+        // active at T, the folded requests' included.
+        let active = if by_flow {
+            self.active_flows() + newly_active_flows.len() as u32
+        } else {
+            self.queues.active()
+        };
         let increment = epoch_increment(self.cfg.concurrency_limit, w, active, dt);
         self.vclock.advance(increment);
         let r = self.r();
-        // Every queue active before the fold keeps a debt, not a credit.
+        // Every queue active before the fold keeps a debt, not a credit
+        // (those the fold made active are set to R just below).
         for q in 0..self.queues.len() {
             if self.queues[q].is_active() {
                 let s = self.queues[q].next_dispatch_r;
@@ -177,11 +203,20 @@ impl Core {
                 self.queues[q].next_dispatch_r = r;
             }
         }
+        if by_flow {
+            // The finished requests' last service time is the guess of the
+            // flows new from now on; then every active flow keeps a debt,
+            // not a credit (`S_f = max(S_f, R(T))`).
+            if let Some((_, nanos)) = completed.last {
+                self.order.note_service(nanos);
+            }
+            self.order_epoch_floor();
+        }
         // Fold: each open request is dispatched in start order, as if it
         // had started now having run since its start: its queue is charged
         // its work less its initial seats × the time it already ran
         // (Kubernetes' dispatch gauges note each dispatch).
-        for &(_, _, _, e) in folded.iter() {
+        for (i, &(_, _, _, e)) in folded.iter().enumerate() {
             let seats = e.estimate.max_seats();
             let tally = self.tallies.get(e.tag);
             tally.begin_at_once(seats, e.queue != NO_QUEUE);
@@ -197,7 +232,9 @@ impl Core {
                 self.note_dispatch(q);
                 self.queues[q].next_dispatch_r += f;
             }
-            self.begin_executing(e.queue, seats);
+            if by_flow && of_flow[i] {
+                self.order_fold(e.flow_hash, &e.estimate, e.start, t);
+            }
         }
         for &(q, _) in &held_before {
             self.queues.bound_and_reindex(q);
@@ -208,6 +245,7 @@ impl Core {
         self.tallies.note_executed(READ_ONLY_TAG, read_only);
         completed.requests = 0;
         completed.seat_nanos = 0;
+        completed.last = None;
         true
     }
 
