@@ -190,6 +190,10 @@ fn check_observing(initial: (u8, u8, u8, u8), ops: &[Op], every_op: bool) -> Res
             !timer_due && matches!(op, Op::Advance { .. } | Op::Start { .. } | Op::Burst { .. });
         if every_op || !quiet {
             run.compare(step, op, &mut model, clock.now())?;
+        } else {
+            // Decisions are collected at once all the same (polling takes
+            // no lock): a cancel must meet a dispatched request as such.
+            run.collect_events(step, &mut model)?;
         }
     }
     // Drain everything: finish all, run out all timers; both must end empty.
