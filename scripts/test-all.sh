@@ -38,7 +38,7 @@ cargo publish --dry-run -p apf -p apf-cli --allow-dirty --quiet
 
 step "tower layer: unit tests and the loopback load test"
 cargo test --features tower --lib tower::
-cargo test --features tower --test tower_load
+cargo test --features tower --test end_to_end tower_load::
 cargo test --doc --features tower tower
 
 step "loom models"
@@ -47,7 +47,7 @@ scripts/loom.sh
 step "shuttle: randomised schedules of the queueset"
 scripts/shuttle.sh
 
-step "ThreadSanitizer: the real-thread soak (tests/soak.rs)"
+step "ThreadSanitizer: the real-thread soak (tests/end_to_end/soak.rs)"
 scripts/tsan.sh
 
 step "fuzz targets (short differential runs)"

@@ -330,7 +330,7 @@ fn any_request(rng: &mut shuttle::rand::rngs::ThreadRng, _id: u64) -> Request {
 /// reference model: same decisions, same fates, same final state. (It found
 /// that the core bounded a queue after each of several simultaneous
 /// time-outs instead of once after all of them; see
-/// `queueset_rules::requests_timing_out_together_leave_their_queue_unbounded_by_each_other`.)
+/// `rules::requests_timing_out_together_leave_their_queue_unbounded_by_each_other`.)
 #[test]
 fn slow_path_matches_reference() {
     shuttle::check_random(

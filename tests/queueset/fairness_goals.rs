@@ -11,17 +11,15 @@
 //! filling on the flows' demands (`support/measure.rs`: `fair_alloc`); a
 //! scenario's score is the worst relative error over its flows.
 //!
-//! `cargo test --test fairness_goals -- --ignored --nocapture` prints the
+//! `cargo test --test queueset fairness_goals:: -- --ignored --nocapture` prints the
 //! table (docs/flow-fairness.md, "Measured today"). Each scenario carries
 //! its goal (5%, 10% where widths differ); setting its `enforce` to true
 //! makes `enforced_scenarios_meet_their_goals`, which runs in the test
 //! command, assert it under `flow` and `flow-maxmin`. None is enforced
 //! today: today's `flow` misses most of them.
 
-#[path = "support/measure.rs"]
-mod measure;
-#[path = "support/sim.rs"]
-mod sim;
+use crate::measure;
+use crate::sim;
 
 use apf::queueset::reference::WaitingOrder;
 use apf::queueset::{Fairness, QueueSetConfig};
@@ -151,7 +149,7 @@ fn scenarios() -> Vec<Scenario> {
     let mut out = Vec::new();
     let half = |horizon: u64| (horizon / 2, horizon);
 
-    // Baselines that today's `flow` already meets (tests/flow_fairness.rs).
+    // Baselines that today's `flow` already meets (tests/queueset/flow_fairness.rs).
     let f = disjoint_flows(64, 6, 2);
     let (clients, flow_of) = one_each(vec![
         Client::new(f[0], 16, SEC, 0),
@@ -348,7 +346,7 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// The table of `cargo test --test fairness_goals -- --ignored
+/// The table of `cargo test --test queueset fairness_goals:: -- --ignored
 /// --nocapture`: per scenario, the worst relative error under each policy
 /// (and, under `flow` and `flow-maxmin`, the flow with it, by its index in
 /// the scenario: its seats and its max-min share).
