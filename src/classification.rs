@@ -306,5 +306,5 @@ fn schema_info(schema: &ValidFlowSchema) -> SchemaInfo {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;

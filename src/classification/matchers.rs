@@ -484,7 +484,7 @@ fn join_on_stack<'b>(buf: &'b mut [u8; 256], resource: &str, subresource: &str) 
     std::str::from_utf8(&buf[..len]).ok()
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -1,6 +1,6 @@
 //! Test-only (`--cfg shuttle`): the order in which slow-path operations took
 //! effect, for the shuttle tests that replay a concurrent run into the
-//! reference model (tests/shuttle_queueset.rs).
+//! reference model (src/queueset/shuttle_tests/paths.rs).
 //!
 //! Each slow-path operation notes itself while it holds the level lock, at
 //! the instant it read for its decision, so the log is the order in which
