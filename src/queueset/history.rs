@@ -10,6 +10,10 @@
 //! operation that advanced the clock. Shuttle runs all tasks of a test on
 //! the test's own OS thread, so the log lives in a thread-local and tests
 //! running side by side do not mix.
+// The reading side (`set_current`, `take`) is for the shuttle tests alone:
+// the library itself, built under --cfg shuttle as their dependency, only
+// notes.
+#![cfg_attr(not(test), allow(dead_code))]
 
 use crate::clock::Instant;
 use shuttle::current::TaskId;
