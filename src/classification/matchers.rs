@@ -29,8 +29,16 @@ const SCAN_LIMIT: usize = 8;
 #[derive(Clone, Debug, Default)]
 struct NameTable {
     names: Vec<Box<str>>,
+    /// Bit `min(len, 63)` set for the length of every name: a name whose
+    /// length has no bit is not in the table, without a scan or a hash
+    /// (most users are in no table).
+    lengths: u64,
     /// Built once the table outgrows a scan.
     index: Option<AHashMap<Box<str>, u32>>,
+}
+
+fn length_bit(name: &str) -> u64 {
+    1 << name.len().min(63)
 }
 
 impl NameTable {
@@ -43,6 +51,7 @@ impl NameTable {
             return None;
         }
         self.names.push(name.into());
+        self.lengths |= length_bit(name);
         if self.names.len() > SCAN_LIMIT {
             self.index = Some(
                 self.names
@@ -59,6 +68,9 @@ impl NameTable {
     // three groups) each paid a call's register saves and restores.
     #[inline(always)]
     fn position(&self, name: &str) -> Option<usize> {
+        if self.lengths & length_bit(name) == 0 {
+            return None;
+        }
         match &self.index {
             Some(index) => index.get(name).map(|i| *i as usize),
             None => self.names.iter().position(|n| **n == *name),
@@ -91,9 +103,13 @@ pub(super) struct SubjectKey {
 impl SubjectTables {
     pub(super) fn key(&self, user: &str, groups: &[&str]) -> SubjectKey {
         let mut prefixes = 0;
-        for (i, p) in self.prefixes.names.iter().enumerate() {
-            if user.starts_with(&**p) {
-                prefixes |= 1 << i;
+        // Every prefix is a service account namespace's (see
+        // `SubjectMatcher::new`).
+        if user.starts_with(SERVICE_ACCOUNT_PREFIX) {
+            for (i, p) in self.prefixes.names.iter().enumerate() {
+                if user.starts_with(&**p) {
+                    prefixes |= 1 << i;
+                }
             }
         }
         SubjectKey {

@@ -231,7 +231,7 @@ mod loom_tests {
 
     /// The deliberately broken protocol: the model must catch it.
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "the request lost its level")]
     fn a_request_without_its_own_lease_is_caught() {
         reconfigure_against_request(false);
     }
