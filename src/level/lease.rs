@@ -2,7 +2,7 @@
 //! write to a cache line that every core writes.
 //!
 //! # Why
-//! A request keeps its level (and the dispatcher's [`Decision`] its flow
+//! A request keeps its level (and the dispatcher's `Decision` its flow
 //! schema) alive while it runs, so that a reconfiguration that removes
 //! the level cannot free it under the request. With one `Arc<Level>` per
 //! level, every request's clone and drop is an atomic read-modify-write on
@@ -53,8 +53,6 @@ use std::ops::Deref;
 /// A reference to a level or a flow schema that keeps it alive (see the
 /// module documentation). Dereferences to the value; [`Lease::arc`] gives
 /// the shared `Arc` (for identity, or an owner of one's own).
-///
-/// [`Decision`]: crate::dispatcher::Decision
 pub struct Lease<T>(Holder<T>);
 
 enum Holder<T> {
