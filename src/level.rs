@@ -143,6 +143,24 @@ pub struct Level {
     pub(crate) clock: Clock,
     /// Notes on the requests waiting here, by [`Waiting::id`], for dumps.
     notes: Mutex<HashMap<u64, WaitingNote>>,
+    /// The costs servers reported as requests finished here.
+    reported_costs: ReportedCosts,
+}
+
+/// The most seats one cost report counts for the adaptive limit.
+const MAX_REPORTED_COST: f64 = 1e6;
+
+/// The costs servers reported at finish ([`RequestGuard::finish_with_cost`])
+/// at a limited level, for the adaptive limit, which divides its latency
+/// samples by them ([`crate::adaptive`]): how many reports, and their sum
+/// in millionths of a seat. Only a finish that reports a cost touches them
+/// (two relaxed adds; a plain finish pays nothing); the adaptive limit
+/// reads them every update interval, after replaying the level's ring, so
+/// a report may be read one window before its completion, never after.
+#[derive(Debug)]
+struct ReportedCosts {
+    reports: AtomicU64,
+    micros: AtomicU64,
 }
 
 impl fmt::Debug for Level {
@@ -194,7 +212,34 @@ impl Level {
             max_seats: AtomicU64::new(u64::MAX),
             clock,
             notes: Mutex::new(HashMap::new()),
+            reported_costs: ReportedCosts {
+                reports: AtomicU64::new(0),
+                micros: AtomicU64::new(0),
+            },
         }
+    }
+
+    /// The costs reported at finish here so far: (reports, sum in
+    /// millionths of a seat), for the adaptive limit.
+    pub(crate) fn reported_costs(&self) -> (u64, u64) {
+        let c = &self.reported_costs;
+        (
+            c.reports.load(Ordering::Relaxed),
+            c.micros.load(Ordering::Relaxed),
+        )
+    }
+
+    fn note_cost(&self, cost: f64) {
+        if self.is_exempt() {
+            return; // exempt levels' latencies are not sampled
+        }
+        // Finite and non-negative (checked). One report counts at most a
+        // million seats, so a window's sum cannot wrap (the reader takes
+        // wrapping differences anyway).
+        let micros = (cost.min(MAX_REPORTED_COST) * 1e6 + 0.5) as u64; // rounded
+        let c = &self.reported_costs;
+        c.reports.fetch_add(1, Ordering::Relaxed);
+        c.micros.fetch_add(micros, Ordering::Relaxed);
     }
 
     /// Whether the level is exempt (executes every request at once).
@@ -692,6 +737,8 @@ impl RequestGuard {
         if let Some(learn) = &self.learn {
             learn.costs.record(learn.key, cost);
         }
+        // Before the finish reaches the ring (see `ReportedCosts`).
+        self.level.note_cost(cost);
         self.finish_at(end);
         Ok(())
     }

@@ -632,7 +632,7 @@ pub unsafe extern "C" fn apf_finish_with_cost(
 /// holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
 /// its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
 /// `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
-/// the finish). The last error message names the request and the seats.
+/// the finish).
 ///
 /// # Safety
 /// `dispatcher` NULL or live.

@@ -76,6 +76,8 @@ pub mod history;
 mod invariant_tests;
 #[cfg(test)]
 mod ledger;
+#[cfg(all(test, not(loom)))]
+mod order_memory_tests;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
