@@ -7,8 +7,12 @@
  * - Every function returns an apf_status (APF_OK = 0, errors 7000-7999),
  *   except apf_abi_version and the _free functions. Results go through
  *   out-parameters, which come last and are written only on APF_OK.
- *   apf_last_error gives the calling thread's last error message.
- * - Text made on demand (metrics, dumps, stats, the last error) comes out
+ *   apf_status_text describes a code. Constructors and reconfigurations,
+ *   whose failures need more words, take a last apf_error **out_error
+ *   (NULL: not wanted): on failure it receives an owned apf_error
+ *   (apf_error_status, apf_error_message; free it with apf_error_free).
+ *   No function keeps per-thread error state.
+ * - Text made on demand (metrics, dumps, stats) comes out
  *   as an owned struct apf_text: free it with apf_text_free.
  * - Option structs start with size_t struct_size: initialise them with
  *   their _default function, then change fields (they can grow in later
@@ -24,18 +28,19 @@
  *   by apf_finish, a queued one by its rejection or by
  *   apf_request_cancel. Stale, unknown or reused handles are detected
  *   (APF_ERR_INVALID_HANDLE), never undefined behaviour.
- * - Workqueues (apf_wq_*): apf_wq_new/apf_wq_free, limiter descriptions
- *   apf_wq_limiter_new_... and apf_wq_limiter_free (queues copy them). Keys are
- *   byte strings (const uint8_t *key, size_t key_len), copied. An item
- *   handle from apf_wq_get is retired by apf_wq_done, which also ends the
- *   validity of the key pointer apf_wq_get returned with it.
+ * - Workqueues (apf_workqueue_*): apf_workqueue_new/apf_workqueue_free,
+ *   limiter descriptions apf_rate_limiter_new_... and apf_rate_limiter_free
+ *   (queues copy them). Keys are byte strings (const uint8_t *key,
+ *   size_t key_len), copied. An item handle from apf_workqueue_get is
+ *   retired by apf_workqueue_done, which also ends the validity of the key
+ *   pointer apf_workqueue_get returned with it.
  * - Threads: every function may be called concurrently on one dispatcher,
  *   and a request handle may be used from any thread, except that
  *   apf_dispatcher_free must be the dispatcher's last call; the same holds
- *   for a workqueue, whose apf_wq_free may only overlap calls blocked in
- *   apf_wq_get or apf_wq_shut_down_with_drain (it wakes them). The completion
- *   callback runs on the thread that decided the request, with no libapf
- *   lock held.
+ *   for a workqueue, whose apf_workqueue_free may only overlap calls
+ *   blocked in apf_workqueue_get or apf_workqueue_shut_down_with_drain (it
+ *   wakes them). The completion callback runs on the thread that decided
+ *   the request, with no libapf lock held.
  * - No Rust panic crosses this boundary: a panic inside libapf returns
  *   APF_ERR_PANIC and the library stays usable.
  */
@@ -46,10 +51,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-/* The version of libapf this header belongs to (Cargo.toml's); compare
+/* The version of libapf this header belongs to (capi/Cargo.toml's); compare
  * APF_VERSION_NUMBER with apf_abi_version() at start-up. */
 #define APF_VERSION_MAJOR 0
-#define APF_VERSION_MINOR 1
+#define APF_VERSION_MINOR 2
 #define APF_VERSION_PATCH 0
 #define APF_VERSION_NUMBER ((APF_VERSION_MAJOR << 16) | (APF_VERSION_MINOR << 8) | APF_VERSION_PATCH)
 
@@ -60,8 +65,9 @@
 // `APF_OK` is 0; errors lie in the range 7000-7999 so they cannot be
 // confused with `errno` values or booleans. A code, once published, keeps
 // its meaning and is never reused. Functions write their out-parameters only
-// when they return `APF_OK`. On error, the calling
-// thread's last error message (`apf_last_error`) says what went wrong.
+// when they return `APF_OK`. On error, `apf_status_text` describes the
+// code; functions whose failures need more words (configuration, option
+// structs, limiter parameters) also hand out an owned `apf_error`.
 enum apf_status
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
@@ -111,7 +117,7 @@ enum apf_status
   APF_ERR_IN_CALLBACK = 7013,
   // The workqueue is of another kind than the call needs: a slow lane on
   // a queue without lanes, a priority on a non-priority queue.
-  APF_ERR_WQ_WRONG_KIND = 7014,
+  APF_ERR_WORKQUEUE_WRONG_KIND = 7014,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -173,70 +179,70 @@ typedef uint32_t apf_reject_reason;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-// The kind of queue (`apf_wq_options.kind`).
-enum apf_wq_kind
+// The kind of queue (`apf_workqueue_options.kind`).
+enum apf_workqueue_kind
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
   // First in, first out (client-go's default).
-  APF_WQ_FIFO = 0,
+  APF_WORKQUEUE_FIFO = 0,
   // A fast and a slow lane, each FIFO; slow items are handed out only
   // while the fast lane is empty. Adding a queued item with the other
   // lane moves it to the back of that lane.
-  APF_WQ_TWO_LANE = 1,
+  APF_WORKQUEUE_TWO_LANE = 1,
   // Integer priorities, highest first, FIFO within one priority
   // (controller-runtime's priority queue): of all adds of an item not yet
   // handed out, the highest priority and the shortest delay win.
-  APF_WQ_PRIORITY = 2,
+  APF_WORKQUEUE_PRIORITY = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
-typedef enum apf_wq_kind apf_wq_kind;
+typedef enum apf_workqueue_kind apf_workqueue_kind;
 #else
-typedef uint32_t apf_wq_kind;
+typedef uint32_t apf_workqueue_kind;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-// A lane of a two-lane queue (`apf_wq_add_opts.lane`, `apf_wq_item.lane`).
-enum apf_wq_lane
+// A lane of a two-lane queue (`apf_workqueue_add_options.lane`, `apf_workqueue_item.lane`).
+enum apf_workqueue_lane
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
   // Served first; the default lane of every add.
-  APF_WQ_LANE_FAST = 0,
+  APF_WORKQUEUE_LANE_FAST = 0,
   // Served only while the fast lane is empty.
-  APF_WQ_LANE_SLOW = 1,
+  APF_WORKQUEUE_LANE_SLOW = 1,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
-typedef enum apf_wq_lane apf_wq_lane;
+typedef enum apf_workqueue_lane apf_workqueue_lane;
 #else
-typedef uint32_t apf_wq_lane;
+typedef uint32_t apf_workqueue_lane;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
-// What `apf_wq_get` found (`apf_wq_item.result`). None is an error.
-enum apf_wq_get_result
+// What `apf_workqueue_get` found (`apf_workqueue_item.result`). None is an error.
+enum apf_workqueue_get_result
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
-  // An item: process it, then `apf_wq_done` its handle.
-  APF_WQ_ITEM = 0,
-  // Nothing ready now (`apf_wq_try_get`, or `apf_wq_get` with timeout 0).
-  APF_WQ_EMPTY = 1,
+  // An item: process it, then `apf_workqueue_done` its handle.
+  APF_WORKQUEUE_ITEM = 0,
+  // Nothing ready now (`apf_workqueue_try_get`, or `apf_workqueue_get` with timeout 0).
+  APF_WORKQUEUE_EMPTY = 1,
   // The queue is shutting down and nothing is ready: stop working.
-  APF_WQ_SHUT_DOWN = 2,
-  // The timeout of `apf_wq_get` passed with nothing ready.
-  APF_WQ_TIMED_OUT = 3,
+  APF_WORKQUEUE_SHUT_DOWN = 2,
+  // The timeout of `apf_workqueue_get` passed with nothing ready.
+  APF_WORKQUEUE_TIMED_OUT = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
-typedef enum apf_wq_get_result apf_wq_get_result;
+typedef enum apf_workqueue_get_result apf_workqueue_get_result;
 #else
-typedef uint32_t apf_wq_get_result;
+typedef uint32_t apf_workqueue_get_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -275,6 +281,12 @@ typedef uint32_t apf_fairness;
 // follow). Request handles may be used from any thread.
 typedef struct apf_dispatcher apf_dispatcher;
 
+// The error of a failed call that takes `apf_error **out_error`: its
+// status and a message. Owned by the caller: free it with
+// `apf_error_free`. Immutable, so any thread may read it; freeing it must
+// be its last use.
+typedef struct apf_error apf_error;
+
 // One priority level's queues and seats, without classification: the
 // caller gives each request's flow hash and work estimate.
 //
@@ -283,40 +295,106 @@ typedef struct apf_dispatcher apf_dispatcher;
 // last call. Request handles may be used from any thread.
 typedef struct apf_queueset apf_queueset;
 
+// A rate limiter's description, not yet bound to a clock: each queue made
+// with it (`apf_workqueue_options.limiter`) gets its own limiter, with its own
+// state, built from a copy of the description. Free it with
+// `apf_rate_limiter_free` once no longer needed (queues keep their copy).
+//
+// Thread safety: immutable once made; may be read from any number of
+// threads at once (by `apf_workqueue_new`, `apf_rate_limiter_new_max_of`), but not
+// while `apf_rate_limiter_free` runs.
+typedef struct apf_rate_limiter apf_rate_limiter;
+
 // A work queue of byte-string keys (client-go's rules: an item added while
 // queued is queued once; one added while being processed is queued again
-// only after `apf_wq_done`, so no key is ever processed by two workers at
-// once; after shutdown, adds are ignored and `apf_wq_get` hands out what is
-// queued, then reports `APF_WQ_SHUT_DOWN`). Every queue delays
-// (`apf_wq_add_after`) and rate-limits (`apf_wq_add_rate_limited`).
+// only after `apf_workqueue_done`, so no key is ever processed by two workers at
+// once; after shutdown, adds are ignored and `apf_workqueue_get` hands out what is
+// queued, then reports `APF_WORKQUEUE_SHUT_DOWN`). Every queue delays
+// (`apf_workqueue_add_after`) and rate-limits (`apf_workqueue_add_rate_limited`).
 //
 // Thread safety: every function may be called on one queue from any number
 // of threads at once, and an item handle may be done from any thread, with
-// one exception: `apf_wq_free`. It must not overlap any call that is
-// starting or running, except calls blocked inside `apf_wq_get` or
-// `apf_wq_shut_down_with_drain`, which it wakes (they return
-// `APF_WQ_SHUT_DOWN` and `APF_OK`) and which then touch nothing freed; no
-// call may follow it. The simple safe order is `apf_wq_shut_down`, join the
-// workers, `apf_wq_free`.
+// one exception: `apf_workqueue_free`. It must not overlap any call that is
+// starting or running, except calls blocked inside `apf_workqueue_get` or
+// `apf_workqueue_shut_down_with_drain`, which it wakes (they return
+// `APF_WORKQUEUE_SHUT_DOWN` and `APF_OK`) and which then touch nothing freed; no
+// call may follow it. The simple safe order is `apf_workqueue_shut_down`, join the
+// workers, `apf_workqueue_free`.
 typedef struct apf_workqueue apf_workqueue;
 
-// A rate limiter's description, not yet bound to a clock: each queue made
-// with it (`apf_wq_options.limiter`) gets its own limiter, with its own
-// state, built from a copy of the description. Free it with
-// `apf_wq_limiter_free` once no longer needed (queues keep their copy).
-//
-// Thread safety: immutable once made; may be read from any number of
-// threads at once (by `apf_wq_new`, `apf_wq_limiter_new_max_of`), but not
-// while `apf_wq_limiter_free` runs.
-typedef struct apf_wq_limiter apf_wq_limiter;
+// The adaptive limit's tuning. Point `apf_dispatcher_options.adaptive` at
+// one to turn the limit on (NULL, the default, keeps the fixed
+// `server_concurrency_limit`). Always start from
+// `apf_adaptive_options_default`: it sets `struct_size` and the defaults
+// below, which docs/adaptive-limit.md justifies.
+typedef struct apf_adaptive_options {
+  // `sizeof(apf_adaptive_options)` as the caller's header knows it; set
+  // by `apf_adaptive_options_default`.
+  size_t struct_size;
+  // The least total the gradient may set, and where the slow start
+  // begins (default 8). At least 1.
+  uint32_t min_limit;
+  // The greatest total the gradient may set (default 10000). From
+  // `min_limit` to 2^30.
+  uint32_t max_limit;
+  // How often a window of latencies is taken and the total updated, in
+  // nanoseconds (default 250 ms). At least 10 ms (10000000).
+  uint64_t update_interval_ns;
+  // The latency over the minimum the total settles at, in percent
+  // (default 10: 1.1 × the minimum latency). 1 to 1000.
+  uint32_t tolerance_percent;
+  // How much of each window's target the total takes, in percent
+  // (default 20). 1 to 100.
+  uint32_t smoothing_percent;
+  // The exponent on the latency ratio (default 3). 1 to 8.
+  uint32_t gain;
+  // Windows with fewer completions than this are merged with the next
+  // (default 16).
+  uint32_t min_window_samples;
+  // Time between minimum-latency probes, in nanoseconds (default 60 s).
+  // At least `update_interval_ns`.
+  uint64_t probe_interval_ns;
+  // The total a probe asks for (default 3). From 1 to `max_limit`.
+  uint32_t probe_limit;
+  // Completions a probe averages (default 50). At least 1.
+  uint32_t probe_samples;
+  // The longest a probe drains or measures, in nanoseconds (default
+  // 2 s). At least `update_interval_ns`.
+  uint64_t probe_timeout_ns;
+} apf_adaptive_options;
 
-// Server-wide settings, with `apf_options_default`'s values filled in
-// unless you change them. Always start from `apf_options_default`: it sets
+// The adaptive limit's state at one moment (`apf_dispatcher_read_adaptive`).
+// With the limit off, `enabled` is false and every other field 0.
+typedef struct apf_adaptive_state {
+  // Whether the dispatcher runs the adaptive limit.
+  bool enabled;
+  // Whether a minimum-latency probe is under way.
+  bool probing;
+  // The total seats the priority levels share now.
+  uint32_t limit;
+  // The smoothed total the gradient follows (a probe returns to it).
+  double estimate;
+  // The minimum latency the last probe measured, in nanoseconds; 0
+  // until a probe has measured one.
+  uint64_t min_latency_ns;
+  // The last window's mean execution time, in nanoseconds; 0 before the
+  // first window.
+  uint64_t latency_ns;
+  // The last gradient applied, in [0.5, 2].
+  double gradient;
+  // Probes started so far.
+  uint64_t probes;
+  // Windows taken so far.
+  uint64_t updates;
+} apf_adaptive_state;
+
+// Server-wide settings, with `apf_dispatcher_options_default`'s values filled in
+// unless you change them. Always start from `apf_dispatcher_options_default`: it sets
 // `struct_size`, which lets later versions add fields (see the ABI policy
 // in docs/install.md).
-typedef struct apf_options {
-  // `sizeof(apf_options)` as the caller's header knows it; set by
-  // `apf_options_default`.
+typedef struct apf_dispatcher_options {
+  // `sizeof(apf_dispatcher_options)` as the caller's header knows it; set by
+  // `apf_dispatcher_options_default`.
   size_t struct_size;
   // Seats shared by all priority levels (Kubernetes: max-requests-inflight
   // + max-mutating-requests-inflight; default 600). 1 to 2^30.
@@ -333,7 +411,14 @@ typedef struct apf_options {
   // `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
   // the real monotonic clock, whose 0 is the dispatcher's creation.
   bool manual_clock;
-} apf_options;
+  // The adaptive server concurrency limit (docs/adaptive-limit.md):
+  // NULL (the default) keeps the fixed `server_concurrency_limit`; a
+  // struct filled by `apf_adaptive_options_default` and then tuned turns
+  // it on, the total then following the backend's measured latency
+  // (`server_concurrency_limit` still sizes the levels' per-request seat
+  // caps). Read only during `apf_dispatcher_new_*`.
+  const struct apf_adaptive_options *adaptive;
+} apf_dispatcher_options;
 
 // A completion callback: `user` is the pointer given with it, `request` the
 // handle of a queued request that was just decided.
@@ -606,17 +691,17 @@ typedef struct apf_decision {
   struct apf_str priority_level_uid;
 } apf_decision;
 
-// How `apf_wq_new` builds a queue. Start from `apf_wq_options_default`,
+// How `apf_workqueue_new` builds a queue. Start from `apf_workqueue_options_default`,
 // which sets `struct_size` (so later versions can add fields).
-typedef struct apf_wq_options {
-  // `sizeof(apf_wq_options)` as the caller's header knows it; set by
-  // `apf_wq_options_default`.
+typedef struct apf_workqueue_options {
+  // `sizeof(apf_workqueue_options)` as the caller's header knows it; set by
+  // `apf_workqueue_options_default`.
   size_t struct_size;
-  // An `apf_wq_kind` (default `APF_WQ_FIFO`).
+  // An `apf_workqueue_kind` (default `APF_WORKQUEUE_FIFO`).
   uint32_t kind;
   // Run on a manual clock that starts at 0 and moves only through
-  // `apf_wq_advance_clock` (delays, rate limits and timed metrics);
-  // otherwise the real monotonic clock. `apf_wq_get`'s timeout is real
+  // `apf_workqueue_advance_clock` (delays, rate limits and timed metrics);
+  // otherwise the real monotonic clock. `apf_workqueue_get`'s timeout is real
   // time either way.
   bool manual_clock;
   // The queue's name `(name, name_len)`, UTF-8: the `name` label of its
@@ -626,8 +711,8 @@ typedef struct apf_wq_options {
   // The length of `name` in bytes.
   size_t name_len;
   // The rate limiter (copied; free yours whenever you like); NULL for
-  // client-go's default controller limiter (`apf_wq_limiter_new_default`).
-  const struct apf_wq_limiter *limiter;
+  // client-go's default controller limiter (`apf_rate_limiter_new_default`).
+  const struct apf_rate_limiter *limiter;
   // How many items one generation of a per-item limiter's state holds
   // before it ages early (memory is bounded by twice this); 0 for the
   // library's default, 2^20.
@@ -640,13 +725,13 @@ typedef struct apf_wq_options {
   // under the queue's lock: say 1000000 if it will hold a million); 0 to
   // grow as needed. Values above 2^28 count as 2^28.
   uint64_t capacity;
-} apf_wq_options;
+} apf_workqueue_options;
 
-// Options of `apf_wq_add_with_opts`. Start from `apf_wq_add_opts_default`
+// Options of `apf_workqueue_add_with_options`. Start from `apf_workqueue_add_options_default`
 // (a plain add), which sets `struct_size`.
-typedef struct apf_wq_add_opts {
-  // `sizeof(apf_wq_add_opts)` as the caller's header knows it; set by
-  // `apf_wq_add_opts_default`.
+typedef struct apf_workqueue_add_options {
+  // `sizeof(apf_workqueue_add_options)` as the caller's header knows it; set by
+  // `apf_workqueue_add_options_default`.
   size_t struct_size;
   // Add once this many nanoseconds have passed on the queue's clock; 0:
   // now. An item already waiting keeps the earlier time.
@@ -654,46 +739,86 @@ typedef struct apf_wq_add_opts {
   // Also ask the rate limiter: the delay is the limiter's, or
   // `after_nanos` if that is non-zero and shorter.
   bool rate_limited;
-  // Two-lane queues: an `apf_wq_lane`. Other kinds accept only
-  // `APF_WQ_LANE_FAST` (`APF_ERR_WQ_WRONG_KIND`).
+  // Two-lane queues: an `apf_workqueue_lane`. Other kinds accept only
+  // `APF_WORKQUEUE_LANE_FAST` (`APF_ERR_WORKQUEUE_WRONG_KIND`).
   uint32_t lane;
   // Priority queues: use `priority` (otherwise priority 0). Other kinds
-  // reject `has_priority` (`APF_ERR_WQ_WRONG_KIND`).
+  // reject `has_priority` (`APF_ERR_WORKQUEUE_WRONG_KIND`).
   bool has_priority;
   // Higher is handed out first.
   int32_t priority;
-} apf_wq_add_opts;
+} apf_workqueue_add_options;
 
-// What `apf_wq_get` and `apf_wq_try_get` found.
-typedef struct apf_wq_item {
-  // An `apf_wq_get_result`; the other fields matter only for
-  // `APF_WQ_ITEM`.
+// What `apf_workqueue_get` and `apf_workqueue_try_get` found.
+typedef struct apf_workqueue_item {
+  // An `apf_workqueue_get_result`; the other fields matter only for
+  // `APF_WORKQUEUE_ITEM`.
   uint32_t result;
-  // The item's handle for `apf_wq_done` (never 0 for an item; 0
+  // The item's handle for `apf_workqueue_done` (never 0 for an item; 0
   // otherwise).
   uint64_t item;
   // The key `(key, key_len)`, owned by the queue, valid until
-  // `apf_wq_done` of this handle (or `apf_wq_free`). Not NUL-terminated.
+  // `apf_workqueue_done` of this handle (or `apf_workqueue_free`). Not NUL-terminated.
   // NULL only for no item (an empty key has a non-NULL pointer).
   const uint8_t *key;
   // The length of `key` in bytes.
   size_t key_len;
-  // Two-lane queues: the `apf_wq_lane` the item came from; 0 otherwise.
+  // Two-lane queues: the `apf_workqueue_lane` the item came from; 0 otherwise.
   uint32_t lane;
   // Priority queues: the item's priority; 0 otherwise.
   int32_t priority;
-} apf_wq_item;
+} apf_workqueue_item;
 
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+// The status of an error (`APF_ERR_NULL_POINTER` for NULL).
+//
+// # Safety
+// `error` must be NULL or an `apf_error` not yet freed.
+apf_status apf_error_status(const struct apf_error *error);
+
+// The message of an error: `*out_text` points to `*out_len` bytes of
+// UTF-8 followed by a NUL, owned by the error and valid until
+// `apf_error_free`.
+//
+// # Safety
+// `error` must be NULL or an `apf_error` not yet freed; `out_text` and
+// `out_len` must be NULL or writable.
+apf_status apf_error_message(const struct apf_error *error, const char **out_text, size_t *out_len);
+
+// Free an error; NULL is a no-op.
+//
+// # Safety
+// `error` must be NULL or an `apf_error` not yet freed, and not used
+// afterwards.
+void apf_error_free(struct apf_error *error);
+
+// Fill `*out` with the adaptive limit's default tuning: totals from 8 to
+// 10000 seats, a window every 250 ms, 10% tolerance, 20% smoothing, gain
+// 3, windows of at least 16 completions, a probe of 3 seats over 50
+// completions every 60 s that lasts at most 2 s.
+//
+// # Safety
+// `out` must be NULL or writable.
+apf_status apf_adaptive_options_default(struct apf_adaptive_options *out);
+
+// The adaptive limit's state now: the total, the minimum-latency
+// estimate, the last window's latency and gradient (the same figures as
+// the `apiserver_flowcontrol_adaptive_*` metrics). With the limit off,
+// `APF_OK` and `out->enabled` false.
+//
+// # Safety
+// `dispatcher` must be NULL or live; `out` NULL or writable.
+apf_status apf_dispatcher_read_adaptive(const struct apf_dispatcher *dispatcher, struct apf_adaptive_state *out);
 
 // Fill `*out` with the default options: 600 seats, G = 3 ms, a 15 s wait
 // limit, a 10 s borrowing period, the real clock.
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_options_default(struct apf_options *out);
+apf_status apf_dispatcher_options_default(struct apf_dispatcher_options *out);
 
 // Create a dispatcher with Kubernetes' built-in configuration (the
 // mandatory and suggested flow schemas and priority levels).
@@ -702,8 +827,11 @@ apf_status apf_options_default(struct apf_options *out);
 // dispatcher; free it with `apf_dispatcher_free`.
 //
 // # Safety
-// `options` must be NULL or readable; `out` must be NULL or writable.
-apf_status apf_dispatcher_new_builtin(const struct apf_options *options, struct apf_dispatcher **out);
+// `options` must be NULL or readable, and its `adaptive` NULL or readable
+// for the `struct_size` it states; `out` must be NULL or writable.
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_new_builtin(const struct apf_dispatcher_options *options, struct apf_dispatcher **out, struct apf_error **out_error);
 
 // Create a dispatcher from configuration text: FlowSchema and
 // PriorityLevelConfiguration objects in YAML (several documents, or a
@@ -716,8 +844,11 @@ apf_status apf_dispatcher_new_builtin(const struct apf_options *options, struct 
 //
 // # Safety
 // `text` must be readable for `len` bytes (or NULL with `len` 0);
-// `options` NULL or readable; `out` NULL or writable.
-apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const struct apf_options *options, struct apf_dispatcher **out);
+// `options` NULL or readable (its `adaptive` NULL or readable for the
+// `struct_size` it states); `out` NULL or writable.
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const struct apf_dispatcher_options *options, struct apf_dispatcher **out, struct apf_error **out_error);
 
 // Free a dispatcher. Requests still executing are finished now, requests
 // still waiting are cancelled (without notification); every handle and
@@ -725,7 +856,8 @@ apf_status apf_dispatcher_new_from_config(const char *text, size_t len, const st
 // completion callbacks running on other threads to return. NULL is a
 // no-op. Called from inside one of this dispatcher's own completion
 // callbacks it does nothing (the dispatcher is in use below the callback)
-// and sets the last error; free it after the callback returned.
+// (it cannot say so: it returns nothing); free it after the callback
+// returned.
 //
 // # Safety
 // `dispatcher` must be NULL or a dispatcher not yet freed, with no other
@@ -740,7 +872,9 @@ void apf_dispatcher_free(struct apf_dispatcher *dispatcher);
 // # Safety
 // `dispatcher` must be NULL or live; `text` readable for `len` bytes (or
 // NULL with `len` 0).
-apf_status apf_dispatcher_reconfigure(struct apf_dispatcher *dispatcher, const char *text, size_t len);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_reconfigure(struct apf_dispatcher *dispatcher, const char *text, size_t len, struct apf_error **out_error);
 
 // Move a manual clock forward by `nanos`, firing what falls due on the way
 // (queue wait limits and deadlines, borrowing adjustments), each at its own
@@ -940,7 +1074,7 @@ apf_status apf_metrics_options_default(struct apf_metrics_options *out);
 
 // `apf_dispatcher_metrics_text` with a name prefix and constant labels
 // (`options` NULL: none, the same text). The options are checked first:
-// `APF_ERR_INVALID_PARAMETER` (the last error names the field at fault),
+// `APF_ERR_INVALID_PARAMETER` (the `apf_error` names the field at fault),
 // `APF_ERR_INVALID_UTF8`, or `APF_ERR_NULL_POINTER` (a NULL string or
 // label array with a non-zero length).
 //
@@ -950,7 +1084,9 @@ apf_status apf_metrics_options_default(struct apf_metrics_options *out);
 // `dispatcher` must be NULL or live; `options` NULL or readable, with
 // every string and the label array readable for their lengths; `out` NULL
 // or writable.
-apf_status apf_dispatcher_metrics_text_with(const struct apf_dispatcher *dispatcher, const struct apf_metrics_options *options, struct apf_text *out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_dispatcher_metrics_text_with(const struct apf_dispatcher *dispatcher, const struct apf_metrics_options *options, struct apf_text *out, struct apf_error **out_error);
 
 // The dispatcher's metrics in the OpenMetrics 1.0 text format, which
 // Prometheus scrapes (serve it with the type `apf_metrics_content_type`
@@ -1035,7 +1171,9 @@ apf_status apf_queueset_config_default(struct apf_queueset_config *out);
 // # Safety
 // `name` readable for `name_len` bytes (or NULL with 0); `config` NULL or
 // readable for its `struct_size` bytes; `out` NULL or writable.
-apf_status apf_queueset_new(const char *name, size_t name_len, const struct apf_queueset_config *config, bool manual_clock, struct apf_queueset **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_queueset_new(const char *name, size_t name_len, const struct apf_queueset_config *config, bool manual_clock, struct apf_queueset **out, struct apf_error **out_error);
 
 // Free a queueset: executing requests are finished, waiting ones
 // cancelled (no notification). NULL is a no-op.
@@ -1052,7 +1190,9 @@ void apf_queueset_free(struct apf_queueset *qs);
 // # Safety
 // `qs` NULL or live; `config` NULL or readable for its `struct_size`
 // bytes.
-apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_queueset_config *config);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_queueset_config *config, struct apf_error **out_error);
 
 // Decide on a request of flow `flow_hash` (shuffle sharding deals its
 // queues from it). `estimate` NULL means one seat, no additional latency.
@@ -1244,7 +1384,7 @@ apf_status apf_finish_with_cost(struct apf_dispatcher *dispatcher, uint64_t requ
 // holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
 // its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
 // `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
-// the finish). The last error message names the request and the seats.
+// the finish).
 //
 // # Safety
 // `dispatcher` NULL or live.
@@ -1256,18 +1396,6 @@ apf_status apf_request_release_seats(struct apf_dispatcher *dispatcher, uint64_t
 // with a different MAJOR (or, before 1.0, a different MINOR) is
 // incompatible.
 uint32_t apf_abi_version(void);
-
-// The calling thread's last error message, as an owned `apf_text` (free
-// it with `apf_text_free`).
-//
-// The message belongs to the most recent call on this thread that returned
-// an error (successful calls leave it alone); it is empty if there was
-// none. This function never changes the last error, even when `out` is
-// NULL (it then returns `APF_ERR_NULL_POINTER`).
-//
-// # Safety
-// `out` must be NULL or writable.
-apf_status apf_last_error(struct apf_text *out);
 
 // A fixed description of a status code, as a NUL-terminated static string
 // (`*out_text` stays valid forever). Unknown codes give
@@ -1291,37 +1419,39 @@ void apf_text_free(struct apf_text *text);
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_wq_options_default(struct apf_wq_options *out);
+apf_status apf_workqueue_options_default(struct apf_workqueue_options *out);
 
 // Fill `*out` with a plain add's options: no delay, not rate limited, the
 // fast lane, no priority.
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_wq_add_opts_default(struct apf_wq_add_opts *out);
+apf_status apf_workqueue_add_options_default(struct apf_workqueue_add_options *out);
 
-// Create a queue. `options` may be NULL for `apf_wq_options_default`'s.
+// Create a queue. `options` may be NULL for `apf_workqueue_options_default`'s.
 // Errors: `APF_ERR_INVALID_PARAMETER` (unknown kind), `APF_ERR_INVALID_UTF8`
-// (name). On success `*out` owns the queue; free it with `apf_wq_free`.
+// (name). On success `*out` owns the queue; free it with `apf_workqueue_free`.
 // Nothing `options` points to is kept after the call.
 //
 // # Safety
 // `options` must be NULL or readable, its `name` readable for `name_len`
 // bytes (or NULL with 0), its `limiter` NULL or live; `out` NULL or
 // writable.
-apf_status apf_wq_new(const struct apf_wq_options *options, struct apf_workqueue **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_workqueue_new(const struct apf_workqueue_options *options, struct apf_workqueue **out, struct apf_error **out_error);
 
-// Shut the queue down and free it. Workers blocked in `apf_wq_get` (and
-// a caller blocked in `apf_wq_shut_down_with_drain`) wake and return
-// (`APF_WQ_SHUT_DOWN`; `APF_OK`) without touching freed memory; every item
+// Shut the queue down and free it. Workers blocked in `apf_workqueue_get` (and
+// a caller blocked in `apf_workqueue_shut_down_with_drain`) wake and return
+// (`APF_WORKQUEUE_SHUT_DOWN`; `APF_OK`) without touching freed memory; every item
 // handle and key pointer of the queue becomes invalid, including those of
-// items still processing (do not `apf_wq_done` them). NULL is a no-op.
+// items still processing (do not `apf_workqueue_done` them). NULL is a no-op.
 //
 // # Safety
 // `queue` must be NULL or a queue not yet freed. No call on it may be
-// starting or running, except calls blocked in `apf_wq_get` or
-// `apf_wq_shut_down_with_drain`; none may follow.
-void apf_wq_free(struct apf_workqueue *queue);
+// starting or running, except calls blocked in `apf_workqueue_get` or
+// `apf_workqueue_shut_down_with_drain`; none may follow.
+void apf_workqueue_free(struct apf_workqueue *queue);
 
 // Add `(key, key_len)` (an arbitrary byte string, copied; (NULL, 0) is the
 // empty key) to be processed: queued once however often it is added before
@@ -1332,19 +1462,19 @@ void apf_wq_free(struct apf_workqueue *queue);
 // # Safety
 // `queue` must be NULL or live; `key` readable for `key_len` bytes (or NULL
 // with 0).
-apf_status apf_wq_add(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
+apf_status apf_workqueue_add(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
 
-// Add with options (see `apf_wq_add_opts`; `opts` NULL is a plain add):
+// Add with options (see `apf_workqueue_add_options`; `opts` NULL is a plain add):
 // a delay, rate limiting, a lane (two-lane queues: adding a queued item
 // with the other lane moves it to the back of that lane; the latest add
 // decides), a priority (priority queues: a duplicate keeps the highest
-// priority and the shortest delay). `APF_ERR_WQ_WRONG_KIND` for a slow
+// priority and the shortest delay). `APF_ERR_WORKQUEUE_WRONG_KIND` for a slow
 // lane on a queue without lanes or a priority on a non-priority queue;
 // `APF_ERR_INVALID_PARAMETER` for an unknown lane.
 //
 // # Safety
-// As `apf_wq_add`; `opts` NULL or readable.
-apf_status apf_wq_add_with_opts(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, const struct apf_wq_add_opts *opts);
+// As `apf_workqueue_add`; `opts` NULL or readable.
+apf_status apf_workqueue_add_with_options(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, const struct apf_workqueue_add_options *opts);
 
 // Add once `delay_nanos` have passed on the queue's clock (client-go's
 // `AddAfter`): an item already waiting keeps the earlier time; 0 adds now.
@@ -1352,39 +1482,39 @@ apf_status apf_wq_add_with_opts(struct apf_workqueue *queue, const uint8_t *key,
 // (as client-go); priority queues count delayed ones.
 //
 // # Safety
-// As `apf_wq_add`.
-apf_status apf_wq_add_after(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, uint64_t delay_nanos);
+// As `apf_workqueue_add`.
+apf_status apf_workqueue_add_after(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, uint64_t delay_nanos);
 
 // Add after the delay the queue's rate limiter gives this key (client-go's
 // `AddRateLimited`); the limiter counts it as a failure of the key (see
-// `apf_wq_num_requeues`, `apf_wq_forget`).
+// `apf_workqueue_num_requeues`, `apf_workqueue_forget`).
 //
 // # Safety
-// As `apf_wq_add`.
-apf_status apf_wq_add_rate_limited(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
+// As `apf_workqueue_add`.
+apf_status apf_workqueue_add_rate_limited(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
 
 // Take the next item, waiting up to `timeout_nanos` of real time (whatever
 // the queue's clock) while none is ready: `UINT64_MAX` waits forever, 0
-// does not wait (`APF_WQ_EMPTY` when nothing is ready). On `APF_OK`,
-// `out->result` says what happened: `APF_WQ_ITEM` (process it, then
-// `apf_wq_done(queue, out->item)`; the key stays valid until then),
-// `APF_WQ_SHUT_DOWN` (nothing ready and the queue is shutting down: stop),
-// `APF_WQ_TIMED_OUT`. A waiting caller holds no lock: any number of threads
+// does not wait (`APF_WORKQUEUE_EMPTY` when nothing is ready). On `APF_OK`,
+// `out->result` says what happened: `APF_WORKQUEUE_ITEM` (process it, then
+// `apf_workqueue_done(queue, out->item)`; the key stays valid until then),
+// `APF_WORKQUEUE_SHUT_DOWN` (nothing ready and the queue is shutting down: stop),
+// `APF_WORKQUEUE_TIMED_OUT`. A waiting caller holds no lock: any number of threads
 // may wait at once, and each ready item wakes exactly one of them.
-// `apf_wq_shut_down` and `apf_wq_free` wake them all.
+// `apf_workqueue_shut_down` and `apf_workqueue_free` wake them all.
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_get(struct apf_workqueue *queue, uint64_t timeout_nanos, struct apf_wq_item *out);
+apf_status apf_workqueue_get(struct apf_workqueue *queue, uint64_t timeout_nanos, struct apf_workqueue_item *out);
 
-// `apf_wq_get` without waiting: `out->result` is `APF_WQ_ITEM`,
-// `APF_WQ_EMPTY` or `APF_WQ_SHUT_DOWN`.
+// `apf_workqueue_get` without waiting: `out->result` is `APF_WORKQUEUE_ITEM`,
+// `APF_WORKQUEUE_EMPTY` or `APF_WORKQUEUE_SHUT_DOWN`.
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_try_get(struct apf_workqueue *queue, struct apf_wq_item *out);
+apf_status apf_workqueue_try_get(struct apf_workqueue *queue, struct apf_workqueue_item *out);
 
-// Finish processing the item `item` (a handle from `apf_wq_get`): if its
+// Finish processing the item `item` (a handle from `apf_workqueue_get`): if its
 // key was added again meanwhile, it is queued again now. The handle and its
 // key pointer become invalid. May be called from any thread.
 // `APF_ERR_INVALID_HANDLE` for 0, a handle already done, or one this queue
@@ -1392,22 +1522,22 @@ apf_status apf_wq_try_get(struct apf_workqueue *queue, struct apf_wq_item *out);
 //
 // # Safety
 // `queue` must be NULL or live.
-apf_status apf_wq_done(struct apf_workqueue *queue, uint64_t item);
+apf_status apf_workqueue_done(struct apf_workqueue *queue, uint64_t item);
 
 // Stop tracking the key's failures in the rate limiter (after a success,
 // or on giving up): its next rate-limited add waits the first delay
 // again. The item must still be done.
 //
 // # Safety
-// As `apf_wq_add`.
-apf_status apf_wq_forget(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
+// As `apf_workqueue_add`.
+apf_status apf_workqueue_forget(struct apf_workqueue *queue, const uint8_t *key, size_t key_len);
 
 // How many rate-limited adds of the key the limiter has counted since it
 // was last forgotten (0 for limiters that keep no per-item state).
 //
 // # Safety
-// As `apf_wq_add`; `out` NULL or writable.
-apf_status apf_wq_num_requeues(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, uint32_t *out);
+// As `apf_workqueue_add`; `out` NULL or writable.
+apf_status apf_workqueue_num_requeues(struct apf_workqueue *queue, const uint8_t *key, size_t key_len, uint32_t *out);
 
 // How many items are ready to be handed out (client-go's `Len`: not
 // counting items processing, even if added again, nor items waiting for a
@@ -1415,44 +1545,44 @@ apf_status apf_wq_num_requeues(struct apf_workqueue *queue, const uint8_t *key, 
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_len(struct apf_workqueue *queue, size_t *out);
+apf_status apf_workqueue_len(struct apf_workqueue *queue, size_t *out);
 
-// How many items wait for a delay (`apf_wq_add_after`, rate limiting).
+// How many items wait for a delay (`apf_workqueue_add_after`, rate limiting).
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_waiting_len(struct apf_workqueue *queue, size_t *out);
+apf_status apf_workqueue_waiting_len(struct apf_workqueue *queue, size_t *out);
 
 // How many items a lane of a two-lane queue holds ready
-// (`APF_ERR_WQ_WRONG_KIND` for other kinds).
+// (`APF_ERR_WORKQUEUE_WRONG_KIND` for other kinds).
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_lane_len(struct apf_workqueue *queue, uint32_t lane, size_t *out);
+apf_status apf_workqueue_lane_len(struct apf_workqueue *queue, uint32_t lane, size_t *out);
 
 // Shut the queue down: further adds are ignored, waiting delays end (their
 // items are dropped), workers get what is ready and then
-// `APF_WQ_SHUT_DOWN`; blocked workers wake. Returns at once; may be called
-// more than once, and ends a `apf_wq_shut_down_with_drain`'s wait.
+// `APF_WORKQUEUE_SHUT_DOWN`; blocked workers wake. Returns at once; may be called
+// more than once, and ends a `apf_workqueue_shut_down_with_drain`'s wait.
 //
 // # Safety
 // `queue` must be NULL or live.
-apf_status apf_wq_shut_down(struct apf_workqueue *queue);
+apf_status apf_workqueue_shut_down(struct apf_workqueue *queue);
 
-// `apf_wq_shut_down`, then wait until no item is processing: every handle
+// `apf_workqueue_shut_down`, then wait until no item is processing: every handle
 // handed out must be done (by other threads: calling this from the only
-// thread holding items never returns). `apf_wq_shut_down` or
-// `apf_wq_free` from another thread ends the wait early.
+// thread holding items never returns). `apf_workqueue_shut_down` or
+// `apf_workqueue_free` from another thread ends the wait early.
 //
 // # Safety
 // `queue` must be NULL or live.
-apf_status apf_wq_shut_down_with_drain(struct apf_workqueue *queue);
+apf_status apf_workqueue_shut_down_with_drain(struct apf_workqueue *queue);
 
 // Whether a shutdown was requested.
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_shutting_down(struct apf_workqueue *queue, bool *out);
+apf_status apf_workqueue_shutting_down(struct apf_workqueue *queue, bool *out);
 
 // Move the queue's manual clock forward by `nanos`: delayed and
 // rate-limited items whose time comes are added, each at its own time,
@@ -1460,7 +1590,7 @@ apf_status apf_wq_shutting_down(struct apf_workqueue *queue, bool *out);
 //
 // # Safety
 // `queue` must be NULL or live.
-apf_status apf_wq_advance_clock(struct apf_workqueue *queue, uint64_t nanos);
+apf_status apf_workqueue_advance_clock(struct apf_workqueue *queue, uint64_t nanos);
 
 // The queue's metrics with client-go's names (`workqueue_depth`,
 // `workqueue_adds_total`, `workqueue_queue_duration_seconds`,
@@ -1473,40 +1603,44 @@ apf_status apf_wq_advance_clock(struct apf_workqueue *queue, uint64_t nanos);
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_metrics_text(struct apf_workqueue *queue, struct apf_text *out);
+apf_status apf_workqueue_metrics_text(struct apf_workqueue *queue, struct apf_text *out);
 
 // How many item handles are live (items processing through this queue).
 //
 // # Safety
 // `queue` must be NULL or live; `out` NULL or writable.
-apf_status apf_wq_processing(struct apf_workqueue *queue, size_t *out);
+apf_status apf_workqueue_processing(struct apf_workqueue *queue, size_t *out);
 
 // client-go's default controller limiter: the larger of a per-item
 // exponential backoff (5 ms doubling up to 1000 s) and one token bucket of
 // 10 qps with a burst of 100 shared by all items. What a queue uses when
-// `apf_wq_options.limiter` is NULL. Free `*out` with `apf_wq_limiter_free`.
+// `apf_workqueue_options.limiter` is NULL. Free `*out` with `apf_rate_limiter_free`.
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_wq_limiter_new_default(struct apf_wq_limiter **out);
+apf_status apf_rate_limiter_new_default(struct apf_rate_limiter **out);
 
 // One token bucket for all items (client-go's `BucketRateLimiter`): `qps`
 // tokens a second, at most `burst` stored, one taken per rate-limited add.
 // `qps` must be positive (`+INFINITY`: no limit) and `burst` at least 1 for
 // a finite `qps`, else `APF_ERR_INVALID_PARAMETER`. Keeps no per-item
-// state: `apf_wq_num_requeues` counts nothing for it.
+// state: `apf_workqueue_num_requeues` counts nothing for it.
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_wq_limiter_new_token_bucket(double qps, uint32_t burst, struct apf_wq_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_token_bucket(double qps, uint32_t burst, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // A token bucket per item (client-go's `ItemBucketRateLimiter`), with the
-// parameters checked as for `apf_wq_limiter_new_token_bucket`. Per-item
-// state is bounded (`apf_wq_options.limiter_state_capacity`).
+// parameters checked as for `apf_rate_limiter_new_token_bucket`. Per-item
+// state is bounded (`apf_workqueue_options.limiter_state_capacity`).
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_wq_limiter_new_item_token_bucket(double qps, uint32_t burst, struct apf_wq_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_item_token_bucket(double qps, uint32_t burst, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // Per-item exponential backoff (client-go's
 // `ItemExponentialFailureRateLimiter`): an item's n-th rate-limited add
@@ -1516,7 +1650,9 @@ apf_status apf_wq_limiter_new_item_token_bucket(double qps, uint32_t burst, stru
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_wq_limiter_new_exponential(uint64_t base_nanos, uint64_t max_nanos, struct apf_wq_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_exponential(uint64_t base_nanos, uint64_t max_nanos, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // Fast, then slow retries per item (client-go's `ItemFastSlowRateLimiter`):
 // an item's first `max_fast_attempts` rate-limited adds wait `fast_nanos`,
@@ -1525,18 +1661,22 @@ apf_status apf_wq_limiter_new_exponential(uint64_t base_nanos, uint64_t max_nano
 //
 // # Safety
 // `out` must be NULL or writable.
-apf_status apf_wq_limiter_new_fast_slow(uint64_t fast_nanos, uint64_t slow_nanos, uint32_t max_fast_attempts, struct apf_wq_limiter **out);
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_fast_slow(uint64_t fast_nanos, uint64_t slow_nanos, uint32_t max_fast_attempts, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // The longest delay of several limiters (client-go's `MaxOfRateLimiter`);
-// `apf_wq_num_requeues` is the largest of theirs, `apf_wq_forget` forgets
+// `apf_workqueue_num_requeues` is the largest of theirs, `apf_workqueue_forget` forgets
 // in all. `limiters` points to `n` (at least 1) non-NULL descriptions,
 // which are copied: free them whenever you like. Nesting deeper than 16
 // levels is `APF_ERR_INVALID_PARAMETER`.
 //
 // # Safety
 // `limiters` must be NULL or readable for `n` pointers, each NULL or a
-// live `apf_wq_limiter`; `out` must be NULL or writable.
-apf_status apf_wq_limiter_new_max_of(const struct apf_wq_limiter *const *limiters, size_t n, struct apf_wq_limiter **out);
+// live `apf_rate_limiter`; `out` must be NULL or writable.
+// `out_error` must be NULL or writable (on failure it receives an
+// owned `apf_error`: free it with `apf_error_free`).
+apf_status apf_rate_limiter_new_max_of(const struct apf_rate_limiter *const *limiters, size_t n, struct apf_rate_limiter **out, struct apf_error **out_error);
 
 // Free a limiter description. Queues made with it keep their own copy.
 // NULL is a no-op.
@@ -1544,7 +1684,7 @@ apf_status apf_wq_limiter_new_max_of(const struct apf_wq_limiter *const *limiter
 // # Safety
 // `limiter` must be NULL or a live description, not used afterwards nor
 // concurrently.
-void apf_wq_limiter_free(struct apf_wq_limiter *limiter);
+void apf_rate_limiter_free(struct apf_rate_limiter *limiter);
 
 #ifdef __cplusplus
 }  // extern "C"

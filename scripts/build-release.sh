@@ -10,7 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)"
+# The C library's version is its ABI's: the apf-capi crate's (capi/Cargo.toml),
+# which apf_abi_version() and apf.h's APF_VERSION_* carry too.
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' capi/Cargo.toml | head -1)"
 IFS=. read -r major minor _patch <<<"$version"
 # The ABI promise (docs/install.md): before 1.0 each minor version may
 # break it, so the SONAME carries MAJOR.MINOR; from 1.0 on, MAJOR alone.

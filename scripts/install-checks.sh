@@ -40,7 +40,7 @@ if wants c; then
   echo "SONAME $soname"
   exports="$(nm -D --defined-only "$lib/libapf.so" | awk '{print $3}')"
   grep -qx apf_finish <<<"$exports" || fail "apf_finish is not exported"
-  for hook in apf_test_panic apf_wq_test_panic apf_wq_test_parked apf_request_finish; do
+  for hook in apf_test_panic apf_workqueue_test_panic apf_workqueue_test_parked apf_request_finish; do
     ! grep -qx "$hook" <<<"$exports" || fail "$hook is exported"
   done
   ! readelf -S "$lib/libapf.so" | grep -q '\.debug_' || fail "libapf.so carries debug info"

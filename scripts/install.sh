@@ -25,7 +25,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)"
+# The C library's version is its ABI's: the apf-capi crate's (capi/Cargo.toml),
+# which apf_abi_version() and apf.h's APF_VERSION_* carry too.
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' capi/Cargo.toml | head -1)"
 IFS=. read -r major minor _patch <<<"$version"
 if [ "$major" = 0 ]; then soversion="0.$minor"; else soversion="$major"; fi
 

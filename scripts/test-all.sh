@@ -36,9 +36,13 @@ step "rust: both crates (apf, then apf-cli against the packaged apf) pass cargo 
 # false: the C library is installed from the repository (scripts/install.sh).
 cargo publish --dry-run -p apf -p apf-cli --allow-dirty --quiet
 
-step "tower layer: unit tests and the loopback load test"
+step "tower layer: unit tests, the loopback load test, and the adaptive limit's real-server check"
 cargo test --features tower --lib tower::
 cargo test --features tower --test end_to_end tower_load::
+# ~7 s: a backend that slows past K in flight, behind a fixed limit 2x too
+# high and behind the adaptive limit (the Go middleware's twin runs in
+# bindings/go/run-tests.sh).
+cargo test --features tower --test end_to_end adaptive_tower::
 cargo test --doc --features tower tower
 
 step "loom models"

@@ -80,7 +80,7 @@ static void run(int threads) {
 
 int main(int argc, char **argv) {
   if (argc > 1) iterations = atol(argv[1]);
-  if (apf_dispatcher_new_builtin(NULL, &d) != APF_OK) return 1;
+  if (apf_dispatcher_new_builtin(NULL, &d, NULL) != APF_OK) return 1;
   loop(NULL); /* warm up */
   run(1);
   run(2);

@@ -83,11 +83,11 @@ static uint64_t now_ns(void) {
 }
 
 static void die(const char *what, apf_status s) {
-  apf_text message = {0};
-  (void)apf_last_error(&message);
+  const char *text = NULL;
+  size_t len = 0;
+  (void)apf_status_text(s, &text, &len);
   fprintf(stderr, "example_server: %s failed with %u: %s\n", what,
-          (unsigned)s, message.ptr ? message.ptr : "");
-  apf_text_free(&message);
+          (unsigned)s, text ? text : "");
   exit(1);
 }
 
@@ -217,11 +217,11 @@ int main(void) {
             apf_abi_version(), APF_VERSION_NUMBER);
     return 1;
   }
-  apf_options options;
-  TRY(apf_options_default(&options));
+  apf_dispatcher_options options;
+  TRY(apf_dispatcher_options_default(&options));
   options.server_concurrency_limit = 6;
   apf_dispatcher *d = NULL;
-  TRY(apf_dispatcher_new_from_config(CONFIG, strlen(CONFIG), &options, &d));
+  TRY(apf_dispatcher_new_from_config(CONFIG, strlen(CONFIG), &options, &d, NULL));
   int fd = -1;
   TRY(apf_dispatcher_completion_fd(d, &fd));
 

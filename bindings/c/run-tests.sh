@@ -46,6 +46,7 @@ SUFFIX="" build test_wq
 SUFFIX="" build test_request_info
 SUFFIX="" build example_server
 SUFFIX="" build bench_apf -O2
+SUFFIX="" build profile_finish -O2  # for callgrind (docs/adaptive-limit.md); not run here
 "$OUT/test_apf"
 "$OUT/test_observe"
 "$OUT/test_wq"

@@ -22,16 +22,25 @@
 static atomic_int failures = 0;
 static atomic_int checks = 0;
 
+/* The error slot of the calls that take apf_error **out_error: err()
+ * frees what the previous call left there and hands the slot out;
+ * last_error() is the message of what the last call through it put there
+ * ("" if it succeeded). */
+static apf_error *error_slot = NULL;
+
+static apf_error **err(void) {
+  apf_error_free(error_slot);
+  error_slot = NULL;
+  return &error_slot;
+}
+
 static const char *last_error(void) {
-  static char buf[4096];
-  apf_text t = {0};
-  if (apf_last_error(&t) != APF_OK) {
-    snprintf(buf, sizeof buf, "(last error unavailable)");
-  } else {
-    snprintf(buf, sizeof buf, "%s", t.ptr);
-    apf_text_free(&t);
+  const char *text = NULL;
+  size_t len = 0;
+  if (error_slot == NULL || apf_error_message(error_slot, &text, &len) != APF_OK) {
+    return "";
   }
-  return buf;
+  return text;
 }
 
 #define CHECK(cond)                                                        \
@@ -87,13 +96,13 @@ static const char TINY[] =
 static const apf_str GROUPS[] = {{"system:authenticated", 20}};
 
 static apf_dispatcher *new_tiny(void) {
-  apf_options o;
-  CHECK_STATUS(apf_options_default(&o), APF_OK);
+  apf_dispatcher_options o;
+  CHECK_STATUS(apf_dispatcher_options_default(&o), APF_OK);
   o.server_concurrency_limit = 2; /* one seat for tiny, one for catch-all */
   o.wait_limit_ns = SECOND;
   o.manual_clock = true;
   apf_dispatcher *d = NULL;
-  CHECK_STATUS(apf_dispatcher_new_from_config(TINY, strlen(TINY), &o, &d),
+  CHECK_STATUS(apf_dispatcher_new_from_config(TINY, strlen(TINY), &o, &d, err()),
                APF_OK);
   if (d == NULL) {
     fprintf(stderr, "cannot create a dispatcher: %s\n", last_error());
@@ -353,7 +362,7 @@ static int error_mentions(const char *needle) {
 
 static char *read_with(const apf_dispatcher *d, const apf_metrics_options *o) {
   apf_text t = {0};
-  if (apf_dispatcher_metrics_text_with(d, o, &t) != APF_OK) {
+  if (apf_dispatcher_metrics_text_with(d, o, &t, err()) != APF_OK) {
     return NULL;
   }
   char *copy = malloc(t.len + 1);
@@ -410,41 +419,41 @@ static void test_metrics_options(void) {
   /* Refusals name the field at fault. */
   apf_text t = {0};
   o.prefix = (apf_str){"9lives", 6};
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t, err()),
                APF_ERR_INVALID_PARAMETER);
   CHECK(error_mentions("prefix"));
   o.prefix = (apf_str){NULL, 3};
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t, err()),
                APF_ERR_NULL_POINTER);
   CHECK(error_mentions("apf_metrics_options.prefix"));
   o.prefix = (apf_str){"shop", 4};
   const apf_metrics_label clash[] = {{{"priority_level", 14}, {"x", 1}}};
   o.const_labels = clash;
   o.const_labels_len = 1;
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t, err()),
                APF_ERR_INVALID_PARAMETER);
   CHECK(error_mentions("priority_level"));
   const apf_metrics_label bad_utf8[] = {{{"zone", 4}, {"\xff", 1}}};
   o.const_labels = bad_utf8;
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t, err()),
                APF_ERR_INVALID_UTF8);
   CHECK(error_mentions("const_labels[0].value"));
   o.const_labels = NULL;
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t, err()),
                APF_ERR_NULL_POINTER);
   o.const_labels_len = 65;
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t, err()),
                APF_ERR_INVALID_PARAMETER);
   CHECK(error_mentions("const_labels_len"));
   o.const_labels_len = 0;
   o.struct_size = 8;
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, &o, &t, err()),
                APF_ERR_INVALID_PARAMETER);
   CHECK(error_mentions("struct_size"));
   CHECK(t.ptr == NULL);
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(NULL, NULL, &t),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(NULL, NULL, &t, err()),
                APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, NULL, NULL),
+  CHECK_STATUS(apf_dispatcher_metrics_text_with(d, NULL, NULL, err()),
                APF_ERR_NULL_POINTER);
 
   CHECK_STATUS(apf_finish(d, dec.request, 0), APF_OK);

@@ -1,11 +1,19 @@
 package apf
 
-// The C side of the binding: small wrappers that turn one Go call into one
-// C call. Each wrapper copies the thread's last error message before it
-// returns, because the goroutine may run on another thread by the time Go
-// could ask for it.
+// The C side of the binding: each Go function calls libapf directly. A
+// failure needs no per-thread state read on the calling OS thread: its text
+// is its status code's (apf_status_text), or, for the calls whose failures
+// need more words (constructors, reconfiguration), the owned apf_error the
+// call hands out, read and freed here.
 //
-// The hot-path wrappers are marked noescape/nocallback: they keep no Go
+// The C helpers left (shim.h, shim.c) do only what cgo cannot express:
+// go_apf_start builds the request digest (a struct of string pointers) in
+// C memory, because Go memory passed to C may not hold Go pointers and the
+// strings are Go memory; the one-line go_apf_finish/poll/cancel/... pass
+// the dispatcher as an integer, because cgo checks every opaque pointer
+// argument on every call.
+//
+// The hot-path calls are marked noescape/nocallback: they keep no Go
 // pointer after returning and never call back into Go (the binding sets no
 // completion callback; decisions reach Go through the completion fd), so
 // their arguments stay on the goroutine's stack.
@@ -19,8 +27,8 @@ package apf
 #cgo nocallback go_apf_poll
 #cgo noescape go_apf_cancel
 #cgo nocallback go_apf_cancel
-#cgo noescape go_apf_take
-#cgo nocallback go_apf_take
+#cgo noescape apf_dispatcher_take_completion
+#cgo nocallback apf_dispatcher_take_completion
 
 #include <stdlib.h>
 #include "shim.h"
@@ -37,23 +45,33 @@ import (
 // cannot free the C object mid-call). maybeGC runs first in `-tags debug`
 // builds.
 
-// cerr receives a failing call's last error message from C.
-type cerr struct {
-	e C.go_apf_err
+// statusErr is the error of a call's status (nil for APF_OK): the code and
+// its fixed text, which says all there is for the calls without an
+// apf_error out-parameter.
+func statusErr(st C.apf_status) error {
+	if st == C.APF_OK {
+		return nil
+	}
+	return &Error{Status: Status(st), Message: Status(st).Error()}
 }
 
-// err turns a status and the captured message into a Go error (nil for
-// APF_OK), freeing the C copy of the message.
-func (c *cerr) err(st C.uint32_t) error {
+// ownedErr is the error of a call that takes an apf_error out-parameter:
+// its message (the code's text when libapf gave none), the error freed.
+func ownedErr(st C.apf_status, e *C.apf_error) error {
 	if st == C.APF_OK {
 		return nil
 	}
 	msg := ""
-	if c.e.msg != 0 {
-		text := C.go_apf_err_text(c.e.msg)
-		msg = C.GoStringN(text, C.int(c.e.len))
-		C.free(unsafe.Pointer(text))
-		c.e.msg = 0
+	if e != nil {
+		var text *C.char
+		var n C.size_t
+		if C.apf_error_message(e, &text, &n) == C.APF_OK {
+			msg = C.GoStringN(text, C.int(n))
+		}
+		C.apf_error_free(e)
+	}
+	if msg == "" {
+		msg = Status(st).Error()
 	}
 	return &Error{Status: Status(st), Message: msg}
 }
@@ -70,19 +88,17 @@ func cbytes(b []byte) (*C.char, C.size_t) {
 }
 
 // headerVersion is APF_VERSION_NUMBER of the apf.h compiled in.
-func headerVersion() uint32 { return uint32(C.go_apf_header_version()) }
+func headerVersion() uint32 { return uint32(C.APF_VERSION_NUMBER) }
 
 // libraryVersion is apf_abi_version() of the libapf loaded.
 func libraryVersion() uint32 { return uint32(C.apf_abi_version()) }
 
-func defaultCOptions() (C.apf_options, error) {
-	var o C.apf_options
-	var e cerr
-	st := C.go_apf_options_default(&o, &e.e)
-	return o, e.err(st)
+func defaultCOptions() (C.apf_dispatcher_options, error) {
+	var o C.apf_dispatcher_options
+	return o, statusErr(C.apf_dispatcher_options_default(&o))
 }
 
-func (o Options) toC() (C.apf_options, error) {
+func (o Options) toC() (C.apf_dispatcher_options, error) {
 	c, err := defaultCOptions()
 	if err != nil {
 		return c, err
@@ -113,12 +129,21 @@ func newC(config []byte, builtin bool, opts Options) (*C.apf_dispatcher, error) 
 	if err != nil {
 		return nil, err
 	}
+	if a := cAdaptive(opts.Adaptive); a != nil {
+		copts.adaptive = a
+		defer C.free(unsafe.Pointer(a))
+	}
 	var p *C.apf_dispatcher
-	var e cerr
-	text, n := cbytes(config)
-	st := C.go_apf_new(text, n, C.bool(builtin), &copts, &p, &e.e)
+	var e *C.apf_error
+	var st C.apf_status
+	if builtin {
+		st = C.apf_dispatcher_new_builtin(&copts, &p, &e)
+	} else {
+		text, n := cbytes(config)
+		st = C.apf_dispatcher_new_from_config(text, n, &copts, &p, &e)
+	}
 	runtime.KeepAlive(config)
-	return p, e.err(st)
+	return p, ownedErr(st, e)
 }
 
 // dispatcherArg passes the C dispatcher to the hot-path helpers as an
@@ -132,17 +157,24 @@ func freeC(p *C.apf_dispatcher) { C.apf_dispatcher_free(p) }
 
 func completionFd(p *C.apf_dispatcher) (int, error) {
 	var fd C.int
-	var e cerr
-	st := C.go_apf_completion_fd(p, &fd, &e.e)
-	return int(fd), e.err(st)
+	st := C.apf_dispatcher_completion_fd(p, &fd)
+	return int(fd), statusErr(st)
 }
 
 // takeCompletions fills batch with decided requests and returns how many.
 func takeCompletions(p *C.apf_dispatcher, batch []C.uint64_t) (int, error) {
-	var n C.size_t
-	var e cerr
-	st := C.go_apf_take(p, unsafe.SliceData(batch), C.size_t(len(batch)), &n, &e.e)
-	return int(n), e.err(st)
+	n := 0
+	for n < len(batch) {
+		var some C.bool
+		if err := statusErr(C.apf_dispatcher_take_completion(p, &batch[n], &some)); err != nil {
+			return n, err
+		}
+		if !some {
+			break
+		}
+		n++
+	}
+	return n, nil
 }
 
 func (d *Dispatcher) reconfigureC(config []byte) error {
@@ -152,12 +184,12 @@ func (d *Dispatcher) reconfigureC(config []byte) error {
 		return ErrClosed
 	}
 	defer d.c.exit()
-	var e cerr
+	var e *C.apf_error
 	text, n := cbytes(config)
-	st := C.go_apf_reconfigure(p, text, n, &e.e)
+	st := C.apf_dispatcher_reconfigure(p, text, n, &e)
 	runtime.KeepAlive(config)
 	runtime.KeepAlive(d)
-	return e.err(st)
+	return ownedErr(st, e)
 }
 
 func (d *Dispatcher) advanceC(nanos uint64) error {
@@ -167,10 +199,9 @@ func (d *Dispatcher) advanceC(nanos uint64) error {
 		return ErrClosed
 	}
 	defer d.c.exit()
-	var e cerr
-	st := C.go_apf_advance(p, C.uint64_t(nanos), &e.e)
+	st := C.apf_dispatcher_advance_clock(p, C.uint64_t(nanos))
 	runtime.KeepAlive(d)
-	return e.err(st)
+	return statusErr(st)
 }
 
 func (d *Dispatcher) nowC() (uint64, error) {
@@ -181,10 +212,9 @@ func (d *Dispatcher) nowC() (uint64, error) {
 	}
 	defer d.c.exit()
 	var now C.uint64_t
-	var e cerr
-	st := C.go_apf_now(p, &now, &e.e)
+	st := C.apf_dispatcher_now(p, &now)
 	runtime.KeepAlive(d)
-	return uint64(now), e.err(st)
+	return uint64(now), statusErr(st)
 }
 
 func (d *Dispatcher) statsTextC() (string, error) {
@@ -195,21 +225,20 @@ func (d *Dispatcher) statsTextC() (string, error) {
 	}
 	defer d.c.exit()
 	defer runtime.KeepAlive(d)
-	return takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_stats_text(p, out, e)
+	return takeText(func(out *C.apf_text) C.apf_status {
+		return C.apf_dispatcher_stats_text(p, out)
 	})
 }
 
 // textFill is one of the C functions that hand over an owned apf_text.
-type textFill func(out *C.apf_text, e *C.go_apf_err) C.uint32_t
+type textFill func(out *C.apf_text) C.apf_status
 
 // takeText runs fill once and copies the text it made into Go memory,
 // freeing the C buffer: the library hands each text over whole, so there
 // is no size to guess and nothing to retry.
 func takeText(fill textFill) (string, error) {
 	var t C.apf_text
-	var e cerr
-	if err := e.err(fill(&t, &e.e)); err != nil {
+	if err := statusErr(fill(&t)); err != nil {
 		return "", err
 	}
 	text := C.GoStringN(t.ptr, C.int(t.len))
@@ -225,8 +254,7 @@ type decision C.apf_decision_ids
 // to C as separate (pointer, length) arguments: Go memory passed to C may
 // not itself hold Go pointers, which a C apf_request_digest in Go memory
 // would. No argument's type holds a pointer besides these byte pointers
-// (the decision holds ids, the error an address as an integer), so cgo
-// inserts no pointer check into the call.
+// (the decision holds ids), so cgo inserts no pointer check into the call.
 func (d *Dispatcher) startC(dg *RequestDigest, est WorkEstimate, out *decision) error {
 	maybeGC()
 	p, ok := d.c.enter()
@@ -246,18 +274,17 @@ func (d *Dispatcher) startC(dg *RequestDigest, est WorkEstimate, out *decision) 
 	name, nameN := cstr(dg.Name)
 	path, pathN := cstr(dg.Path)
 	gb, _ := cbytes(groupsBuf)
-	var e cerr
 	st := C.go_apf_start(dispatcherArg(p),
 		user, userN,
 		gb, unsafe.SliceData(groupLens), C.size_t(len(groupLens)),
 		C.bool(dg.IsResourceRequest),
 		verb, verbN, group, groupN, res, resN, sub, subN, ns, nsN, name, nameN, path, pathN,
 		C.uint32_t(est.InitialSeats), C.uint32_t(est.FinalSeats), C.uint64_t(est.AdditionalLatency),
-		0, (*C.apf_decision_ids)(out), &e.e)
+		0, (*C.apf_decision_ids)(out))
 	runtime.KeepAlive(dg)
 	runtime.KeepAlive(groupsBuf)
 	runtime.KeepAlive(d)
-	return e.err(st)
+	return statusErr(st)
 }
 
 // packGroups lays the group names end to end in buf and their lengths in
@@ -277,10 +304,9 @@ func (d *Dispatcher) finishC(h uint64) error {
 		return ErrClosed
 	}
 	defer d.c.exit()
-	var e cerr
-	st := C.go_apf_finish(dispatcherArg(p), C.uint64_t(h), 0, &e.e)
+	st := C.go_apf_finish(dispatcherArg(p), C.uint64_t(h), 0)
 	runtime.KeepAlive(d)
-	return e.err(st)
+	return statusErr(st)
 }
 
 // finishWithCostC finishes a request, reporting its cost in seats.
@@ -291,10 +317,9 @@ func (d *Dispatcher) finishWithCostC(h uint64, cost float64) error {
 		return ErrClosed
 	}
 	defer d.c.exit()
-	var e cerr
-	st := C.go_apf_finish_with_cost(dispatcherArg(p), C.uint64_t(h), 0, C.double(cost), &e.e)
+	st := C.go_apf_finish_with_cost(dispatcherArg(p), C.uint64_t(h), 0, C.double(cost))
 	runtime.KeepAlive(d)
-	return e.err(st)
+	return statusErr(st)
 }
 
 // releaseSeatsC gives back n of an executing request's seats (0: all).
@@ -308,10 +333,9 @@ func (d *Dispatcher) releaseSeatsC(h uint64, n uint32) error {
 		return ErrClosed
 	}
 	defer d.c.exit()
-	var e cerr
-	st := C.go_apf_release_seats(dispatcherArg(p), C.uint64_t(h), C.uint32_t(n), &e.e)
+	st := C.go_apf_release_seats(dispatcherArg(p), C.uint64_t(h), C.uint32_t(n))
 	runtime.KeepAlive(d)
-	return e.err(st)
+	return statusErr(st)
 }
 
 // pollC reports a request's state: queued, executing, or rejected.
@@ -323,10 +347,9 @@ func (d *Dispatcher) pollC(h uint64) (outcome uint32, reason RejectReason, err e
 	}
 	defer d.c.exit()
 	var o, r C.uint32_t
-	var e cerr
-	st := C.go_apf_poll(dispatcherArg(p), C.uint64_t(h), &o, &r, &e.e)
+	st := C.go_apf_poll(dispatcherArg(p), C.uint64_t(h), &o, &r)
 	runtime.KeepAlive(d)
-	return uint32(o), RejectReason(r), e.err(st)
+	return uint32(o), RejectReason(r), statusErr(st)
 }
 
 func (d *Dispatcher) cancelC(h uint64) (bool, error) {
@@ -337,10 +360,9 @@ func (d *Dispatcher) cancelC(h uint64) (bool, error) {
 	}
 	defer d.c.exit()
 	var cancelled C.bool
-	var e cerr
-	st := C.go_apf_cancel(dispatcherArg(p), C.uint64_t(h), &cancelled, &e.e)
+	st := C.go_apf_cancel(dispatcherArg(p), C.uint64_t(h), &cancelled)
 	runtime.KeepAlive(d)
-	return bool(cancelled), e.err(st)
+	return bool(cancelled), statusErr(st)
 }
 
 // The outcomes of apf_decision.outcome and apf_request_poll.
@@ -365,10 +387,9 @@ func (d *Dispatcher) nameC(id uint32) (name, uid string, err error) {
 	}
 	defer d.c.exit()
 	var n, u C.apf_str
-	var e cerr
-	st := C.go_apf_name(p, C.uint32_t(id), &n, &u, &e.e)
+	st := C.apf_dispatcher_name(p, C.uint32_t(id), &n, &u)
 	runtime.KeepAlive(d)
-	if err := e.err(st); err != nil {
+	if err := statusErr(st); err != nil {
 		return "", "", err
 	}
 	return cString(n).String(), cString(u).String(), nil

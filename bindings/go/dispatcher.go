@@ -30,6 +30,10 @@ type Options struct {
 	// ManualClock runs the dispatcher on a clock that starts at 0 and moves
 	// only through AdvanceClock (for tests and simulations).
 	ManualClock bool
+	// Adaptive, when not nil, turns on the adaptive server concurrency
+	// limit with these settings (see AdaptiveOptions); nil keeps the fixed
+	// ServerConcurrencyLimit.
+	Adaptive *AdaptiveOptions
 }
 
 // Dispatcher is a libapf dispatcher: the flow schemas and priority levels

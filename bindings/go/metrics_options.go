@@ -1,7 +1,7 @@
 package apf
 
 // #include <stdlib.h>
-// #include "observe_shim.h"
+// #include "apf.h"
 import "C"
 
 import (
@@ -58,8 +58,7 @@ func (d *Dispatcher) MetricsTextWith(o MetricsOptions) (string, error) {
 	}
 	opts := (*C.apf_metrics_options)(C.malloc(C.size_t(unsafe.Sizeof(C.apf_metrics_options{}))))
 	allocs = append(allocs, unsafe.Pointer(opts))
-	var e cerr
-	if err := e.err(C.go_apf_capture_error(C.apf_metrics_options_default(opts), &e.e)); err != nil {
+	if err := statusErr(C.apf_metrics_options_default(opts)); err != nil {
 		return "", err
 	}
 	opts.prefix = str(o.Prefix)
@@ -74,9 +73,14 @@ func (d *Dispatcher) MetricsTextWith(o MetricsOptions) (string, error) {
 		opts.const_labels = (*C.apf_metrics_label)(array)
 		opts.const_labels_len = C.size_t(n)
 	}
-	return takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_metrics_with(p, opts, out, e)
-	})
+	var t C.apf_text
+	var e *C.apf_error
+	if err := ownedErr(C.apf_dispatcher_metrics_text_with(p, opts, &t, &e), e); err != nil {
+		return "", err
+	}
+	text := C.GoStringN(t.ptr, C.int(t.len))
+	C.apf_text_free(&t)
+	return text, nil
 }
 
 // MetricsHandlerWith is MetricsHandler with a name prefix and constant

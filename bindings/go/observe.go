@@ -1,6 +1,6 @@
 package apf
 
-// #include "observe_shim.h"
+// #include "apf.h"
 import "C"
 
 import (
@@ -19,7 +19,7 @@ const (
 	includeRequestDetailsQuery = "includeRequestDetails"
 )
 
-// textKind selects one of libapf's texts (the GO_APF_* of observe_shim.h).
+// textKind selects one of libapf's texts.
 type textKind int
 
 const (
@@ -83,8 +83,20 @@ func (d *Dispatcher) text(kind textKind) (string, error) {
 	}
 	defer d.c.exit()
 	defer runtime.KeepAlive(d)
-	return takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_observe(p, C.int(kind), out, e)
+	return takeText(func(out *C.apf_text) C.apf_status {
+		switch kind {
+		case textMetrics:
+			return C.apf_dispatcher_metrics_text(p, out)
+		case textPriorityLevels:
+			return C.apf_dispatcher_dump_priority_levels(p, out)
+		case textQueues:
+			return C.apf_dispatcher_dump_queues(p, out)
+		case textRequests:
+			return C.apf_dispatcher_dump_requests(p, false, out)
+		case textRequestsDetailed:
+			return C.apf_dispatcher_dump_requests(p, true, out)
+		}
+		return C.APF_ERR_INVALID_PARAMETER
 	})
 }
 

@@ -1,25 +1,25 @@
 package apf
 
-// The per-request wrappers are marked noescape/nocallback, as the
+// The per-request calls are marked noescape/nocallback, as the
 // dispatcher's are (cgo.go): they keep no Go pointer after returning, and
 // libapf's queueset has no callbacks (decisions reach Go through the
 // completion fd), so their out-parameters stay on the goroutine's stack
 // and a request costs no allocation here.
 
 /*
-#cgo noescape go_apf_qs_start
-#cgo nocallback go_apf_qs_start
-#cgo noescape go_apf_qs_finish
-#cgo nocallback go_apf_qs_finish
-#cgo noescape go_apf_qs_poll
-#cgo nocallback go_apf_qs_poll
-#cgo noescape go_apf_qs_cancel
-#cgo nocallback go_apf_qs_cancel
-#cgo noescape go_apf_qs_take
-#cgo nocallback go_apf_qs_take
+#cgo noescape apf_queueset_start
+#cgo nocallback apf_queueset_start
+#cgo noescape apf_queueset_finish
+#cgo nocallback apf_queueset_finish
+#cgo noescape apf_queueset_request_poll
+#cgo nocallback apf_queueset_request_poll
+#cgo noescape apf_queueset_request_cancel
+#cgo nocallback apf_queueset_request_cancel
+#cgo noescape apf_queueset_take_completion
+#cgo nocallback apf_queueset_take_completion
 
 #include <stdlib.h>
-#include "qs_shim.h"
+#include "apf.h"
 */
 import "C"
 
@@ -29,7 +29,6 @@ import (
 	"runtime"
 	"sync"
 	"time"
-	"unsafe"
 )
 
 // QueueSetConfig configures a QueueSet: one priority level's fair queuing.
@@ -123,16 +122,16 @@ func NewQueueSet(name string, cfg QueueSetConfig, manualClock bool) (*QueueSet, 
 		return nil, err
 	}
 	var p *C.apf_queueset
-	var e cerr
+	var e *C.apf_error
 	n, nl := cstr(name)
-	st := C.go_apf_qs_new(n, nl, &ccfg, C.bool(manualClock), &p, &e.e)
+	st := C.apf_queueset_new(n, nl, &ccfg, C.bool(manualClock), &p, &e)
 	runtime.KeepAlive(name)
-	if err := e.err(st); err != nil {
+	if err := ownedErr(st, e); err != nil {
 		return nil, err
 	}
 	c := &qsCore{ptr: p, completer: newCompleter()}
 	var fd C.int
-	if err := e.err(C.go_apf_qs_completion_fd(p, &fd, &e.e)); err != nil {
+	if err := statusErr(C.apf_queueset_completion_fd(p, &fd)); err != nil {
 		C.apf_queueset_free(p)
 		return nil, err
 	}
@@ -142,20 +141,32 @@ func NewQueueSet(name string, cfg QueueSetConfig, manualClock bool) (*QueueSet, 
 		return nil, err
 	}
 	go c.completionLoop(raw, func(batch []C.uint64_t) (int, error) {
-		var got C.size_t
-		var e cerr
-		st := C.go_apf_qs_take(p, unsafe.SliceData(batch), C.size_t(len(batch)), &got, &e.e)
-		return int(got), e.err(st)
+		return qsTake(p, batch)
 	})
 	q := &QueueSet{c: c}
 	runtime.SetFinalizer(q, (*QueueSet).Close)
 	return q, nil
 }
 
+// qsTake fills batch with decided requests and returns how many.
+func qsTake(p *C.apf_queueset, batch []C.uint64_t) (int, error) {
+	n := 0
+	for n < len(batch) {
+		var some C.bool
+		if err := statusErr(C.apf_queueset_take_completion(p, &batch[n], &some)); err != nil {
+			return n, err
+		}
+		if !some {
+			break
+		}
+		n++
+	}
+	return n, nil
+}
+
 func (cfg QueueSetConfig) toC() (C.apf_queueset_config, error) {
 	var c C.apf_queueset_config
-	var e cerr
-	if err := e.err(C.go_apf_qs_config_default(&c, &e.e)); err != nil {
+	if err := statusErr(C.apf_queueset_config_default(&c)); err != nil {
 		return c, err
 	}
 	c.concurrency_limit = C.uint32_t(cfg.ConcurrencyLimit)
@@ -221,10 +232,10 @@ func (q *QueueSet) Reconfigure(cfg QueueSetConfig) error {
 	if err != nil {
 		return err
 	}
-	var e cerr
-	st := C.go_apf_qs_reconfigure(p, &ccfg, &e.e)
+	var e *C.apf_error
+	st := C.apf_queueset_reconfigure(p, &ccfg, &e)
 	runtime.KeepAlive(q)
-	return e.err(st)
+	return ownedErr(st, e)
 }
 
 // Start decides on a request of flow flowHash. deadline is on the
@@ -238,11 +249,13 @@ func (q *QueueSet) Start(flowHash uint64, est WorkEstimate, deadline time.Durati
 	}
 	defer q.c.exit()
 	var dec C.apf_queueset_decision
-	var e cerr
-	st := C.go_apf_qs_start(p, C.uint64_t(flowHash), C.uint32_t(est.InitialSeats), C.uint32_t(est.FinalSeats),
-		C.uint64_t(est.AdditionalLatency), C.uint64_t(max(deadline, 0)), C.uint32_t(tag), &dec, &e.e)
+	ce := C.apf_work_estimate{
+		initial_seats: C.uint32_t(est.InitialSeats), final_seats: C.uint32_t(est.FinalSeats),
+		additional_latency_nanos: C.uint64_t(est.AdditionalLatency),
+	}
+	st := C.apf_queueset_start(p, C.uint64_t(flowHash), &ce, C.uint64_t(max(deadline, 0)), C.uint32_t(tag), &dec)
 	runtime.KeepAlive(q)
-	if err := e.err(st); err != nil {
+	if err := statusErr(st); err != nil {
 		return QueueSetTicket{}, err
 	}
 	t := QueueSetTicket{
@@ -292,9 +305,8 @@ func (q *QueueSet) Finish(t *QueueSetTicket) error {
 		return ErrClosed
 	}
 	defer q.c.exit()
-	var e cerr
-	st := C.go_apf_qs_finish(p, C.uint64_t(t.handle), &e.e)
-	if err := e.err(st); err != nil {
+	st := C.apf_queueset_finish(p, C.uint64_t(t.handle), 0)
+	if err := statusErr(st); err != nil {
 		runtime.KeepAlive(q)
 		return err
 	}
@@ -307,12 +319,11 @@ func (q *QueueSet) Finish(t *QueueSetTicket) error {
 	if q.c.waiters.any() {
 		var batch [8]C.uint64_t
 		for {
-			var got C.size_t
-			st := C.go_apf_qs_take(p, &batch[0], C.size_t(len(batch)), &got, &e.e)
+			got, err := qsTake(p, batch[:])
 			for _, h := range batch[:got] {
 				q.c.waiters.wake(uint64(h))
 			}
-			if e.err(st) != nil || int(got) < len(batch) {
+			if err != nil || got < len(batch) {
 				break
 			}
 		}
@@ -335,10 +346,9 @@ func (q *QueueSet) ReleaseSeats(t *QueueSetTicket, seats uint32) error {
 		return ErrClosed
 	}
 	defer q.c.exit()
-	var e cerr
-	st := C.go_apf_qs_release(p, C.uint64_t(t.handle), C.uint32_t(seats), &e.e)
+	st := C.apf_queueset_release_seats(p, C.uint64_t(t.handle), C.uint32_t(seats))
 	runtime.KeepAlive(q)
-	return e.err(st)
+	return statusErr(st)
 }
 
 func (q *QueueSet) pollC(h uint64) (uint32, RejectReason, error) {
@@ -349,10 +359,9 @@ func (q *QueueSet) pollC(h uint64) (uint32, RejectReason, error) {
 	}
 	defer q.c.exit()
 	var o, r C.uint32_t
-	var e cerr
-	st := C.go_apf_qs_poll(p, C.uint64_t(h), &o, &r, &e.e)
+	st := C.apf_queueset_request_poll(p, C.uint64_t(h), &o, &r)
 	runtime.KeepAlive(q)
-	return uint32(o), RejectReason(r), e.err(st)
+	return uint32(o), RejectReason(r), statusErr(st)
 }
 
 func (q *QueueSet) cancelC(h uint64) (bool, error) {
@@ -363,10 +372,9 @@ func (q *QueueSet) cancelC(h uint64) (bool, error) {
 	}
 	defer q.c.exit()
 	var cancelled C.bool
-	var e cerr
-	st := C.go_apf_qs_cancel(p, C.uint64_t(h), &cancelled, &e.e)
+	st := C.apf_queueset_request_cancel(p, C.uint64_t(h), &cancelled)
 	runtime.KeepAlive(q)
-	return bool(cancelled), e.err(st)
+	return bool(cancelled), statusErr(st)
 }
 
 // AdvanceClock moves a manual clock forward, firing what falls due.
@@ -379,10 +387,9 @@ func (q *QueueSet) AdvanceClock(by time.Duration) error {
 		return ErrClosed
 	}
 	defer q.c.exit()
-	var e cerr
-	st := C.go_apf_qs_advance(p, C.uint64_t(by), &e.e)
+	st := C.apf_queueset_advance_clock(p, C.uint64_t(by))
 	runtime.KeepAlive(q)
-	return e.err(st)
+	return statusErr(st)
 }
 
 // Now is the queueset's clock: time since its creation (or 0 of a manual
@@ -394,10 +401,9 @@ func (q *QueueSet) Now() (time.Duration, error) {
 	}
 	defer q.c.exit()
 	var n C.uint64_t
-	var e cerr
-	st := C.go_apf_qs_now(p, &n, &e.e)
+	st := C.apf_queueset_now(p, &n)
 	runtime.KeepAlive(q)
-	return time.Duration(n), e.err(st)
+	return time.Duration(n), statusErr(st)
 }
 
 // IsIdle reports whether no request executes, waits or holds seats.
@@ -408,10 +414,9 @@ func (q *QueueSet) IsIdle() (bool, error) {
 	}
 	defer q.c.exit()
 	var idle C.bool
-	var e cerr
-	st := C.go_apf_qs_is_idle(p, &idle, &e.e)
+	st := C.apf_queueset_is_idle(p, &idle)
 	runtime.KeepAlive(q)
-	return bool(idle), e.err(st)
+	return bool(idle), statusErr(st)
 }
 
 // QueueSetStats are a queueset's gauges and counters.
@@ -430,8 +435,7 @@ func (q *QueueSet) Stats() (QueueSetStats, error) {
 	}
 	defer q.c.exit()
 	var s C.apf_queueset_stats
-	var e cerr
-	st := C.go_apf_qs_stats(p, &s, &e.e)
+	st := C.apf_queueset_read_stats(p, &s)
 	runtime.KeepAlive(q)
 	return QueueSetStats{
 		ConcurrencyLimit: uint32(s.concurrency_limit), Queues: uint32(s.queues),
@@ -440,7 +444,7 @@ func (q *QueueSet) Stats() (QueueSetStats, error) {
 		Dispatched: uint64(s.dispatched), RejectedQueueFull: uint64(s.rejected_queue_full),
 		RejectedTimeOut: uint64(s.rejected_time_out), RejectedCancelled: uint64(s.rejected_cancelled),
 		RejectedConcurrencyLimit: uint64(s.rejected_concurrency_limit),
-	}, e.err(st)
+	}, statusErr(st)
 }
 
 // QueueSetDump is a queueset's state at one moment (apf_queueset_dump_json).
@@ -492,8 +496,8 @@ func (q *QueueSet) Dump() (QueueSetDump, error) {
 		return QueueSetDump{}, ErrClosed
 	}
 	defer q.c.exit()
-	text, err := takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_qs_dump(p, out, e)
+	text, err := takeText(func(out *C.apf_text) C.apf_status {
+		return C.apf_queueset_dump_json(p, out)
 	})
 	runtime.KeepAlive(q)
 	var d QueueSetDump

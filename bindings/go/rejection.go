@@ -1,6 +1,6 @@
 package apf
 
-// #include "shim.h"
+// #include "apf.h"
 import "C"
 
 import (
@@ -38,8 +38,8 @@ func (d *Dispatcher) Reject(c Classification, reason RejectReason) (Rejection, e
 	level, levelN := cstr(c.PriorityLevel)
 	schema, schemaN := cstr(c.FlowSchema)
 	var retry C.uint64_t
-	body, err := takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_reject(p, level, levelN, schema, schemaN, C.uint32_t(reason), &retry, out, e)
+	body, err := takeText(func(out *C.apf_text) C.apf_status {
+		return C.apf_dispatcher_reject(p, level, levelN, schema, schemaN, C.uint32_t(reason), &retry, out)
 	})
 	runtime.KeepAlive(c)
 	if err != nil {
@@ -68,11 +68,10 @@ func ParsePath(method, path, rawQuery string) RequestDigest {
 	q, qN := cstr(rawQuery)
 	var info C.apf_request_info
 	var name C.apf_text
-	var e cerr
-	st := C.go_apf_request_info_parse_query(m, mN, p, pN, q, qN, &info, &name, &e.e)
+	st := C.apf_request_info_parse_query(m, mN, p, pN, q, qN, &info, &name)
 	runtime.KeepAlive(method)
 	runtime.KeepAlive(rawQuery)
-	if e.err(st) != nil {
+	if st != C.APF_OK {
 		return RequestDigest{Path: path, Verb: lowerASCII(method)}
 	}
 	verb := C.GoStringN(info.verb.ptr, C.int(info.verb.len))

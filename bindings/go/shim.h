@@ -1,4 +1,6 @@
-// C helpers of the Go binding (see cgo.go): one Go call, one C call.
+// The C helpers of the Go binding (see cgo.go): only what cgo cannot
+// express. Failures need no helper: a call's status, or the apf_error a
+// constructor hands out, reaches Go directly.
 #ifndef GO_APF_SHIM_H
 #define GO_APF_SHIM_H
 
@@ -7,25 +9,13 @@
 #include <stdint.h>
 #include "apf.h"
 
-// A copy of the last error message, malloc'd (Go frees it). The address
-// is held as an integer so that the struct holds no pointer: cgo then
-// checks no pointer when Go passes its address (a check on every call).
-typedef struct {
-	uintptr_t msg;
-	size_t len;
-} go_apf_err;
-
-// The message of a go_apf_err as a pointer, for Go to copy and free.
-static inline char *go_apf_err_text(uintptr_t msg) {
-	return (char *)msg;
-}
-
-// Returns st; on an error, copies the thread's last error message into *e.
-uint32_t go_apf_capture_error(uint32_t st, go_apf_err *e);
-
-// The hot-path helpers take the dispatcher as an integer: an opaque C
-// pointer argument makes cgo check it on every call (it cannot see that
-// it points to no Go memory).
+// apf_start_request_ids with the digest's strings as separate (pointer,
+// length) arguments. Go memory passed to C may not hold Go pointers, so Go
+// cannot build an apf_request_digest (a struct of string pointers) or an
+// apf_str array of groups in its own memory without pinning every string
+// (runtime.Pinner, an allocation per request) or copying them to C memory;
+// this helper builds both on the C stack from arguments cgo passes as they
+// are. Groups arrive as one buffer of concatenated names and their lengths.
 uint32_t go_apf_start(uintptr_t d,
 		const char *user, size_t user_len,
 		const char *groups_buf, const size_t *group_lens, size_t n_groups,
@@ -39,46 +29,26 @@ uint32_t go_apf_start(uintptr_t d,
 		const char *path, size_t path_len,
 		uint32_t initial_seats, uint32_t final_seats, uint64_t latency_nanos,
 		uint64_t deadline_nanos,
-		apf_decision_ids *out, go_apf_err *e);
+		apf_decision_ids *out);
 
-// The name and UID behind a decision's id (apf_dispatcher_name).
-uint32_t go_apf_name(apf_dispatcher *d, uint32_t id, apf_str *name, apf_str *uid, go_apf_err *e);
-
-uint32_t go_apf_finish(uintptr_t d, uint64_t request, uint64_t end_nanos, go_apf_err *e);
-uint32_t go_apf_finish_with_cost(uintptr_t d, uint64_t request, uint64_t end_nanos, double cost, go_apf_err *e);
-uint32_t go_apf_release_seats(uintptr_t d, uint64_t request, uint32_t seats, go_apf_err *e);
-
-uint32_t go_apf_poll(uintptr_t d, uint64_t request, uint32_t *outcome, uint32_t *reason, go_apf_err *e);
-
-uint32_t go_apf_cancel(uintptr_t d, uint64_t request, bool *cancelled, go_apf_err *e);
-
-uint32_t go_apf_take(apf_dispatcher *d, uint64_t *out, size_t cap, size_t *n, go_apf_err *e);
-
-uint32_t go_apf_new(const char *text, size_t len, bool builtin, const apf_options *opts,
-		apf_dispatcher **out, go_apf_err *e);
-
-uint32_t go_apf_options_default(apf_options *out, go_apf_err *e);
-
-uint32_t go_apf_reconfigure(apf_dispatcher *d, const char *text, size_t len, go_apf_err *e);
-
-uint32_t go_apf_advance(apf_dispatcher *d, uint64_t nanos, go_apf_err *e);
-
-uint32_t go_apf_now(apf_dispatcher *d, uint64_t *out, go_apf_err *e);
-
-uint32_t go_apf_completion_fd(apf_dispatcher *d, int *out, go_apf_err *e);
-
-uint32_t go_apf_stats_text(apf_dispatcher *d, apf_text *out, go_apf_err *e);
-
-uint32_t go_apf_header_version(void);
-
-// One 429 answer for every middleware (apf_dispatcher_reject).
-uint32_t go_apf_reject(apf_dispatcher *d, const char *level, size_t level_len,
-		const char *schema, size_t schema_len, uint32_t reason,
-		uint64_t *retry_after, apf_text *body, go_apf_err *e);
-
-// The request-to-digest path helper (apf_request_info_parse_query).
-uint32_t go_apf_request_info_parse_query(const char *method, size_t method_len,
-		const char *path, size_t path_len, const char *query, size_t query_len,
-		apf_request_info *out, apf_text *out_name, go_apf_err *e);
+// The hot-path calls with the dispatcher as an integer. cgo checks every
+// argument of an opaque pointer type on every call (_cgoCheckPointer: it
+// cannot see that the pointer is C memory), and Go has no way to say that it
+// need not; an integer argument has no check. One line each, no logic.
+static inline uint32_t go_apf_finish(uintptr_t d, uint64_t h, uint64_t end) {
+	return apf_finish((apf_dispatcher *)d, h, end);
+}
+static inline uint32_t go_apf_finish_with_cost(uintptr_t d, uint64_t h, uint64_t end, double cost) {
+	return apf_finish_with_cost((apf_dispatcher *)d, h, end, cost);
+}
+static inline uint32_t go_apf_release_seats(uintptr_t d, uint64_t h, uint32_t seats) {
+	return apf_request_release_seats((apf_dispatcher *)d, h, seats);
+}
+static inline uint32_t go_apf_poll(uintptr_t d, uint64_t h, uint32_t *outcome, uint32_t *reason) {
+	return apf_request_poll((apf_dispatcher *)d, h, outcome, reason);
+}
+static inline uint32_t go_apf_cancel(uintptr_t d, uint64_t h, bool *cancelled) {
+	return apf_request_cancel((apf_dispatcher *)d, h, cancelled);
+}
 
 #endif

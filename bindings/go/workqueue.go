@@ -302,7 +302,7 @@ func (q *Workqueue[K]) TryGet() (item Item[K], ok bool, shutdown bool, err error
 	return item, err == nil && res == wqItem, res == wqShutDown, err
 }
 
-// get is one apf_wq_get; a closed queue reads as shut down.
+// get is one apf_workqueue_get; a closed queue reads as shut down.
 func (q *Workqueue[K]) get(timeout uint64) (Item[K], uint32, error) {
 	p, err := q.c.enter(false)
 	if err != nil {

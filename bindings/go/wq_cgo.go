@@ -1,34 +1,43 @@
 package apf
 
-// The C side of the workqueue binding (wq_shim.c): one Go call, one C call,
-// the last error message copied in the same C call (see cgo.go).
+// The C side of the workqueue binding: each Go function calls libapf
+// directly. A failure's text is its status code's (apf_status_text), except
+// for the constructors, which hand out an owned apf_error (see cgo.go).
 //
 // Keys go to C as (pointer, length) into Go memory: they hold no Go
-// pointers and libapf copies them, so the add, forget and get wrappers are
+// pointers and libapf copies them, so the add, forget and get calls are
 // noescape/nocallback and a key does not escape to the heap for the call.
 
 /*
-#cgo noescape go_apf_wq_add
-#cgo nocallback go_apf_wq_add
-#cgo noescape go_apf_wq_add_with_opts
-#cgo nocallback go_apf_wq_add_with_opts
-#cgo noescape go_apf_wq_add_after
-#cgo nocallback go_apf_wq_add_after
-#cgo noescape go_apf_wq_add_rate_limited
-#cgo nocallback go_apf_wq_add_rate_limited
-#cgo noescape go_apf_wq_get
-#cgo nocallback go_apf_wq_get
-#cgo noescape go_apf_wq_done
-#cgo nocallback go_apf_wq_done
-#cgo noescape go_apf_wq_forget
-#cgo nocallback go_apf_wq_forget
-#cgo noescape go_apf_wq_num_requeues
-#cgo nocallback go_apf_wq_num_requeues
-#cgo noescape go_apf_wq_count
-#cgo nocallback go_apf_wq_count
+#cgo noescape apf_workqueue_add
+#cgo nocallback apf_workqueue_add
+#cgo noescape apf_workqueue_add_with_options
+#cgo nocallback apf_workqueue_add_with_options
+#cgo noescape apf_workqueue_add_after
+#cgo nocallback apf_workqueue_add_after
+#cgo noescape apf_workqueue_add_rate_limited
+#cgo nocallback apf_workqueue_add_rate_limited
+#cgo noescape apf_workqueue_get
+#cgo nocallback apf_workqueue_get
+#cgo noescape apf_workqueue_try_get
+#cgo nocallback apf_workqueue_try_get
+#cgo noescape apf_workqueue_done
+#cgo nocallback apf_workqueue_done
+#cgo noescape apf_workqueue_forget
+#cgo nocallback apf_workqueue_forget
+#cgo noescape apf_workqueue_num_requeues
+#cgo nocallback apf_workqueue_num_requeues
+#cgo noescape apf_workqueue_len
+#cgo nocallback apf_workqueue_len
+#cgo noescape apf_workqueue_waiting_len
+#cgo nocallback apf_workqueue_waiting_len
+#cgo noescape apf_workqueue_processing
+#cgo nocallback apf_workqueue_processing
+#cgo noescape apf_workqueue_lane_len
+#cgo nocallback apf_workqueue_lane_len
 
 #include <stdlib.h>
-#include "wq_shim.h"
+#include "apf.h"
 */
 import "C"
 
@@ -41,15 +50,15 @@ import (
 const (
 	// StatusWQWrongKind: a lane on a queue without lanes, or a priority on
 	// a queue without priorities.
-	StatusWQWrongKind Status = C.APF_ERR_WQ_WRONG_KIND
+	StatusWQWrongKind Status = C.APF_ERR_WORKQUEUE_WRONG_KIND
 )
 
-// The results of apf_wq_get.
+// The results of apf_workqueue_get.
 const (
-	wqItem     = uint32(C.APF_WQ_ITEM)
-	wqEmpty    = uint32(C.APF_WQ_EMPTY)
-	wqShutDown = uint32(C.APF_WQ_SHUT_DOWN)
-	wqTimedOut = uint32(C.APF_WQ_TIMED_OUT)
+	wqItem     = uint32(C.APF_WORKQUEUE_ITEM)
+	wqEmpty    = uint32(C.APF_WORKQUEUE_EMPTY)
+	wqShutDown = uint32(C.APF_WORKQUEUE_SHUT_DOWN)
+	wqTimedOut = uint32(C.APF_WORKQUEUE_TIMED_OUT)
 )
 
 const wqForever = ^uint64(0)
@@ -80,21 +89,21 @@ func wqKeyFromC[K Key](p *C.uint8_t, n C.size_t) K {
 type wqLimiterKind uint32
 
 const (
-	limiterDefault         = wqLimiterKind(C.GO_APF_WQ_LIMITER_DEFAULT)
-	limiterTokenBucket     = wqLimiterKind(C.GO_APF_WQ_LIMITER_TOKEN_BUCKET)
-	limiterItemTokenBucket = wqLimiterKind(C.GO_APF_WQ_LIMITER_ITEM_TOKEN_BUCKET)
-	limiterExponential     = wqLimiterKind(C.GO_APF_WQ_LIMITER_EXPONENTIAL)
-	limiterFastSlow        = wqLimiterKind(C.GO_APF_WQ_LIMITER_FAST_SLOW)
-	limiterMaxOf           = wqLimiterKind(C.GO_APF_WQ_LIMITER_MAX_OF)
+	limiterDefault wqLimiterKind = iota
+	limiterTokenBucket
+	limiterItemTokenBucket
+	limiterExponential
+	limiterFastSlow
+	limiterMaxOf
 )
 
 // buildC makes the C limiter this description stands for; the caller frees
-// it with apf_wq_limiter_free once the queue holds its copy.
-func (l *RateLimiter) buildC() (*C.apf_wq_limiter, error) {
-	children := make([]*C.apf_wq_limiter, 0, len(l.children))
+// it with apf_rate_limiter_free once the queue holds its copy.
+func (l *RateLimiter) buildC() (*C.apf_rate_limiter, error) {
+	children := make([]*C.apf_rate_limiter, 0, len(l.children))
 	defer func() {
 		for _, c := range children {
-			C.apf_wq_limiter_free(c)
+			C.apf_rate_limiter_free(c)
 		}
 	}()
 	for _, child := range l.children {
@@ -107,68 +116,104 @@ func (l *RateLimiter) buildC() (*C.apf_wq_limiter, error) {
 		}
 		children = append(children, c)
 	}
-	var out *C.apf_wq_limiter
-	var e cerr
-	// The children array is Go memory holding C pointers only.
-	st := C.go_apf_wq_limiter_new(C.uint32_t(l.kind), C.double(l.qps), C.uint32_t(l.burst),
-		C.uint64_t(nanos(l.a)), C.uint64_t(nanos(l.b)), C.uint32_t(l.attempts),
-		unsafe.SliceData(children), C.size_t(len(children)), &out, &e.e)
-	return out, e.err(st)
+	var out *C.apf_rate_limiter
+	var e *C.apf_error
+	var st C.apf_status
+	switch l.kind {
+	case limiterDefault:
+		st = C.apf_rate_limiter_new_default(&out)
+	case limiterTokenBucket:
+		st = C.apf_rate_limiter_new_token_bucket(C.double(l.qps), C.uint32_t(l.burst), &out, &e)
+	case limiterItemTokenBucket:
+		st = C.apf_rate_limiter_new_item_token_bucket(C.double(l.qps), C.uint32_t(l.burst), &out, &e)
+	case limiterExponential:
+		st = C.apf_rate_limiter_new_exponential(C.uint64_t(nanos(l.a)), C.uint64_t(nanos(l.b)), &out, &e)
+	case limiterFastSlow:
+		st = C.apf_rate_limiter_new_fast_slow(C.uint64_t(nanos(l.a)), C.uint64_t(nanos(l.b)),
+			C.uint32_t(l.attempts), &out, &e)
+	case limiterMaxOf:
+		// The children array is Go memory holding C pointers only.
+		st = C.apf_rate_limiter_new_max_of(unsafe.SliceData(children), C.size_t(len(children)), &out, &e)
+	default:
+		st = C.APF_ERR_INVALID_PARAMETER
+	}
+	return out, ownedErr(st, e)
 }
 
 func wqNewC(kind QueueKind, opts *WorkqueueOptions) (*C.apf_workqueue, error) {
 	maybeGC()
-	var limiter *C.apf_wq_limiter
+	var limiter *C.apf_rate_limiter
 	if opts.RateLimiter != nil {
 		var err error
 		if limiter, err = opts.RateLimiter.buildC(); err != nil {
 			return nil, err
 		}
-		defer C.apf_wq_limiter_free(limiter)
+		defer C.apf_rate_limiter_free(limiter)
 	}
-	name, nameN := cstr(opts.Name)
+	var o C.apf_workqueue_options
+	if err := statusErr(C.apf_workqueue_options_default(&o)); err != nil {
+		return nil, err
+	}
+	o.kind = C.uint32_t(kind)
+	o.manual_clock = C.bool(opts.ManualClock)
+	// The options struct is Go memory, which may hold no Go pointer when
+	// passed to C: the name goes in a C copy (a queue is made rarely).
+	if opts.Name != "" {
+		o.name = C.CString(opts.Name)
+		o.name_len = C.size_t(len(opts.Name))
+		defer C.free(unsafe.Pointer(o.name))
+	}
+	o.limiter = limiter
+	o.limiter_state_capacity = C.uint64_t(opts.LimiterStateCapacity)
+	o.limiter_idle_expiry_nanos = C.uint64_t(nanos(opts.LimiterIdleExpiry))
+	o.capacity = C.uint64_t(opts.Capacity)
 	var q *C.apf_workqueue
-	var e cerr
-	st := C.go_apf_wq_new(C.uint32_t(kind), C.bool(opts.ManualClock), name, nameN,
-		limiter, C.uint64_t(opts.LimiterStateCapacity), C.uint64_t(nanos(opts.LimiterIdleExpiry)),
-		C.uint64_t(opts.Capacity), &q, &e.e)
-	return q, e.err(st)
+	var e *C.apf_error
+	st := C.apf_workqueue_new(&o, &q, &e)
+	return q, ownedErr(st, e)
 }
 
-func wqFreeC(p unsafe.Pointer) { C.apf_wq_free((*C.apf_workqueue)(p)) }
+func wqFreeC(p unsafe.Pointer) { C.apf_workqueue_free((*C.apf_workqueue)(p)) }
 
 // The calls below take the C queue as an unsafe.Pointer that the caller
 // holds a use of (wqCore.enter), so it cannot be freed during the call.
 
 func wqAddC(p unsafe.Pointer, key *C.uint8_t, n C.size_t) error {
-	var e cerr
-	return e.err(C.go_apf_wq_add((*C.apf_workqueue)(p), key, n, &e.e))
+	return statusErr(C.apf_workqueue_add((*C.apf_workqueue)(p), key, n))
 }
 
 func wqAddWithOptsC(p unsafe.Pointer, key *C.uint8_t, n C.size_t, o *AddOpts, hasPriority bool) error {
-	var e cerr
-	st := C.go_apf_wq_add_with_opts((*C.apf_workqueue)(p), key, n,
-		C.uint64_t(o.After), C.bool(o.RateLimited), C.uint32_t(o.Lane),
-		C.bool(hasPriority), C.int32_t(o.Priority), &e.e)
-	return e.err(st)
+	var c C.apf_workqueue_add_options
+	if err := statusErr(C.apf_workqueue_add_options_default(&c)); err != nil {
+		return err
+	}
+	c.after_nanos = C.uint64_t(o.After)
+	c.rate_limited = C.bool(o.RateLimited)
+	c.lane = C.uint32_t(o.Lane)
+	c.has_priority = C.bool(hasPriority)
+	c.priority = C.int32_t(o.Priority)
+	return statusErr(C.apf_workqueue_add_with_options((*C.apf_workqueue)(p), key, n, &c))
 }
 
 func wqAddAfterC(p unsafe.Pointer, key *C.uint8_t, n C.size_t, delay uint64) error {
-	var e cerr
-	return e.err(C.go_apf_wq_add_after((*C.apf_workqueue)(p), key, n, C.uint64_t(delay), &e.e))
+	return statusErr(C.apf_workqueue_add_after((*C.apf_workqueue)(p), key, n, C.uint64_t(delay)))
 }
 
 func wqAddRateLimitedC(p unsafe.Pointer, key *C.uint8_t, n C.size_t) error {
-	var e cerr
-	return e.err(C.go_apf_wq_add_rate_limited((*C.apf_workqueue)(p), key, n, &e.e))
+	return statusErr(C.apf_workqueue_add_rate_limited((*C.apf_workqueue)(p), key, n))
 }
 
 // wqGetC takes an item (timeout 0: without waiting) and copies its key out
 // of libapf's memory before anything else can release it.
 func wqGetC[K Key](p unsafe.Pointer, timeout uint64) (Item[K], uint32, error) {
-	var raw C.apf_wq_item
-	var e cerr
-	if err := e.err(C.go_apf_wq_get((*C.apf_workqueue)(p), C.uint64_t(timeout), &raw, &e.e)); err != nil {
+	var raw C.apf_workqueue_item
+	var st C.apf_status
+	if timeout == 0 {
+		st = C.apf_workqueue_try_get((*C.apf_workqueue)(p), &raw)
+	} else {
+		st = C.apf_workqueue_get((*C.apf_workqueue)(p), C.uint64_t(timeout), &raw)
+	}
+	if err := statusErr(st); err != nil {
 		return Item[K]{}, 0, err
 	}
 	res := uint32(raw.result)
@@ -184,59 +229,70 @@ func wqGetC[K Key](p unsafe.Pointer, timeout uint64) (Item[K], uint32, error) {
 }
 
 func wqDoneC(p unsafe.Pointer, h uint64) error {
-	var e cerr
-	return e.err(C.go_apf_wq_done((*C.apf_workqueue)(p), C.uint64_t(h), &e.e))
+	return statusErr(C.apf_workqueue_done((*C.apf_workqueue)(p), C.uint64_t(h)))
 }
 
 func wqForgetC(p unsafe.Pointer, key *C.uint8_t, n C.size_t) error {
-	var e cerr
-	return e.err(C.go_apf_wq_forget((*C.apf_workqueue)(p), key, n, &e.e))
+	return statusErr(C.apf_workqueue_forget((*C.apf_workqueue)(p), key, n))
 }
 
 func wqNumRequeuesC(p unsafe.Pointer, key *C.uint8_t, n C.size_t) (int, error) {
 	var out C.uint32_t
-	var e cerr
-	err := e.err(C.go_apf_wq_num_requeues((*C.apf_workqueue)(p), key, n, &out, &e.e))
+	err := statusErr(C.apf_workqueue_num_requeues((*C.apf_workqueue)(p), key, n, &out))
 	return int(out), err
 }
 
-// The counts of go_apf_wq_count.
+// The counts of wqCountC.
 type wqCount uint32
 
 const (
-	countReady      = wqCount(C.GO_APF_WQ_COUNT_READY)
-	countWaiting    = wqCount(C.GO_APF_WQ_COUNT_WAITING)
-	countProcessing = wqCount(C.GO_APF_WQ_COUNT_PROCESSING)
-	countFastLane   = wqCount(C.GO_APF_WQ_COUNT_FAST_LANE)
-	countSlowLane   = wqCount(C.GO_APF_WQ_COUNT_SLOW_LANE)
+	countReady wqCount = iota
+	countWaiting
+	countProcessing
+	countFastLane
+	countSlowLane
 )
 
 func wqCountC(p unsafe.Pointer, what wqCount) (int, error) {
 	var out C.size_t
-	var e cerr
-	err := e.err(C.go_apf_wq_count((*C.apf_workqueue)(p), C.uint32_t(what), &out, &e.e))
-	return int(out), err
+	q := (*C.apf_workqueue)(p)
+	var st C.apf_status
+	switch what {
+	case countReady:
+		st = C.apf_workqueue_len(q, &out)
+	case countWaiting:
+		st = C.apf_workqueue_waiting_len(q, &out)
+	case countProcessing:
+		st = C.apf_workqueue_processing(q, &out)
+	case countFastLane:
+		st = C.apf_workqueue_lane_len(q, C.APF_WORKQUEUE_LANE_FAST, &out)
+	case countSlowLane:
+		st = C.apf_workqueue_lane_len(q, C.APF_WORKQUEUE_LANE_SLOW, &out)
+	default:
+		st = C.APF_ERR_INVALID_PARAMETER
+	}
+	return int(out), statusErr(st)
 }
 
 func wqShutDownC(p unsafe.Pointer, drain bool) error {
-	var e cerr
-	return e.err(C.go_apf_wq_shut_down((*C.apf_workqueue)(p), C.bool(drain), &e.e))
+	if drain {
+		return statusErr(C.apf_workqueue_shut_down_with_drain((*C.apf_workqueue)(p)))
+	}
+	return statusErr(C.apf_workqueue_shut_down((*C.apf_workqueue)(p)))
 }
 
 func wqShuttingDownC(p unsafe.Pointer) (bool, error) {
 	var out C.bool
-	var e cerr
-	err := e.err(C.go_apf_wq_shutting_down((*C.apf_workqueue)(p), &out, &e.e))
+	err := statusErr(C.apf_workqueue_shutting_down((*C.apf_workqueue)(p), &out))
 	return bool(out), err
 }
 
 func wqAdvanceClockC(p unsafe.Pointer, nanos uint64) error {
-	var e cerr
-	return e.err(C.go_apf_wq_advance_clock((*C.apf_workqueue)(p), C.uint64_t(nanos), &e.e))
+	return statusErr(C.apf_workqueue_advance_clock((*C.apf_workqueue)(p), C.uint64_t(nanos)))
 }
 
 func wqMetricsTextC(p unsafe.Pointer) (string, error) {
-	return takeText(func(out *C.apf_text, e *C.go_apf_err) C.uint32_t {
-		return C.go_apf_wq_metrics_text((*C.apf_workqueue)(p), out, e)
+	return takeText(func(out *C.apf_text) C.apf_status {
+		return C.apf_workqueue_metrics_text((*C.apf_workqueue)(p), out)
 	})
 }

@@ -56,7 +56,7 @@ fn bench(c: &mut Criterion) {
     let mut d = std::ptr::null_mut();
     // SAFETY: NULL options (defaults) and a writable out.
     assert_eq!(
-        unsafe { apf_dispatcher_new_builtin(std::ptr::null(), &mut d) },
+        unsafe { apf_dispatcher_new_builtin(std::ptr::null(), &mut d, std::ptr::null_mut()) },
         apf_status::APF_OK
     );
     let groups: Vec<apf_str> = GROUPS

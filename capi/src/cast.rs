@@ -12,7 +12,8 @@
 //!   dangling or of the wrong type; that is the caller's side of the
 //!   contract, stated on each function.
 //! - NULL is always detected: the macros below return
-//!   `APF_ERR_NULL_POINTER` (with the argument's name in the last error).
+//!   `APF_ERR_NULL_POINTER` (with the argument's name in the `apf_error`
+//!   of the functions that take one).
 //! - Out-parameters are viewed as `&mut MaybeUninit<T>` ([`out_param`]): the
 //!   old content is never read or dropped, and callers write them only on
 //!   success.

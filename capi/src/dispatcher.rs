@@ -1,6 +1,7 @@
 //! `apf_dispatcher`: creation, configuration, the clock, notification
 //! set-up and statistics.
 
+use super::adaptive::{adaptive_from_c, apf_adaptive_options};
 use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
@@ -8,6 +9,7 @@ use super::sized::{read_growable, Growable};
 use super::slab::RequestSlab;
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
+use crate::error::apf_error;
 use crate::sync::Arc;
 use apf::clock::{Clock, Instant, ManualClock};
 use apf::config::Config;
@@ -31,16 +33,16 @@ pub struct apf_dispatcher {
     _private: [u8; 0],
 }
 
-/// Server-wide settings, with `apf_options_default`'s values filled in
-/// unless you change them. Always start from `apf_options_default`: it sets
+/// Server-wide settings, with `apf_dispatcher_options_default`'s values filled in
+/// unless you change them. Always start from `apf_dispatcher_options_default`: it sets
 /// `struct_size`, which lets later versions add fields (see the ABI policy
 /// in docs/install.md).
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct apf_options {
-    /// `sizeof(apf_options)` as the caller's header knows it; set by
-    /// `apf_options_default`.
+pub struct apf_dispatcher_options {
+    /// `sizeof(apf_dispatcher_options)` as the caller's header knows it; set by
+    /// `apf_dispatcher_options_default`.
     pub struct_size: usize,
     /// Seats shared by all priority levels (Kubernetes: max-requests-inflight
     /// + max-mutating-requests-inflight; default 600). 1 to 2^30.
@@ -57,22 +59,43 @@ pub struct apf_options {
     /// `apf_dispatcher_advance_clock` (for tests and simulations). Otherwise
     /// the real monotonic clock, whose 0 is the dispatcher's creation.
     pub manual_clock: bool,
+    /// The adaptive server concurrency limit (docs/adaptive-limit.md):
+    /// NULL (the default) keeps the fixed `server_concurrency_limit`; a
+    /// struct filled by `apf_adaptive_options_default` and then tuned turns
+    /// it on, the total then following the backend's measured latency
+    /// (`server_concurrency_limit` still sizes the levels' per-request seat
+    /// caps). Read only during `apf_dispatcher_new_*`.
+    pub adaptive: *const apf_adaptive_options,
 }
 
-impl apf_options {
-    fn defaults() -> apf_options {
+impl apf_dispatcher_options {
+    fn defaults() -> apf_dispatcher_options {
         let d = DispatcherOptions::default();
-        apf_options {
-            struct_size: std::mem::size_of::<apf_options>(),
+        apf_dispatcher_options {
+            struct_size: std::mem::size_of::<apf_dispatcher_options>(),
             server_concurrency_limit: d.server_concurrency_limit,
             service_time_guess_ns: apf::clock::duration_nanos(d.service_time_guess),
             wait_limit_ns: apf::clock::duration_nanos(d.wait_limit),
             borrowing_period_ns: apf::clock::duration_nanos(d.borrowing_period),
             manual_clock: false,
+            adaptive: std::ptr::null(),
         }
     }
 
-    fn to_rust(self) -> Result<DispatcherOptions, String> {
+    /// # Safety
+    /// `self.adaptive` is NULL or readable for the `struct_size` it states.
+    unsafe fn to_rust(self) -> Result<DispatcherOptions, apf_status> {
+        let invalid = |e: String| fail(apf_status::APF_ERR_INVALID_PARAMETER, e);
+        let options = self.to_rust_fixed().map_err(invalid)?;
+        // SAFETY: forwarded contract.
+        let adaptive = unsafe { adaptive_from_c(self.adaptive) }?;
+        Ok(DispatcherOptions {
+            adaptive,
+            ..options
+        })
+    }
+
+    fn to_rust_fixed(self) -> Result<DispatcherOptions, String> {
         if self.server_concurrency_limit == 0
             || self.server_concurrency_limit > MAX_CONCURRENCY_LIMIT
         {
@@ -101,11 +124,12 @@ impl apf_options {
     }
 }
 
-impl Growable for apf_options {
-    const NAME: &'static str = "apf_options";
-    const MIN_SIZE: usize = std::mem::size_of::<apf_options>();
-    fn defaults() -> apf_options {
-        apf_options::defaults()
+impl Growable for apf_dispatcher_options {
+    const NAME: &'static str = "apf_dispatcher_options";
+    /// ABI 0.2's struct, `adaptive` included, is the first version.
+    const MIN_SIZE: usize = std::mem::size_of::<apf_dispatcher_options>();
+    fn defaults() -> apf_dispatcher_options {
+        apf_dispatcher_options::defaults()
     }
 }
 
@@ -131,10 +155,10 @@ impl Drop for FfiDispatcher {
 }
 
 impl FfiDispatcher {
-    fn new(config: &Config, options: &apf_options) -> Result<FfiDispatcher, apf_status> {
-        let rust_options = options
-            .to_rust()
-            .map_err(|e| fail(apf_status::APF_ERR_INVALID_PARAMETER, e))?;
+    fn new(config: &Config, options: &apf_dispatcher_options) -> Result<FfiDispatcher, apf_status> {
+        // SAFETY: the exported callers' contract: `options.adaptive` is
+        // NULL or readable.
+        let rust_options = unsafe { options.to_rust() }?;
         let (clock, manual) = if options.manual_clock {
             let (clock, manual) = Clock::manual();
             (clock, Some(manual))
@@ -217,10 +241,12 @@ fn parse_config(text: *const c_char, len: usize) -> Result<Config, apf_status> {
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_options_default(out: *mut apf_options) -> apf_status {
+pub unsafe extern "C" fn apf_dispatcher_options_default(
+    out: *mut apf_dispatcher_options,
+) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        out.write(apf_options::defaults());
+        out.write(apf_dispatcher_options::defaults());
         apf_status::APF_OK
     }
 }
@@ -232,13 +258,17 @@ pub unsafe extern "C" fn apf_options_default(out: *mut apf_options) -> apf_statu
 /// dispatcher; free it with `apf_dispatcher_free`.
 ///
 /// # Safety
-/// `options` must be NULL or readable; `out` must be NULL or writable.
+/// `options` must be NULL or readable, and its `adaptive` NULL or readable
+/// for the `struct_size` it states; `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_new_builtin(
-    options: *const apf_options,
+    options: *const apf_dispatcher_options,
     out: *mut *mut apf_dispatcher,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
         let options = match unsafe { read_growable(options) } {
@@ -266,15 +296,19 @@ pub unsafe extern "C" fn apf_dispatcher_new_builtin(
 ///
 /// # Safety
 /// `text` must be readable for `len` bytes (or NULL with `len` 0);
-/// `options` NULL or readable; `out` NULL or writable.
+/// `options` NULL or readable (its `adaptive` NULL or readable for the
+/// `struct_size` it states); `out` NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_new_from_config(
     text: *const c_char,
     len: usize,
-    options: *const apf_options,
+    options: *const apf_dispatcher_options,
     out: *mut *mut apf_dispatcher,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
         let options = match unsafe { read_growable(options) } {
@@ -301,7 +335,8 @@ pub unsafe extern "C" fn apf_dispatcher_new_from_config(
 /// completion callbacks running on other threads to return. NULL is a
 /// no-op. Called from inside one of this dispatcher's own completion
 /// callbacks it does nothing (the dispatcher is in use below the callback)
-/// and sets the last error; free it after the callback returned.
+/// (it cannot say so: it returns nothing); free it after the callback
+/// returned.
 ///
 /// # Safety
 /// `dispatcher` must be NULL or a dispatcher not yet freed, with no other
@@ -332,13 +367,16 @@ pub unsafe extern "C" fn apf_dispatcher_free(dispatcher: *mut apf_dispatcher) {
 /// # Safety
 /// `dispatcher` must be NULL or live; `text` readable for `len` bytes (or
 /// NULL with `len` 0).
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_reconfigure(
     dispatcher: *mut apf_dispatcher,
     text: *const c_char,
     len: usize,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let d = try_ref_from_ptr!(dispatcher);
         let config = match parse_config(text, len) {
             Ok(c) => c,

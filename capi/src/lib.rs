@@ -6,11 +6,11 @@
 //! depends on apf builds no C library.
 //!
 //! Layout, after rustls-ffi: one module per C type family
-//! ([`dispatcher`], [`request`], [`ids`] for decisions with name ids, [`observe`] for metrics and dumps, [`http`] for what
+//! ([`dispatcher`], [`adaptive`] for the adaptive limit's options and state, [`request`], [`ids`] for decisions with name ids, [`observe`] for metrics and dumps, [`http`] for what
 //! every HTTP middleware shares (the 429, the observability paths, the path helper), [`queueset`] for one level driven
 //! directly,
 //! [`workqueue`] with its limiter descriptions and item handles), the
-//! status codes and last error ([`status`]), and private plumbing: pointer casts and their contract
+//! status codes ([`status`]), the owned error object ([`error`]), and private plumbing: pointer casts and their contract
 //! (`cast`), the panic boundary (`panic`), request handles (`slab`),
 //! completion notification (`completion`) and interned names (`names`).
 //!
@@ -20,11 +20,15 @@
 //! - Every function returns an [`apf_status`] (except
 //!   `apf_abi_version` and `_free`); results go through out-parameters,
 //!   which come last and are written only on `APF_OK`. Inputs come first.
+//! - A failure's text is `apf_status_text` of its code; constructors and
+//!   reconfigurations, whose failures need more words, take a last
+//!   `apf_error **out_error` (NULL: not wanted), written only on failure
+//!   with an owned [`apf_error`] (wasmtime's C API). No per-thread state.
 //! - Text made on demand comes out as an owned [`apf_text`]
 //!   freed by `apf_text_free` (no size-then-copy loop).
 //! - Option structs start with `struct_size`, set by their `_default`
 //!   function, so they can grow without breaking callers (`sized`).
-//! - Test-only exports (`apf_test_panic`, `apf_wq_test_*`) exist only with
+//! - Test-only exports (`apf_test_panic`, `apf_workqueue_test_*`) exist only with
 //!   the `test-hooks` feature; the installed library has none.
 //! - Every exported body runs inside the panic boundary; every pointer is
 //!   checked for NULL; strings are `(ptr, len)` pairs checked for UTF-8.
@@ -42,6 +46,9 @@
 mod panic;
 #[macro_use]
 mod cast;
+#[macro_use]
+pub mod error;
+pub mod adaptive;
 mod completion;
 pub mod dispatcher;
 pub mod http;
@@ -61,8 +68,10 @@ pub mod test_hooks;
 pub mod text;
 pub mod workqueue;
 
+pub use adaptive::*;
 pub use completion::apf_completion_callback;
 pub use dispatcher::*;
+pub use error::*;
 pub use http::*;
 pub use ids::*;
 pub use metrics_options::*;

@@ -8,6 +8,7 @@ use super::names::apf_str;
 use super::sized::{read_growable, Growable};
 use super::status::{apf_status, fail};
 use super::text::apf_text;
+use crate::error::apf_error;
 use apf::metrics::ExpositionOptions;
 
 /// The most constant labels an exposition takes: each is on every series,
@@ -130,7 +131,7 @@ pub unsafe extern "C" fn apf_metrics_options_default(out: *mut apf_metrics_optio
 
 /// `apf_dispatcher_metrics_text` with a name prefix and constant labels
 /// (`options` NULL: none, the same text). The options are checked first:
-/// `APF_ERR_INVALID_PARAMETER` (the last error names the field at fault),
+/// `APF_ERR_INVALID_PARAMETER` (the `apf_error` names the field at fault),
 /// `APF_ERR_INVALID_UTF8`, or `APF_ERR_NULL_POINTER` (a NULL string or
 /// label array with a non-zero length).
 ///
@@ -140,13 +141,16 @@ pub unsafe extern "C" fn apf_metrics_options_default(out: *mut apf_metrics_optio
 /// `dispatcher` must be NULL or live; `options` NULL or readable, with
 /// every string and the label array readable for their lengths; `out` NULL
 /// or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_dispatcher_metrics_text_with(
     dispatcher: *const apf_dispatcher,
     options: *const apf_metrics_options,
     out: *mut apf_text,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let d = try_ref_from_ptr!(dispatcher);
         // SAFETY: a non-NULL `options` is readable (contract above).
         let options = match unsafe { read_growable(options) } {

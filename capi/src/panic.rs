@@ -2,11 +2,13 @@
 //!
 //! Every exported body runs inside [`ffi_panic_boundary!`]. A caught panic
 //! becomes the function's fallback value ([`PanicFallback`]): `APF_ERR_PANIC`
-//! for functions that return a status (with the panic message as the
-//! thread's last error), nothing for `void` functions. Locks poisoned by the
+//! for functions that return a status, nothing for `void` functions.
+//! Functions that take an `apf_error **out_error` put the panic message
+//! there (`error::with_error`); the others leave it to the panic hook,
+//! which prints it to stderr. Locks poisoned by the
 //! panic are recovered by `crate::sync::lock`, so the library stays usable.
 
-use super::status::{apf_status, set_last_error};
+use super::status::apf_status;
 use std::any::Any;
 
 /// What an exported function returns when its body panicked.
@@ -15,11 +17,7 @@ pub(crate) trait PanicFallback {
 }
 
 impl PanicFallback for apf_status {
-    fn on_panic(payload: Box<dyn Any + Send>) -> Self {
-        set_last_error(format_args!(
-            "panic inside libapf: {}",
-            panic_message(&*payload)
-        ));
+    fn on_panic(_payload: Box<dyn Any + Send>) -> Self {
         apf_status::APF_ERR_PANIC
     }
 }
@@ -35,7 +33,7 @@ impl PanicFallback for u32 {
 }
 
 /// The text of a panic payload (`panic!` gives a `&str` or a `String`).
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> &str {
     if let Some(s) = payload.downcast_ref::<&'static str>() {
         s
     } else if let Some(s) = payload.downcast_ref::<String>() {

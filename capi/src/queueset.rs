@@ -19,6 +19,7 @@ use super::sized::{read_growable, Growable};
 use super::slab::{Entry, RequestSlab};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
+use crate::error::apf_error;
 use crate::sync::Arc;
 use apf::classification::RequestDigest;
 use apf::clock::{Clock, Instant, ManualClock};
@@ -349,6 +350,8 @@ pub unsafe extern "C" fn apf_queueset_config_default(out: *mut apf_queueset_conf
 /// # Safety
 /// `name` readable for `name_len` bytes (or NULL with 0); `config` NULL or
 /// readable for its `struct_size` bytes; `out` NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_queueset_new(
     name: *const c_char,
@@ -356,8 +359,9 @@ pub unsafe extern "C" fn apf_queueset_new(
     config: *const apf_queueset_config,
     manual_clock: bool,
     out: *mut *mut apf_queueset,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let name = try_str!(name, name_len, "name");
         // SAFETY: NULL or readable for its `struct_size`, per the contract.
         let config = match unsafe { read_config(config) } {
@@ -411,12 +415,15 @@ pub unsafe extern "C" fn apf_queueset_free(qs: *mut apf_queueset) {
 /// # Safety
 /// `qs` NULL or live; `config` NULL or readable for its `struct_size`
 /// bytes.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
 pub unsafe extern "C" fn apf_queueset_reconfigure(
     qs: *mut apf_queueset,
     config: *const apf_queueset_config,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let q = try_ref_from_ptr!(qs);
         // SAFETY: NULL or readable for its `struct_size`, per the contract.
         let config = match unsafe { read_config(config) } {

@@ -336,7 +336,9 @@ pub(crate) unsafe fn start(
     };
     let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
     let decision = d.inner.start_request(&rust_digest, estimate, deadline);
-    let (schema, level) = d.names.of(&decision.flow_schema, &decision.priority_level);
+    let (schema, level) = d
+        .names
+        .of(decision.flow_schema.arc(), decision.priority_level.arc());
     let (outcome, reason, request) = match decision.outcome {
         Outcome::Execute(guard) => match d.requests.insert(Entry::executing(guard)) {
             Ok(handle) => (
@@ -630,7 +632,7 @@ pub unsafe extern "C" fn apf_finish_with_cost(
 /// holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
 /// its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
 /// `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
-/// the finish). The last error message names the request and the seats.
+/// the finish).
 ///
 /// # Safety
 /// `dispatcher` NULL or live.

@@ -1,6 +1,6 @@
 //! Option structs that can grow without breaking callers.
 //!
-//! Each option struct (`apf_options`, `apf_wq_options`, `apf_wq_add_opts`,
+//! Each option struct (`apf_dispatcher_options`, `apf_workqueue_options`, `apf_workqueue_add_options`,
 //! `apf_queueset_config`) starts with `size_t struct_size`, which its
 //! `_default` function sets to `sizeof` the struct as this library knows
 //! it. A caller compiled against an older header passes a smaller size:

@@ -1,7 +1,5 @@
-//! Status codes, the per-thread last error message, and version queries.
+//! Status codes, their fixed texts, and version queries.
 
-use super::text::{apf_text, text_out};
-use std::cell::RefCell;
 use std::ffi::c_char;
 use std::fmt;
 
@@ -11,8 +9,9 @@ use std::fmt;
 /// `APF_OK` is 0; errors lie in the range 7000-7999 so they cannot be
 /// confused with `errno` values or booleans. A code, once published, keeps
 /// its meaning and is never reused. Functions write their out-parameters only
-/// when they return `APF_OK`. On error, the calling
-/// thread's last error message (`apf_last_error`) says what went wrong.
+/// when they return `APF_OK`. On error, `apf_status_text` describes the
+/// code; functions whose failures need more words (configuration, option
+/// structs, limiter parameters) also hand out an owned `apf_error`.
 #[allow(non_camel_case_types)]
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +60,7 @@ pub enum apf_status {
     APF_ERR_IN_CALLBACK = 7013,
     /// The workqueue is of another kind than the call needs: a slow lane on
     /// a queue without lanes, a priority on a non-priority queue.
-    APF_ERR_WQ_WRONG_KIND = 7014,
+    APF_ERR_WORKQUEUE_WRONG_KIND = 7014,
 }
 
 impl apf_status {
@@ -82,7 +81,7 @@ impl apf_status {
         apf_status::APF_ERR_IO,
         apf_status::APF_ERR_TOO_MANY_REQUESTS,
         apf_status::APF_ERR_IN_CALLBACK,
-        apf_status::APF_ERR_WQ_WRONG_KIND,
+        apf_status::APF_ERR_WORKQUEUE_WRONG_KIND,
     ];
 
     /// The code for a number; unknown numbers map to
@@ -120,33 +119,18 @@ impl apf_status {
             apf_status::APF_ERR_IO => "operating system error\0",
             apf_status::APF_ERR_TOO_MANY_REQUESTS => "too many requests in flight\0",
             apf_status::APF_ERR_IN_CALLBACK => "not allowed inside a completion callback\0",
-            apf_status::APF_ERR_WQ_WRONG_KIND => {
+            apf_status::APF_ERR_WORKQUEUE_WRONG_KIND => {
                 "operation not available for this kind of workqueue\0"
             }
         }
     }
 }
 
-thread_local! {
-    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
-}
-
-/// Record `message` as this thread's last error.
-pub(crate) fn set_last_error(message: fmt::Arguments<'_>) {
-    use std::fmt::Write;
-    // try_with: during thread teardown the slot may be gone; losing the
-    // message then is better than aborting.
-    let _ = LAST_ERROR.try_with(|e| {
-        if let Ok(mut e) = e.try_borrow_mut() {
-            e.clear();
-            let _ = e.write_fmt(message);
-        }
-    });
-}
-
-/// Record the last error and return `status`: the one way functions fail.
+/// Fail with `status`: the one way functions fail. The message goes to
+/// the running call's `apf_error` when it takes one (see `error`); other
+/// callers get only the code, whose text says it all.
 pub(crate) fn fail(status: apf_status, message: impl fmt::Display) -> apf_status {
-    set_last_error(format_args!("{message}"));
+    super::error::record(format_args!("{message}"));
     status
 }
 
@@ -182,31 +166,6 @@ const fn pack_version(major: &str, minor: &str, patch: &str) -> u32 {
 #[no_mangle]
 pub extern "C" fn apf_abi_version() -> u32 {
     ffi_panic_boundary! { ABI_VERSION }
-}
-
-/// The calling thread's last error message, as an owned `apf_text` (free
-/// it with `apf_text_free`).
-///
-/// The message belongs to the most recent call on this thread that returned
-/// an error (successful calls leave it alone); it is empty if there was
-/// none. This function never changes the last error, even when `out` is
-/// NULL (it then returns `APF_ERR_NULL_POINTER`).
-///
-/// # Safety
-/// `out` must be NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn apf_last_error(out: *mut apf_text) -> apf_status {
-    ffi_panic_boundary! {
-        if out.is_null() {
-            return apf_status::APF_ERR_NULL_POINTER;
-        }
-        let message = LAST_ERROR
-            .try_with(|e| e.try_borrow().map(|e| e.clone()).unwrap_or_default())
-            .unwrap_or_default();
-        // SAFETY: `out` is non-NULL (checked above, so `text_out` sets no
-        // last error) and writable per this function's contract.
-        unsafe { text_out(out, || message) }
-    }
 }
 
 /// A fixed description of a status code, as a NUL-terminated static string

@@ -1,7 +1,7 @@
 //! Text out of the library: an owned `apf_text` buffer the caller frees.
 //!
 //! Every function that hands out text made on demand (metrics, dumps,
-//! stats, the last error, workqueue metrics) fills an `apf_text` with a
+//! stats, workqueue metrics) fills an `apf_text` with a
 //! fresh allocation, so no binding has to ask for a size, allocate and
 //! retry when the text grew in between. The one scheme replaces the
 //! earlier copy-into-your-buffer calls and their `APF_ERR_INSUFFICIENT_SIZE`

@@ -14,7 +14,7 @@ use std::ptr::{null, null_mut};
 
 /// The built-in configuration on the manual clock.
 fn builtin_manual() -> D {
-    builtin(&apf_options {
+    builtin(&apf_dispatcher_options {
         manual_clock: true,
         ..default_options()
     })

@@ -191,11 +191,6 @@ fn foreign_zero_and_made_up_ids_are_refused() {
             Err(apf_status::APF_ERR_INVALID_PARAMETER),
             "{id:#x}"
         );
-        assert!(
-            last_error().contains(&format!("{id:#x}")),
-            "{}",
-            last_error()
-        );
     }
     assert_eq!(
         name(&other, a.flow_schema_id),
@@ -250,12 +245,10 @@ fn nulls_bad_strings_and_wrong_struct_size_start_nothing() {
             apf_start_request_ids(d.0, null(), null(), 0, &mut out),
             apf_status::APF_ERR_NULL_POINTER
         );
-        assert!(last_error().contains("digest"), "{}", last_error());
         assert_eq!(
             apf_start_request_ids(d.0, &dg, null(), 0, null_mut()),
             apf_status::APF_ERR_NULL_POINTER
         );
-        assert!(last_error().contains("out"), "{}", last_error());
     }
     assert_eq!(out, blank(), "out untouched on errors");
     for size in [0, 8, size_of::<apf_decision_ids>() - 1] {
@@ -268,7 +261,6 @@ fn nulls_bad_strings_and_wrong_struct_size_start_nothing() {
             apf_status::APF_ERR_INVALID_PARAMETER,
             "struct_size {size}"
         );
-        assert!(last_error().contains("struct_size"), "{}", last_error());
         assert_eq!(small.request, 77, "untouched");
     }
     let mut bad = digest("alice");
@@ -277,7 +269,6 @@ fn nulls_bad_strings_and_wrong_struct_size_start_nothing() {
     // SAFETY: valid pointers; the verb's bytes are what is tested.
     let st = unsafe { apf_start_request_ids(d.0, &bad, null(), 0, &mut out) };
     assert_eq!(st, apf_status::APF_ERR_INVALID_UTF8);
-    assert!(last_error().contains("digest.verb"), "{}", last_error());
     assert_eq!(executing(&d), 0, "no error started a request");
 }
 

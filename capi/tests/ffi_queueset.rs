@@ -9,12 +9,7 @@ use std::ptr::{null, null_mut};
 
 #[path = "support/text.rs"]
 mod text;
-use text::{take_text, text_of};
-
-fn last_error() -> String {
-    // SAFETY: `t` is a writable apf_text.
-    text_of(|t| unsafe { apf_last_error(t) })
-}
+use text::{err, last_error, take_text};
 
 fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> apf_queueset_config {
     let mut c = std::mem::MaybeUninit::uninit();
@@ -45,7 +40,8 @@ fn new_qs(cfg: &apf_queueset_config) -> Qs {
     let mut p = null_mut();
     let name = "level-a";
     // SAFETY: valid name, config and out pointer.
-    let st = unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), cfg, true, &mut p) };
+    let st =
+        unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), cfg, true, &mut p, err()) };
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
     Qs(p)
 }
@@ -88,7 +84,8 @@ fn bad_configuration_is_refused_naming_the_level_and_field() {
     let name = "level-x";
     let cfg = config(1, 4, 9, 10);
     // SAFETY: valid arguments.
-    let st = unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p) };
+    let st =
+        unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p, err()) };
     assert_eq!(st, apf_status::APF_ERR_CONFIG);
     let msg = last_error();
     assert!(msg.contains("level-x") && msg.contains("handSize"), "{msg}");
@@ -96,18 +93,26 @@ fn bad_configuration_is_refused_naming_the_level_and_field() {
 
     let cfg = config(1, 4, 2, 0);
     // SAFETY: valid arguments.
-    let st = unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p) };
+    let st =
+        unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p, err()) };
     assert_eq!(st, apf_status::APF_ERR_CONFIG);
     assert!(last_error().contains("queueLengthLimit"));
 
     // SAFETY: NULL config and NULL queueset are reported, not dereferenced.
     unsafe {
         assert_eq!(
-            apf_queueset_new(name.as_ptr().cast(), name.len(), null(), true, &mut p),
+            apf_queueset_new(
+                name.as_ptr().cast(),
+                name.len(),
+                null(),
+                true,
+                &mut p,
+                err()
+            ),
             apf_status::APF_ERR_NULL_POINTER
         );
         assert_eq!(
-            apf_queueset_reconfigure(null_mut(), &cfg),
+            apf_queueset_reconfigure(null_mut(), &cfg, err()),
             apf_status::APF_ERR_NULL_POINTER
         );
         assert_eq!(
@@ -121,7 +126,7 @@ fn bad_configuration_is_refused_naming_the_level_and_field() {
     let q = new_qs(&config(2, 4, 2, 10));
     // SAFETY: live queueset.
     assert_eq!(
-        unsafe { apf_queueset_reconfigure(q.0, &config(1, 4, 5, 10)) },
+        unsafe { apf_queueset_reconfigure(q.0, &config(1, 4, 5, 10), err()) },
         apf_status::APF_ERR_CONFIG
     );
     assert_eq!(stats(&q).concurrency_limit, 2);
@@ -135,7 +140,8 @@ fn config_struct_size_is_checked() {
     assert_eq!(cfg.struct_size, std::mem::size_of::<apf_queueset_config>());
     cfg.struct_size = 0;
     // SAFETY: valid arguments; the size is refused before the fields are read.
-    let st = unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p) };
+    let st =
+        unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p, err()) };
     assert_eq!(st, apf_status::APF_ERR_INVALID_PARAMETER);
     let msg = last_error();
     assert!(
@@ -158,7 +164,7 @@ fn config_struct_size_is_checked() {
     let q = new_qs(&config(2, 4, 2, 10));
     // SAFETY: `newer` is readable for its struct_size.
     assert_eq!(
-        unsafe { apf_queueset_reconfigure(q.0, &newer.known) },
+        unsafe { apf_queueset_reconfigure(q.0, &newer.known, err()) },
         apf_status::APF_OK
     );
     assert_eq!(stats(&q).concurrency_limit, 1);
@@ -166,7 +172,7 @@ fn config_struct_size_is_checked() {
     newer.known.concurrency_limit = 3;
     // SAFETY: as above.
     assert_eq!(
-        unsafe { apf_queueset_reconfigure(q.0, &newer.known) },
+        unsafe { apf_queueset_reconfigure(q.0, &newer.known, err()) },
         apf_status::APF_ERR_INVALID_PARAMETER
     );
     assert_eq!(
@@ -426,7 +432,8 @@ fn the_fairness_field_chooses_the_policy_and_is_checked() {
     cfg.fairness = 7;
     let (mut p, name) = (null_mut(), "level-f");
     // SAFETY: valid arguments.
-    let st = unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p) };
+    let st =
+        unsafe { apf_queueset_new(name.as_ptr().cast(), name.len(), &cfg, true, &mut p, err()) };
     assert_eq!(st, apf_status::APF_ERR_CONFIG);
     let msg = last_error();
     assert!(

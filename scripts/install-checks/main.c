@@ -17,7 +17,7 @@
 int main(void) {
   if (apf_abi_version() != APF_VERSION_NUMBER) return 1;
   apf_dispatcher *d = NULL;
-  TRY(apf_dispatcher_new_builtin(NULL, &d));
+  TRY(apf_dispatcher_new_builtin(NULL, &d, NULL));
   apf_request_digest digest;
   memset(&digest, 0, sizeof digest);
   digest.user = "alice";
@@ -37,13 +37,13 @@ int main(void) {
   apf_dispatcher_free(d);
 
   apf_workqueue *q = NULL;
-  TRY(apf_wq_new(NULL, &q));
-  TRY(apf_wq_add(q, (const uint8_t *)"k", 1));
-  apf_wq_item item;
-  TRY(apf_wq_try_get(q, &item));
-  if (item.result != APF_WQ_ITEM) return 1;
-  TRY(apf_wq_done(q, item.item));
-  apf_wq_free(q);
+  TRY(apf_workqueue_new(NULL, &q, NULL));
+  TRY(apf_workqueue_add(q, (const uint8_t *)"k", 1));
+  apf_workqueue_item item;
+  TRY(apf_workqueue_try_get(q, &item));
+  if (item.result != APF_WORKQUEUE_ITEM) return 1;
+  TRY(apf_workqueue_done(q, item.item));
+  apf_workqueue_free(q);
   printf("c: one request and one workqueue item through the installed libapf\n");
   return ok ? 0 : 1;
 }

@@ -67,8 +67,19 @@ struct Inner {
 struct State {
     controller: GradientController,
     /// Each level's totals at the last update, to take differences.
-    last: Vec<(Arc<Level>, LatencyTotals)>,
+    last: Vec<(Arc<Level>, Reading)>,
     updates: u64,
+}
+
+/// What one update reads of a level: its execution-time totals, then the
+/// costs servers reported at finish (after the replay, so a report is never
+/// read after its completion).
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    totals: LatencyTotals,
+    /// Cost reports so far, and their sum in millionths of a seat.
+    cost_reports: u64,
+    cost_micros: u64,
 }
 
 impl AdaptiveLimit {
@@ -149,14 +160,20 @@ impl fmt::Debug for AdaptiveLimit {
 
 impl Inner {
     /// Every limited level's totals, each read under its own lock.
-    fn read_totals(&self) -> Vec<(Arc<Level>, LatencyTotals)> {
+    fn read_totals(&self) -> Vec<(Arc<Level>, Reading)> {
         // Cloned so no level is replayed with the table locked.
         let levels = lock(&self.levels).clone();
         levels
             .into_iter()
             .filter_map(|level| {
                 let totals = level.queueset()?.latency_totals();
-                Some((level, totals))
+                let (cost_reports, cost_micros) = level.reported_costs();
+                let reading = Reading {
+                    totals,
+                    cost_reports,
+                    cost_micros,
+                };
+                Some((level, reading))
             })
             .collect()
     }
@@ -188,26 +205,45 @@ impl Inner {
 /// totals. A level new since `last` counts from its next reading; one
 /// whose totals went down (a flow schema's tally forgotten) sits this
 /// window out.
-fn window(
-    last: &[(Arc<Level>, LatencyTotals)],
-    now: &[(Arc<Level>, LatencyTotals)],
-    at: Instant,
-) -> Window {
+///
+/// When servers reported costs at finish in the window, its latency is
+/// per seat of cost: the latency sum is scaled so that the controller's
+/// mean (sum / completions) is the latency sum over the window's cost, a
+/// completion without a report counting 1 seat. A shift of the mix towards
+/// costlier requests then does not read as congestion. A window without
+/// reports is left as it is.
+fn window(last: &[(Arc<Level>, Reading)], now: &[(Arc<Level>, Reading)], at: Instant) -> Window {
     let mut w = Window {
         at,
         ..Window::default()
     };
-    for (level, t) in now {
+    let (mut reports, mut cost_micros) = (0u64, 0u128);
+    for (level, r) in now {
+        let t = &r.totals;
         w.in_flight += t.seats_in_use;
         w.allowed += u64::from(t.limit);
         w.waiting += t.waiting;
         let Some((_, before)) = last.iter().find(|(l, _)| Arc::ptr_eq(l, level)) else {
             continue;
         };
-        if t.completed >= before.completed && t.latency_nanos >= before.latency_nanos {
-            w.completed += t.completed - before.completed;
-            w.latency_nanos += t.latency_nanos - before.latency_nanos;
+        let b = &before.totals;
+        if t.completed >= b.completed && t.latency_nanos >= b.latency_nanos {
+            let completed = t.completed - b.completed;
+            w.completed += completed;
+            w.latency_nanos += t.latency_nanos - b.latency_nanos;
+            // Reports are read after the replay: a few may be of
+            // completions the next window counts (hence the saturation).
+            let level_reports = r.cost_reports.wrapping_sub(before.cost_reports);
+            reports += level_reports;
+            cost_micros += u128::from(r.cost_micros.wrapping_sub(before.cost_micros))
+                + u128::from(completed.saturating_sub(level_reports)) * 1_000_000;
         }
+    }
+    if reports > 0 && cost_micros > 0 && w.completed > 0 {
+        w.latency_nanos = w
+            .latency_nanos
+            .saturating_mul(u128::from(w.completed) * 1_000_000)
+            / cost_micros;
     }
     w
 }

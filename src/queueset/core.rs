@@ -30,6 +30,7 @@ pub(crate) mod dispatch_gauges;
 mod finish;
 mod fused;
 mod lingering;
+mod order;
 mod queues;
 mod release;
 mod vclock;
@@ -37,6 +38,7 @@ mod water;
 
 use self::deadlines::Deadlines;
 pub(crate) use self::lingering::{Lingering, LingeringSeats};
+pub(crate) use self::order::FlowOrder;
 pub(crate) use self::queues::Queues;
 use self::vclock::VirtualClock;
 
@@ -54,9 +56,16 @@ pub(crate) const FLOW_QUEUE: u32 = u32::MAX - 1;
 #[derive(Debug)]
 pub(crate) struct Waiter {
     pub(crate) slot: Arc<WaitSlot>,
+    /// Its flow hash, whatever the policy (per-flow order adopts requests
+    /// queued under Kubernetes' policy by it).
+    pub(crate) hash: u64,
     pub(crate) estimate: WorkEstimate,
     pub(crate) work: VTime,
     pub(crate) arrival_r: VTime,
+    /// Per-flow order: the guessed work that may still be backfilled past
+    /// it while it is the front and does not fit (its seats × G at
+    /// arrival).
+    pub(crate) bypass_left: VTime,
     /// When it arrived (for its wait time and for dumps).
     pub(crate) arrival: Instant,
     pub(crate) deadline: Instant,
@@ -113,8 +122,10 @@ pub(crate) struct Core {
     pub(super) utilization: Utilization,
     /// Busy flows' queues under the flow fairness policy (`flows`).
     pub(crate) flows: FlowTable,
-    /// Active queues' demands for the max-min water level, under the flow
-    /// policy only (`water`, `waterlevel`).
+    /// Per-flow state and order under `flow` and `flow-maxmin` (`order`).
+    pub(crate) order: FlowOrder,
+    /// Active flows' demands for the max-min water level, under
+    /// `flow-maxmin` only (`water`, `waterlevel`).
     water: Option<DemandIndex>,
     /// The last dispatch from a queue (metrics only; `dispatch_gauges`).
     last_dispatch: Option<dispatch_gauges::DispatchNote>,
@@ -136,6 +147,7 @@ impl Core {
             tallies: Tallies::default(),
             utilization: Utilization::default(),
             flows: FlowTable::default(),
+            order: FlowOrder::default(),
             water: None,
             last_dispatch: None,
         };
@@ -201,13 +213,21 @@ impl Core {
             return;
         };
         self.utilization.observe(self.occupancy(), dt);
-        let increment = if self.water.is_none() {
+        let increment = if !self.order.is_on() {
             let demand = self.queues.executing_seats() + self.queues.waiting_seats();
             r_increment(self.cfg.concurrency_limit, demand, self.queues.active(), dt)
         } else {
-            self.water_increment(dt)
+            self.flow_increment(dt)
         };
         self.vclock.advance(increment);
+    }
+
+    /// The demand index's live nodes and room for keys (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn demand_index_memory(&self) -> Option<(usize, usize)> {
+        self.water
+            .as_ref()
+            .map(|w| (w.live_nodes(), w.key_capacity()))
     }
 
     /// A request holds at least one seat, and at most
@@ -330,10 +350,11 @@ impl Core {
                 >= self.cfg.queue_length_limit as usize
     }
 
-    /// Put a request that arrived at `arrival` in queue `q`.
+    /// Put a request of flow `hash` that arrived at `arrival` in queue `q`.
     pub(crate) fn enqueue(
         &mut self,
         q: usize,
+        hash: u64,
         slot: Arc<WaitSlot>,
         estimate: WorkEstimate,
         arrival: Instant,
@@ -352,11 +373,17 @@ impl Core {
         if let Some(flow) = slot.flow {
             self.flows.join(flow, q);
         }
+        let arrival_r = self.r();
+        if self.order.is_on() {
+            self.order_enqueue(hash, seq, q, estimate, arrival_r);
+        }
         let waiter = Waiter {
             slot,
+            hash,
             estimate,
             work,
-            arrival_r: self.r(),
+            arrival_r,
+            bypass_left: self.vclock.seat_g() * VTime::from(estimate.max_seats()),
             arrival,
             deadline,
         };
@@ -371,7 +398,6 @@ impl Core {
         self.tallies.note(Phase::Waiting, tag, 1, arrival);
         self.deadlines.push(deadline, seq, q);
         self.queues.bound_and_reindex(q);
-        self.note_demand(q);
     }
 
     /// Dispatch as many waiting requests as fit; each dispatched slot is
@@ -393,6 +419,9 @@ impl Core {
     }
 
     fn dispatch_one(&mut self, now: Instant, word: &AdmissionWord) -> bool {
+        if self.order.is_on() {
+            return self.dispatch_one_by_flow(now, word);
+        }
         let Some(q) = self.queues.next() else {
             return false;
         };
@@ -428,6 +457,11 @@ impl Core {
             .get(w.slot.tag)
             .begin_after_wait(estimate.max_seats(), waited);
         self.tallies.note(Phase::Executing, w.slot.tag, 1, now);
+        if let Some(flow) = w.slot.flow {
+            // Queued under a flow policy, dispatched after a switch to
+            // Kubernetes': it counts in its flow's state until it ends.
+            self.order_begin(flow, &estimate, now);
+        }
         self.begin_executing(q as u32, estimate.max_seats());
         self.queues.bound_and_reindex(q);
         self.counters.dispatched += 1;
@@ -470,7 +504,6 @@ impl Core {
     /// running total (queue and level) in step; it leaves at `at`.
     fn take_waiting(&mut self, q: usize, pos: usize, at: Instant) -> Waiter {
         let w = self.queues.remove_waiting(q, pos);
-        self.note_demand(q);
         self.untally_waiting(&w, at);
         w
     }
@@ -490,23 +523,26 @@ impl Core {
         reason: RejectReason,
         at: Instant,
     ) -> bool {
-        let Some(q) = self.take_rejected(slot, reason, at) else {
+        let Some((q, hash)) = self.take_rejected(slot, reason, at) else {
             return false;
         };
         self.queues.bound_and_reindex(q);
+        self.order_bound(hash);
+        self.order_forget_if_idle(hash);
         self.drop_undesired_empty_queues();
         true
     }
 
     /// Remove a waiting request and decide it rejected, without bounding
     /// its queue or re-keying it in the ready index (the caller does, once
-    /// for every request it removes). Returns its queue if it was waiting.
+    /// for every request it removes). Returns its queue and flow hash if it
+    /// was waiting.
     fn take_rejected(
         &mut self,
         slot: &Arc<WaitSlot>,
         reason: RejectReason,
         at: Instant,
-    ) -> Option<usize> {
+    ) -> Option<(usize, u64)> {
         let q = slot.queue as usize;
         let pos = self.queues.get(q).and_then(|queue| {
             queue
@@ -515,6 +551,9 @@ impl Core {
                 .position(|w| Arc::ptr_eq(&w.slot, slot))
         })?;
         let w = self.take_waiting(q, pos, at);
+        if self.order.is_on() {
+            self.order_remove_waiter(w.hash, w.slot.seq);
+        }
         if let Some(flow) = w.slot.flow {
             self.flows.leave(flow);
         }
@@ -526,7 +565,7 @@ impl Core {
             .observe(duration_nanos(at.saturating_since(w.arrival)));
         let waker = w.slot.decide(SlotState::Rejected(reason));
         self.wakers.extend(waker);
-        Some(q)
+        Some((q, w.hash))
     }
 
     /// The earliest pending timer: a lingering release or a deadline.
@@ -543,6 +582,9 @@ impl Core {
         let mut freed = 0;
         while let Some(l) = self.lingering.pop_due(at) {
             freed += self.end_lingering(&l);
+            if let Some(flow) = l.flow {
+                self.order_forget_if_idle(flow);
+            }
         }
         let mut expired = Vec::new();
         while let Some((_, seq, q)) = self.deadlines.pop_due(at) {
@@ -559,14 +601,22 @@ impl Core {
         // each queue is bounded once by the head that remains, as the
         // reference model does: bounding after each removal would lift a
         // queue to the arrival R of a head about to time out too.
-        let mut touched: Vec<usize> = expired
+        let taken: Vec<(usize, u64)> = expired
             .iter()
             .filter_map(|slot| self.take_rejected(slot, RejectReason::TimeOut, at))
             .collect();
+        let mut touched: Vec<usize> = taken.iter().map(|&(q, _)| q).collect();
         touched.sort_unstable();
         touched.dedup();
         for &q in &touched {
             self.queues.bound_and_reindex(q);
+        }
+        // The same for the flows: bounded once, by the heads that remain.
+        for &(_, hash) in &taken {
+            self.order_bound(hash);
+        }
+        for &(_, hash) in &taken {
+            self.order_forget_if_idle(hash);
         }
         if !touched.is_empty() {
             self.drop_undesired_empty_queues();
@@ -601,7 +651,6 @@ impl Core {
         if queue != NO_QUEUE {
             let q = self.queues.ensure(queue as usize);
             self.queues.begin_executing(q, seats);
-            self.note_demand(q);
         }
     }
 
@@ -616,7 +665,17 @@ impl Core {
         self.queues.end_executing(q);
         self.queues[q].next_dispatch_r -= correction;
         self.queues.bound_and_reindex(q);
-        self.note_demand(q);
+        if self.order.is_on() {
+            self.note_service(start, now);
+        }
+    }
+
+    /// Per-flow order: a request of a queue ran from `start` to `end`, the
+    /// guess of a flow new from now on.
+    #[cold]
+    fn note_service(&mut self, start: Instant, end: Instant) {
+        self.order
+            .note_service(end.as_nanos().saturating_sub(start.as_nanos()));
     }
 
     #[inline]
@@ -627,7 +686,6 @@ impl Core {
         }
         let q = queue as usize;
         self.queues.release(q, seats);
-        self.note_demand(q);
         self.drop_undesired_empty_queues();
     }
 

@@ -133,6 +133,7 @@ impl Core {
         let q = self.replayed_flow_queue(flow);
         self.flows.join(flow, q);
         self.replay_start(q as u32, tag, estimate, at);
+        self.order_start_at_once(flow, &estimate, at);
     }
 
     /// The queue of a flow-policy request admitted lock-free, chosen when
@@ -163,8 +164,29 @@ impl Core {
         end: Ended,
         midway: impl FnOnce(&Core),
     ) {
+        if self.order.is_on() && !self.order.pair_fuses(flow) {
+            // Per-flow order follows the flow between the two records.
+            self.replay_start_flow(flow, tag, estimate, at);
+            midway(self);
+            self.replay_finish_flow(flow, tag, end.initial_seats, end.seats, end.start, end.at);
+            return;
+        }
         let q = self.replayed_flow_queue(flow);
+        if !self.order.is_on() {
+            self.replay_start_finish(q as u32, tag, estimate, at, end, midway);
+            return;
+        }
+        // A flow without a state: its state would be made at the start and
+        // forgotten at the finish. What outlives the pair is the turns it
+        // took and the level's last service time; in between, it counts
+        // as an active flow for R (from the start's sync on).
+        self.sync(at);
+        let slot = self.order.begin_pair();
+        self.index_pair(slot, Some(u64::from(estimate.max_seats())));
         self.replay_start_finish(q as u32, tag, estimate, at, end, midway);
+        self.index_pair(slot, None);
+        self.order
+            .end_pair(end.at.as_nanos().saturating_sub(end.start.as_nanos()));
     }
 
     /// A flow-policy request finished lock-free: its queue is its flow's.
@@ -179,6 +201,9 @@ impl Core {
     ) {
         let queue = self.flow_leaves(FLOW_QUEUE, Some(flow));
         self.replay_finish(queue, tag, initial_seats, seats, start, at);
+        self.order_end(flow, initial_seats, start, at);
+        self.order_release_seats(flow, seats);
+        self.order_forget_if_idle(flow);
     }
 
     /// A request of `queue` (and, under the flow policy, of `flow`)
@@ -212,32 +237,6 @@ impl Core {
         }
     }
 
-    /// Anticipation (Iyer & Druschel's anticipatory scheduling, bounded):
-    /// whether a flow-policy request of `queue` finishing now with `seats`
-    /// should hold them for its flow's next request, for at most G, instead
-    /// of giving them to a waiting request of another flow. Only when
-    /// requests wait, the queue has none waiting, the policy is still
-    /// `flow`, and the queue is below its equal share of the limit without
-    /// these seats: a closed-loop flow with no think time sends its next
-    /// request an instant after its previous one ends, and a
-    /// work-conserving scheduler would have given the seat away by then,
-    /// leaving the flow to wait for the next finish every time. Called
-    /// after the request stopped executing, before its seats are released.
-    pub(crate) fn anticipates(&self, queue: u32, seats: u32) -> bool {
-        if !self.cfg.fairness.is_flow() || self.requests_waiting() == 0 {
-            return false;
-        }
-        let Some(q) = self.queues.get(queue as usize) else {
-            return false;
-        };
-        if !q.waiting.is_empty() {
-            return false;
-        }
-        let active = u64::from(self.queues.active()) + u64::from(!q.is_active());
-        let kept = u64::from(q.seats_in_use.saturating_sub(seats));
-        kept * active < u64::from(self.cfg.concurrency_limit)
-    }
-
     /// Seats held for flows' next requests.
     pub(crate) fn held_seats(&self) -> u32 {
         self.lingering.held_for_flows().min(u64::from(u32::MAX)) as u32
@@ -263,7 +262,13 @@ impl Core {
             return 0;
         }
         let held = self.lingering.take_holds();
-        held.iter().map(|l| self.end_lingering(l)).sum()
+        let freed = held.iter().map(|l| self.end_lingering(l)).sum();
+        for l in &held {
+            if let Some(flow) = l.flow {
+                self.order_forget_if_idle(flow);
+            }
+        }
+        freed
     }
 
     /// Debug-build checks of the flow table: every waiting flow-policy

@@ -70,6 +70,8 @@ mod history;
 mod ledger;
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, not(loom)))]
+mod order_memory_tests;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]

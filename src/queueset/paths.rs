@@ -518,6 +518,9 @@ impl Shared {
         if st.core.must_reject(q, self.word.load()) {
             st.core.reject_at_once(tag, RejectReason::QueueFull, seats);
             if held > 0 {
+                // The claimed hold kept its flow's state; the flow may be
+                // idle now.
+                st.core.order_forget_if_idle(request.flow_hash);
                 // The seats given back still serve the waiting requests.
                 st.core.dispatch_as_much_as_possible(now, &self.word);
                 self.settle_and_unlock(st);
@@ -533,7 +536,8 @@ impl Shared {
             .map_or(wait_deadline, |d| d.min(wait_deadline));
         st.next_seq += 1;
         let slot = Arc::new(WaitSlot::new(st.next_seq, q as u32, flow, tag));
-        st.core.enqueue(q, slot.clone(), estimate, now, deadline);
+        st.core
+            .enqueue(q, request.flow_hash, slot.clone(), estimate, now, deadline);
         // What Kubernetes' metrics observe on arrival (ObserveQueueLength,
         // SetCurrentR), taken while the lock is held.
         let joined = Joined {

@@ -38,32 +38,37 @@ pub enum Event {
 }
 
 /// How waiting requests are ordered under `flow` and `flow-maxmin` (the
-/// Kubernetes policy ignores it). A reference-only switch: the optimised
-/// core implements [`WaitingOrder::Queues`], and the model's default stays
-/// that, so the differential tests compare like with like until the core
-/// follows [`WaitingOrder::Flows`] (docs/flow-fairness.md, "Ordering
+/// Kubernetes policy ignores it). The optimised core implements
+/// [`WaitingOrder::Flows`], the default; [`WaitingOrder::Queues`] is the
+/// order before issue 22, kept in the model only so that measurements can
+/// show what per-flow order changed (docs/flow-fairness.md, "Ordering
 /// waiting requests among many flows").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum WaitingOrder {
-    /// Today's: least virtual finish among queues, each queue first come
-    /// first served, the front request waiting until it fits.
-    #[default]
+    /// Before issue 22: least virtual finish among queues, each queue
+    /// first come first served, the front request waiting until it fits.
     Queues,
     /// Issue 22's design: least virtual finish among flows (each flow's
     /// virtual start `S_f`, its requests in arrival order), queues keeping
     /// only isolation and length limits; a front that does not fit is
     /// backfilled within a bypass allowance of its seats × G, then
     /// reserves; a flow's state is forgotten when it is idle.
+    #[default]
     Flows,
 }
 
 /// A flow's fair-queuing state under [`WaitingOrder::Flows`], kept while
 /// the flow is active (a request waiting, executing, or seats lingering
 /// for it).
+///
+/// The flow's virtual start `S_f` is `base + n_f × guess`, where `n_f` is
+/// the initial seats its executing requests (those a flow policy admitted)
+/// are still charged for: each is charged the flow's *current* guess while
+/// in flight, and its actual time once it ends (`base` takes it then).
 #[derive(Debug, Clone, Copy)]
 struct FlowClock {
-    /// The flow's virtual start: its next request's virtual start time.
-    start: VTime,
+    /// `S_f` less the in-flight requests' charge.
+    base: VTime,
     /// When the flow last became ready or was dispatched from: ties
     /// between equal finish times go round robin in this order.
     turn: u64,
@@ -111,9 +116,6 @@ impl Queue {
 struct Executing {
     queue: Option<usize>,
     flow: Option<u64>,
-    hash: u64,
-    /// Per-flow order: the service time it was charged per initial seat.
-    guess: Duration,
     estimate: WorkEstimate,
     start: Instant,
     /// Seats it still holds (fewer than its estimate's after a release).
@@ -124,8 +126,10 @@ struct Executing {
 struct Lingering {
     until: Instant,
     queue: Option<usize>,
-    /// The flow whose request left these seats.
-    hash: u64,
+    /// The flow of the request that left these seats, if a flow policy
+    /// admitted it (its seats then
+    /// count in the flow's state until they are free).
+    flow: Option<u64>,
     seats: u32,
     /// Held for this flow's next request (flow policy's anticipation).
     for_flow: Option<u64>,
@@ -183,7 +187,7 @@ impl ReferenceQueueSet {
             events: Vec::new(),
             clamped_estimates: 0,
             flows: HashMap::new(),
-            order: WaitingOrder::Queues,
+            order: WaitingOrder::Flows,
             flow_clocks: HashMap::new(),
             arrivals: 0,
             turns: 0,
@@ -233,7 +237,9 @@ impl ReferenceQueueSet {
     }
     /// Per-flow order: `flow_hash`'s virtual start, while it is active.
     pub fn flow_virtual_start(&self, flow_hash: u64) -> Option<VTime> {
-        self.flow_clocks.get(&flow_hash).map(|c| c.start)
+        self.flow_clocks
+            .get(&flow_hash)
+            .map(|c| self.flow_start(flow_hash, c))
     }
     /// Queues currently held (desired ones and undesired ones still draining).
     pub fn queue_count(&self) -> usize {
@@ -339,7 +345,7 @@ impl ReferenceQueueSet {
             if !self.can_accommodate(estimate.max_seats()) {
                 return Outcome::Rejected(RejectReason::ConcurrencyLimit);
             }
-            self.begin_executing(id, None, None, flow_hash, estimate, now);
+            self.begin_executing(id, None, None, estimate, now);
             return Outcome::Execute;
         };
         let dealer = dealer.clone();
@@ -374,18 +380,18 @@ impl ReferenceQueueSet {
             self.flows.entry(f).or_insert((q, 0)).1 += 1;
         }
         if self.by_flow() {
-            // A flow not active starts level with R: no credit, no debt.
-            let (r, turn) = (self.entry_start(), self.turns);
-            let guess = self.last_service.unwrap_or(self.cfg.service_time_guess);
-            let ready = !self.flow_waits(flow_hash);
-            let clock = self.flow_clocks.entry(flow_hash).or_insert(FlowClock {
-                start: r,
-                turn,
-                guess,
-            });
-            if ready {
-                clock.turn = turn;
+            // A flow without a state starts level with the service the
+            // waiting flows have had (or R): no credit, no debt.
+            if !self.flow_clocks.contains_key(&flow_hash) {
+                let entry = self.entry_start();
+                self.new_clock(flow_hash, entry);
+            }
+            if !self.flow_waits(flow_hash) {
+                let turn = self.turns;
                 self.turns += 1;
+                if let Some(clock) = self.flow_clocks.get_mut(&flow_hash) {
+                    clock.turn = turn;
+                }
             }
         }
         self.arrivals += 1;
@@ -440,18 +446,21 @@ impl ReferenceQueueSet {
             let charged = ex.estimate.initial_seats.min(ex.held);
             let correction =
                 seats_times(charged, self.cfg.service_time_guess) - seats_times(charged, actual);
+            if self.by_flow() {
+                self.last_service = Some(actual);
+                // Out of the in-flight charge (it no longer executes),
+                // into the base at its actual time; the flow's guess
+                // becomes its time. (Before any bound: the bound applies
+                // to the corrected start.)
+                if let Some(clock) = ex.flow.and_then(|f| self.flow_clocks.get_mut(&f)) {
+                    clock.base += seats_times(charged, actual);
+                    clock.guess = actual;
+                }
+            }
             let queue = &mut self.queues[q];
             queue.executing -= 1;
             queue.next_dispatch_r -= correction;
             self.bound_next_dispatch(q);
-            let correction = seats_times(charged, ex.guess) - seats_times(charged, actual);
-            self.correct_flow(ex.hash, correction);
-            if self.by_flow() {
-                self.last_service = Some(actual);
-                if let Some(clock) = self.flow_clocks.get_mut(&ex.hash) {
-                    clock.guess = actual;
-                }
-            }
         }
         // Only the seats still held are given back or held: those released
         // early went back at their release (never held for the flow), and a
@@ -468,7 +477,7 @@ impl ReferenceQueueSet {
                     self.lingering.push(Lingering {
                         until: now.saturating_add(self.cfg.anticipation().unwrap_or_default()),
                         queue: Some(q),
-                        hash: ex.hash,
+                        flow: ex.flow,
                         seats,
                         for_flow: Some(flow),
                     });
@@ -482,7 +491,7 @@ impl ReferenceQueueSet {
             self.lingering.push(Lingering {
                 until,
                 queue: ex.queue,
-                hash: ex.hash,
+                flow: ex.flow,
                 seats,
                 for_flow: None,
             });
@@ -519,15 +528,21 @@ impl ReferenceQueueSet {
         let before = ex.estimate.initial_seats.min(ex.held);
         ex.held -= seats;
         let refunded = before - ex.estimate.initial_seats.min(ex.held);
-        let (queue, start, hash, guess) = (ex.queue, ex.start, ex.hash, ex.guess);
+        let (queue, start, flow) = (ex.queue, ex.start, ex.flow);
         if let Some(q) = queue {
             let held_for = now.saturating_since(start);
             let correction = seats_times(refunded, self.cfg.service_time_guess)
                 - seats_times(refunded, held_for);
+            // The refunded seats leave the in-flight charge (the request
+            // holds fewer) for the time they were held.
+            if let Some(clock) = flow
+                .filter(|_| self.by_flow())
+                .and_then(|f| self.flow_clocks.get_mut(&f))
+            {
+                clock.base += seats_times(refunded, held_for);
+            }
             self.queues[q].next_dispatch_r -= correction;
             self.bound_next_dispatch(q);
-            let correction = seats_times(refunded, guess) - seats_times(refunded, held_for);
-            self.correct_flow(hash, correction);
         }
         self.give_back(queue, seats);
         self.dispatch_as_much_as_possible(now);
@@ -590,6 +605,7 @@ impl ReferenceQueueSet {
         self.cfg = cfg;
         self.dealer = dealer;
         self.drop_undesired_empty_queues();
+        self.adopt_waiting_flows();
         self.dispatch_as_much_as_possible(now);
         Ok(())
     }
@@ -762,26 +778,73 @@ impl ReferenceQueueSet {
             .any(|q| q.waiting.iter().any(|w| w.hash == hash))
     }
 
-    /// Whether `hash` has a request executing.
+    /// Whether `hash` has a request executing (that a flow policy
+    /// admitted: only those count in a flow's state).
     fn flow_executes(&self, hash: u64) -> bool {
-        self.executing.values().any(|ex| ex.hash == hash)
+        self.executing.values().any(|ex| ex.flow == Some(hash))
     }
 
-    /// Seats in use by `hash`'s executing requests and lingering for it.
+    /// Seats in use by `hash`'s executing requests and lingering for it
+    /// (those a flow policy admitted).
     fn flow_seats(&self, hash: u64) -> u64 {
         let executing: u64 = self
             .executing
             .values()
-            .filter(|ex| ex.hash == hash && ex.queue.is_some())
+            .filter(|ex| ex.flow == Some(hash))
             .map(|ex| ex.held as u64)
             .sum();
         let lingering: u64 = self
             .lingering
             .iter()
-            .filter(|l| l.hash == hash && l.queue.is_some())
+            .filter(|l| l.flow == Some(hash))
             .map(|l| l.seats as u64)
             .sum();
         executing + lingering
+    }
+
+    /// The initial seats `hash`'s executing requests are still charged
+    /// for (`n_f`, see [`FlowClock`]).
+    fn flow_inflight_seats(&self, hash: u64) -> u64 {
+        self.executing
+            .values()
+            .filter(|ex| ex.flow == Some(hash))
+            .map(|ex| ex.estimate.initial_seats.min(ex.held) as u64)
+            .sum()
+    }
+
+    /// `S_f` of `hash` with `clock`: its base plus its in-flight charge.
+    fn flow_start(&self, hash: u64, clock: &FlowClock) -> VTime {
+        clock.base + work_of(self.flow_inflight_seats(hash), clock.guess)
+    }
+
+    /// A state for `hash` whose virtual start is `start` now.
+    fn new_clock(&mut self, hash: u64, start: VTime) {
+        let guess = self.last_service.unwrap_or(self.cfg.service_time_guess);
+        let base = start - work_of(self.flow_inflight_seats(hash), guess);
+        let turn = self.turns;
+        self.turns += 1;
+        self.flow_clocks
+            .insert(hash, FlowClock { base, turn, guess });
+    }
+
+    /// Per-flow order starts (a reconfiguration from the Kubernetes
+    /// policy, or into queuing): the flows with requests waiting get a
+    /// state at R, in the order of their oldest waiting request.
+    fn adopt_waiting_flows(&mut self) {
+        if !self.by_flow() {
+            return;
+        }
+        let mut heads: Vec<(u64, u64)> = self
+            .flow_heads()
+            .into_iter()
+            .filter(|(h, _)| !self.flow_clocks.contains_key(h))
+            .map(|(h, (q, i))| (self.queues[q].waiting[i].seq, h))
+            .collect();
+        heads.sort_unstable();
+        for (_, hash) in heads {
+            self.new_clock(hash, self.r);
+        }
+        self.bound_flows();
     }
 
     /// The anti-windup bound, per flow: a flow's virtual start never
@@ -792,54 +855,44 @@ impl ReferenceQueueSet {
         }
         for (hash, (q, i)) in self.flow_heads() {
             let arrival = self.queues[q].waiting[i].arrival_r;
-            if let Some(clock) = self.flow_clocks.get_mut(&hash) {
-                clock.start = clock.start.max(arrival);
+            let Some(clock) = self.flow_clocks.get(&hash).copied() else {
+                continue;
+            };
+            let start = self.flow_start(hash, &clock);
+            if start < arrival {
+                if let Some(c) = self.flow_clocks.get_mut(&hash) {
+                    c.base += arrival - start;
+                }
             }
         }
     }
 
     /// Where a flow that was not active starts: level with R, or with the
-    /// least virtual start of the flows with requests waiting if that is
+    /// least service a flow with requests waiting has received if that is
     /// later (those flows then got seats that R credited to flows using
     /// less; a newcomer starting behind them would be served ahead of them
-    /// until it caught up, the credit issue 22 forbids).
+    /// until it caught up, the credit issue 22 forbids). A flow's service
+    /// received is its virtual start less its in-flight charge plus the
+    /// time its in-flight requests have run: `base + Σ charged × run`.
     fn entry_start(&self) -> VTime {
         let waiting_min = self
             .flow_heads()
             .keys()
             .filter_map(|h| {
                 let clock = self.flow_clocks.get(h)?;
-                Some(clock.start - self.flow_in_flight(*h))
+                let run: VTime = self
+                    .executing
+                    .values()
+                    .filter(|ex| ex.flow == Some(*h))
+                    .map(|ex| {
+                        let seats = ex.estimate.initial_seats.min(ex.held);
+                        work_of(seats as u64, self.last_sync.saturating_since(ex.start))
+                    })
+                    .sum();
+                Some(clock.base + run)
             })
             .min();
         waiting_min.map_or(self.r, |m| m.max(self.r))
-    }
-
-    /// The work `hash`'s executing requests were charged at dispatch for
-    /// their initial seats (what its virtual start counts ahead of the
-    /// service it has had).
-    fn flow_in_flight(&self, hash: u64) -> VTime {
-        self.executing
-            .values()
-            .filter(|ex| ex.hash == hash && ex.queue.is_some())
-            .map(|ex| {
-                let served = self.last_sync.saturating_since(ex.start);
-                let seats = ex.estimate.initial_seats.min(ex.held);
-                (seats_times(seats, ex.guess) - seats_times(seats, served)).max(0)
-            })
-            .sum()
-    }
-
-    /// A request of `hash` was charged `correction` more than its actual
-    /// work (a finish or release): its flow's virtual start gives it back.
-    fn correct_flow(&mut self, hash: u64, correction: VTime) {
-        if !self.by_flow() {
-            return;
-        }
-        if let Some(clock) = self.flow_clocks.get_mut(&hash) {
-            clock.start -= correction;
-        }
-        self.bound_flows();
     }
 
     /// A flow's state lives while it is active: something waiting,
@@ -851,8 +904,8 @@ impl ReferenceQueueSet {
             return;
         }
         let mut active: std::collections::HashSet<u64> = std::collections::HashSet::new();
-        active.extend(self.executing.values().map(|ex| ex.hash));
-        active.extend(self.lingering.iter().map(|l| l.hash));
+        active.extend(self.executing.values().filter_map(|ex| ex.flow));
+        active.extend(self.lingering.iter().filter_map(|l| l.flow));
         for q in &self.queues {
             active.extend(q.waiting.iter().map(|w| w.hash));
         }
@@ -870,8 +923,8 @@ impl ReferenceQueueSet {
         }
         let mut active: Vec<u64> = waiting.keys().copied().collect();
         for ex in self.executing.values() {
-            if ex.queue.is_some() && !active.contains(&ex.hash) {
-                active.push(ex.hash);
+            if let Some(f) = ex.flow.filter(|f| !active.contains(f)) {
+                active.push(f);
             }
         }
         active
@@ -930,25 +983,14 @@ impl ReferenceQueueSet {
     /// covers its guessed work; else nothing (the front reserves).
     fn dispatch_one_by_flow(&mut self, now: Instant) -> bool {
         let heads = self.flow_heads();
-        // Requests queued before per-flow order applied (a reconfiguration
-        // from the Kubernetes policy) belong to flows without a state yet.
-        for &hash in heads.keys() {
-            if !self.flow_clocks.contains_key(&hash) {
-                let clock = FlowClock {
-                    start: self.r,
-                    turn: self.turns,
-                    guess: self.last_service.unwrap_or(self.cfg.service_time_guess),
-                };
-                self.turns += 1;
-                self.flow_clocks.insert(hash, clock);
-            }
-        }
+        // Every waiting flow has a state (adopt_waiting_flows, start_op).
         let mut order: Vec<(VTime, u64, usize, usize)> = heads
             .iter()
             .map(|(hash, &(q, i))| {
                 let clock = self.flow_clocks[hash];
                 let w = &self.queues[q].waiting[i];
-                (clock.start + flow_work(w, clock.guess), clock.turn, q, i)
+                let start = self.flow_start(*hash, &clock);
+                (start + flow_work(w, clock.guess), clock.turn, q, i)
             })
             .collect();
         order.sort_unstable();
@@ -985,21 +1027,24 @@ impl ReferenceQueueSet {
             return;
         };
         self.requests_waiting -= 1;
+        self.robin = Some(q);
         if cap_final_seats(&mut w.estimate, self.cfg.concurrency_limit) {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
-        let mut guess = self.cfg.service_time_guess;
         if let Some(clock) = self.flow_clocks.get_mut(&w.hash) {
-            clock.start += flow_work(&w, clock.guess);
+            // S_f advances by the request's work: its initial seats join
+            // the in-flight charge if a flow policy admitted it (it counts
+            // in its flow's state); a request queued under Kubernetes'
+            // policy is charged its whole work at once.
+            clock.base += match w.flow {
+                Some(_) => seats_times(w.estimate.final_seats, w.estimate.additional_latency),
+                None => flow_work(&w, clock.guess),
+            };
             clock.turn = self.turns;
-            guess = clock.guess;
             self.turns += 1;
         }
-        self.begin_executing(w.id, Some(q), w.flow, w.hash, w.estimate, now);
-        if let Some(ex) = self.executing.get_mut(&w.id) {
-            ex.guess = guess;
-        }
+        self.begin_executing(w.id, Some(q), w.flow, w.estimate, now);
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
     }
@@ -1057,7 +1102,7 @@ impl ReferenceQueueSet {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
-        self.begin_executing(w.id, Some(q), w.flow, w.hash, w.estimate, now);
+        self.begin_executing(w.id, Some(q), w.flow, w.estimate, now);
         self.bound_next_dispatch(q);
         self.events.push(Event::Dispatched(w.id));
         true
@@ -1068,7 +1113,6 @@ impl ReferenceQueueSet {
         id: RequestId,
         queue: Option<usize>,
         flow: Option<u64>,
-        hash: u64,
         estimate: WorkEstimate,
         now: Instant,
     ) {
@@ -1084,8 +1128,6 @@ impl ReferenceQueueSet {
             Executing {
                 queue,
                 flow,
-                hash,
-                guess: self.cfg.service_time_guess,
                 estimate,
                 start: now,
                 held: seats,
@@ -1150,6 +1192,11 @@ impl ReferenceQueueSet {
             }
         }
     }
+}
+
+/// `seats × d` as virtual work, for a seat count that may pass `u32`.
+fn work_of(seats: u64, d: Duration) -> VTime {
+    ((seats as i128) * (duration_nanos(d) as i128)) << super::vtime::FRACTION_BITS
 }
 
 /// A waiting request's work under per-flow order: its initial seats for

@@ -139,6 +139,16 @@ impl DemandIndex {
             self.keys.resize(q + 1, None);
         }
         let old = std::mem::replace(&mut self.keys[q], demand);
+        if demand.is_none() && q + 1 == self.keys.len() {
+            // Keys past the last active one go, and memory with them after
+            // a burst (keys are dense small numbers, reused).
+            while self.keys.last() == Some(&None) {
+                self.keys.pop();
+            }
+            if self.keys.capacity() > 64 && self.keys.len() * 4 < self.keys.capacity() {
+                self.keys.shrink_to(self.keys.len() * 2);
+            }
+        }
         if old == demand {
             return;
         }
@@ -313,8 +323,14 @@ impl DemandIndex {
     /// Nodes allocated (memory: at most `bits` per active queue, plus the
     /// root).
     #[cfg(test)]
-    fn live_nodes(&self) -> usize {
+    pub(crate) fn live_nodes(&self) -> usize {
         self.nodes.len() - self.free.len()
+    }
+
+    /// Room for keys (tests: memory after a burst).
+    #[cfg(test)]
+    pub(crate) fn key_capacity(&self) -> usize {
+        self.keys.capacity()
     }
 }
 

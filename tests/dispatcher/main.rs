@@ -320,6 +320,7 @@ fn a_configuration_with_no_objects_is_refused_and_the_old_one_stays() {
     assert!(d.level("workload-low").is_none());
 }
 
+mod adaptive_cost;
 mod adaptive_limit;
 mod config_roundtrip;
 mod cost_learned;

@@ -11,6 +11,7 @@ mod openmetrics;
 #[path = "../support/two_levels.rs"]
 mod two_levels;
 
+mod adaptive_tower;
 mod deploy_assets;
 mod middleware_expectations;
 mod soak;

@@ -94,3 +94,54 @@ fn flow_holds_end_at_their_own_timer_instant() {
     ];
     check((1, 0, 0, 0), &ops).unwrap();
 }
+
+/// Per-flow order's first divergence found after the core followed it: a
+/// wide front's bypass allowance, partly spent, must outlast a switch to
+/// Kubernetes' policy and back (the core kept it with its flow's list and
+/// refreshed it when the list was rebuilt; it lives with the request now,
+/// as in the reference).
+#[test]
+fn a_fronts_allowance_outlasts_a_switch_of_policy() {
+    let start = |flow, initial, final_seats, latency_ms| Op::Start {
+        flow,
+        initial,
+        final_seats,
+        latency_ms,
+        deadline_ms: None,
+    };
+    let reconfigure = |limit, queues, hand, queue_length_limit, flow| Op::Reconfigure {
+        limit,
+        queues,
+        hand,
+        queue_length_limit,
+        flow,
+        max_min: false,
+    };
+    let ops = [
+        start(0, 4, 0, 0),
+        reconfigure(0, 2, 1, 2, false),
+        start(5, 2, 3, 0),
+        start(0, 2, 0, 1),
+        reconfigure(5, 3, 3, 1, true),
+        Op::Release { pick: 0, seats: 1 },
+        Op::Burst {
+            flow: 3,
+            initial: 0,
+            micros: 0,
+        },
+        start(2, 0, 2, 0),
+        Op::Finish { pick: 30 },
+        Op::Finish { pick: 137 },
+        reconfigure(1, 1, 1, 1, false),
+        start(0, 0, 2, 0),
+        start(0, 0, 0, 0),
+        Op::Finish { pick: 49 },
+        reconfigure(6, 1, 1, 1, true),
+        Op::Burst {
+            flow: 2,
+            initial: 0,
+            micros: 0,
+        },
+    ];
+    check((1, 0, 0, 0), &ops).unwrap();
+}

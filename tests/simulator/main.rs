@@ -525,4 +525,5 @@ fn the_charts_show_rejections_demand_phases_borrowing_and_queue_capacity() {
 }
 
 mod adaptive;
+mod adaptive_cost_reports;
 mod cost;

@@ -90,6 +90,7 @@ impl Scenario {
             horizon: u64::MAX,
             stagger: (90, 20),
             checkpoints: windows.iter().map(|w| w.1).collect(),
+            reconfigure: Vec::new(),
         };
         let trace = match &self.level {
             Level::Queueset(cfg) => simulate_with(cfg, &self.clients, &opts),

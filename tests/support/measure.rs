@@ -41,6 +41,14 @@ pub fn exec_seats(trace: &Trace, clients: usize, from: u64, to: u64) -> Vec<f64>
     })
 }
 
+/// Initial seats held from dispatch until given back (an early release, or
+/// the end of execution).
+pub fn held_seats(trace: &Trace, clients: usize, from: u64, to: u64) -> Vec<f64> {
+    averages(trace, clients, from, to, |s| {
+        (s.start, s.held_until, s.initial_seats)
+    })
+}
+
 /// Seats occupied from dispatch to the end of the additional latency.
 pub fn occupied_seats(trace: &Trace, clients: usize, from: u64, to: u64) -> Vec<f64> {
     averages(trace, clients, from, to, |s| (s.start, s.release, s.seats))

@@ -51,6 +51,9 @@ pub struct Client {
     /// Kubernetes' split clients: the second half of the threads (by
     /// index) start this much later and make half as many calls.
     pub split_at: Option<u64>,
+    /// A watch-like request: it gives all its seats back this long after
+    /// it starts, and executes on without seats until `exec` is over.
+    pub release_after: Option<u64>,
 }
 
 impl Client {
@@ -66,7 +69,18 @@ impl Client {
             latency: 0,
             start: 0,
             split_at: None,
+            release_after: None,
         }
+    }
+    /// Each request releases all its seats `after` its start (a watch after
+    /// its initial burst) and executes on until `exec` is over.
+    pub fn release_early(mut self, after: u64) -> Client {
+        self.release_after = Some(after);
+        self
+    }
+    /// How long each request holds its seats.
+    pub fn held(&self) -> u64 {
+        self.release_after.map_or(self.exec, |r| r.min(self.exec))
     }
     /// Each thread makes `calls` calls, then stops.
     pub fn calls(mut self, calls: u32) -> Client {
@@ -102,7 +116,7 @@ impl Client {
     /// executing if it never waited.
     pub fn demand(&self) -> f64 {
         let cycle = self.exec as f64 + self.think as f64;
-        self.threads as f64 * self.initial_seats as f64 * self.exec as f64 / cycle
+        self.threads as f64 * self.initial_seats as f64 * self.held() as f64 / cycle
     }
 }
 
@@ -129,6 +143,14 @@ pub trait System {
     fn advance_to(&mut self, t: Instant);
     fn start(&mut self, now: Instant, id: Id, flow_hash: u64, e: WorkEstimate) -> Outcome;
     fn finish(&mut self, now: Instant, id: Id);
+    /// An executing request gives all its seats back and executes on.
+    fn release(&mut self, _now: Instant, _id: Id) {
+        unimplemented!("early release")
+    }
+    /// A new configuration.
+    fn reconfigure(&mut self, _now: Instant, _cfg: &QueueSetConfig) {
+        unimplemented!("reconfiguration")
+    }
     /// Requests decided since the last call (dispatched, or refused), in id
     /// order, with the estimate a dispatched request holds seats for.
     fn decisions(&mut self, now: Instant) -> Vec<(Id, Result<WorkEstimate, RejectReason>)>;
@@ -193,6 +215,18 @@ impl System for Real<'_> {
         g.finish_at(now);
     }
 
+    fn release(&mut self, _now: Instant, id: Id) {
+        let g = self
+            .executing
+            .get_mut(&id)
+            .expect("releasing an executing request");
+        g.release_all_seats().expect("seats to release");
+    }
+
+    fn reconfigure(&mut self, _now: Instant, cfg: &QueueSetConfig) {
+        self.qs.reconfigure(cfg.clone()).expect("valid config");
+    }
+
     fn decisions(&mut self, now: Instant) -> Vec<(Id, Result<WorkEstimate, RejectReason>)> {
         let mut out = Vec::new();
         let ids: Vec<Id> = self.waiting.keys().copied().collect();
@@ -255,6 +289,16 @@ impl System for Model {
         self.rqs.finish(now, id);
     }
 
+    fn release(&mut self, now: Instant, id: Id) {
+        assert!(self.rqs.release(now, id, 0), "seats to release");
+    }
+
+    fn reconfigure(&mut self, now: Instant, cfg: &QueueSetConfig) {
+        self.rqs
+            .reconfigure(now, cfg.clone())
+            .expect("valid config");
+    }
+
     fn decisions(&mut self, _now: Instant) -> Vec<(Id, Result<WorkEstimate, RejectReason>)> {
         let mut out: Vec<_> = self
             .rqs
@@ -296,6 +340,10 @@ enum Ev {
     Call { client: usize, thread: u32, k: u32 },
     /// Request `id` ends its execution.
     Finish { id: Id },
+    /// Request `id` gives its seats back early.
+    Release { id: Id },
+    /// The `i`-th reconfiguration of the run options.
+    Reconfigure { i: usize },
     /// Nothing to do: makes the clock stop at a system timer's instant
     /// (a lingering release or a wait deadline).
     Wake,
@@ -311,6 +359,8 @@ pub struct Served {
     pub exec_end: u64,
     /// End of the additional latency (= `exec_end` when there is none).
     pub release: u64,
+    /// When it gave its seats back: its early release, or `exec_end`.
+    pub held_until: u64,
     pub initial_seats: u32,
     /// Seats held from start to release: max(initial, final) after clamping.
     pub seats: u32,
@@ -374,6 +424,8 @@ pub struct RunOptions {
     /// Instants at which the queueset's seat-demand integral must equal the
     /// one the driver keeps from the requests it holds.
     pub checkpoints: Vec<u64>,
+    /// New configurations and when they apply.
+    pub reconfigure: Vec<(u64, QueueSetConfig)>,
 }
 
 impl RunOptions {
@@ -382,6 +434,7 @@ impl RunOptions {
             horizon,
             stagger: (101, 17),
             checkpoints: Vec::new(),
+            reconfigure: Vec::new(),
         }
     }
 }
@@ -396,6 +449,7 @@ struct Driver<'s, S: System> {
     /// the system for.
     anticipation: Option<u64>,
     horizon: u64,
+    reconfigure: Vec<(u64, QueueSetConfig)>,
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
     next_id: Id,
@@ -423,6 +477,7 @@ impl<'s, S: System> Driver<'s, S> {
             wait_limit: cfg.wait_limit.as_nanos() as u64,
             anticipation: cfg.anticipation().map(|d| d.as_nanos() as u64),
             horizon,
+            reconfigure: opts.reconfigure.clone(),
             events: BinaryHeap::new(),
             seq: 0,
             next_id: 0,
@@ -442,6 +497,9 @@ impl<'s, S: System> Driver<'s, S> {
         };
         for &at in &opts.checkpoints {
             d.schedule(at, Ev::Checkpoint);
+        }
+        for (i, &(at, _)) in opts.reconfigure.iter().enumerate() {
+            d.schedule(at, Ev::Reconfigure { i });
         }
         for (client, c) in clients.iter().enumerate() {
             for thread in 0..c.threads {
@@ -470,6 +528,14 @@ impl<'s, S: System> Driver<'s, S> {
             match ev {
                 Ev::Call { client, thread, k } => d.call(t, client, thread, k),
                 Ev::Finish { id } => d.finish(t, id),
+                Ev::Release { id } => d.release(t, id),
+                Ev::Reconfigure { i } => {
+                    let cfg = d.reconfigure[i].1.clone();
+                    d.sys.reconfigure(now, &cfg);
+                    d.limit = cfg.concurrency_limit;
+                    d.wait_limit = cfg.wait_limit.as_nanos() as u64;
+                    d.anticipation = cfg.anticipation().map(|d| d.as_nanos() as u64);
+                }
                 Ev::Wake => {}
                 Ev::Checkpoint => d.check_demand(t),
             }
@@ -547,6 +613,20 @@ impl<'s, S: System> Driver<'s, S> {
         }
     }
 
+    /// Request `id` gives all its seats back, if it still executes.
+    fn release(&mut self, t: u64, id: Id) {
+        let Some(s) = self.executing.get_mut(&id) else {
+            return;
+        };
+        let seats = s.seats;
+        s.seats = 0;
+        self.sys.release(Instant::from_nanos(t), id);
+        self.demand.add(-i64::from(seats), Instant::from_nanos(t));
+        if let Some(g) = self.anticipation {
+            self.schedule(t + g, Ev::Wake);
+        }
+    }
+
     fn finish(&mut self, t: u64, id: Id) {
         let s = self.executing.remove(&id).expect("executing");
         self.sys.finish(Instant::from_nanos(t), id);
@@ -586,16 +666,21 @@ impl<'s, S: System> Driver<'s, S> {
         let c = self.clients[p.client];
         let e = clamp(p.estimate, self.limit);
         let exec_end = t + c.exec;
+        let held_until = c.release_after.map_or(exec_end, |r| exec_end.min(t + r));
         let s = Served {
             client: p.client,
             start: t,
             exec_end,
+            held_until,
             release: exec_end + e.additional_latency.as_nanos() as u64,
             initial_seats: e.initial_seats,
             seats: e.max_seats(),
         };
         self.executing.insert(id, s);
         self.trace.served.push(s);
+        if held_until < exec_end {
+            self.schedule(held_until, Ev::Release { id });
+        }
         self.schedule(exec_end, Ev::Finish { id });
         let next = (exec_end as i64 + c.think).max(t as i64 + 1) as u64;
         self.schedule(
@@ -678,11 +763,12 @@ pub fn simulate_with(cfg: &QueueSetConfig, clients: &[Client], opts: &RunOptions
 }
 
 /// Run a scenario through the reference model alone, ordering waiting
-/// requests by `order` (a design the queueset does not implement yet).
+/// requests by `order` (the queueset implements the default,
+/// [`WaitingOrder::Flows`]; the other is the order before issue 22).
 pub fn simulate_reference(
     cfg: &QueueSetConfig,
     clients: &[Client],
-    horizon: u64,
+    opts: &RunOptions,
     order: WaitingOrder,
 ) -> Trace {
     let mut model = Model {
@@ -690,7 +776,7 @@ pub fn simulate_reference(
             .expect("valid config")
             .with_waiting_order(order),
     };
-    Driver::run(&mut model, cfg, clients, &RunOptions::until(horizon))
+    Driver::run(&mut model, cfg, clients, opts)
 }
 
 // ----- an exempt level ----------------------------------------------------------

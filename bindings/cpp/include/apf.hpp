@@ -8,8 +8,8 @@
 //   apf::Ticket        a queued request: wait / poll / cancel, and cancels
 //                      it when destroyed;
 //   apf::Workqueue     owns an apf_workqueue (client-go's work queues);
-//   apf::WorkItem      an item being processed: apf_wq_done when destroyed;
-//   apf::Limiter       owns a rate limiter description (apf_wq_limiter).
+//   apf::WorkItem      an item being processed: apf_workqueue_done when destroyed;
+//   apf::Limiter       owns a rate limiter description (apf_rate_limiter).
 // A guard or ticket shares ownership of its dispatcher: it may outlive the
 // Dispatcher object (the C dispatcher is freed after the last of them).
 // Work items must be destroyed before their workqueue.
@@ -17,8 +17,8 @@
 // Every fallible operation comes twice: `try_x(...)` returns a
 // [[nodiscard]] apf::Result<T> and never throws an apf::Error (for code
 // built without exceptions), and `x(...)` returns T or throws apf::Error,
-// which carries the apf_status code and the library's message
-// (apf_last_error). Built with -fno-exceptions, `x(...)` prints the error and
+// which carries the apf_status code and the library's message (the owned
+// apf_error of the calls that hand one out, else apf_status_text). Built with -fno-exceptions, `x(...)` prints the error and
 // aborts instead of throwing.
 //
 // Threading: one Dispatcher may be used from many threads at once (the C
@@ -65,20 +65,32 @@ using Nanos = std::chrono::nanoseconds;
 // ---------------------------------------------------------------------------
 // Errors
 
-/// A failed library call: its status code and the message the library
-/// recorded for the calling thread.
+/// A failed library call: its status code and the library's message.
 class Error : public std::exception {
 public:
   Error(apf_status status, std::string message)
       : status_(status), message_(std::move(message)) {}
 
-  /// The error of the call that just returned `status` on this thread (its
-  /// message is read with apf_last_error, so call this before any other
-  /// library call on the thread).
-  static Error last(apf_status status) {
-    std::string message = last_message();
+  /// The error of a call that returned `status`, described by its code
+  /// (apf_status_text): the calls without an apf_error out-parameter,
+  /// whose codes say it all.
+  static Error of(apf_status status) {
+    return Error(status, status_message(status));
+  }
+
+  /// The error of a call that returned `status` and filled `error` (its
+  /// apf_error out-parameter, which may be NULL): takes the library's
+  /// message and frees `error`.
+  static Error take(apf_status status, apf_error *error) {
+    std::string message;
+    const char *text = nullptr;
+    size_t len = 0;
+    if (error != nullptr && apf_error_message(error, &text, &len) == APF_OK) {
+      message.assign(text, len);
+    }
+    apf_error_free(error);
     if (message.empty()) {
-      message = fallback_message(status);
+      message = status_message(status);
     }
     return Error(status, std::move(message));
   }
@@ -88,17 +100,7 @@ public:
   const char *what() const noexcept override { return message_.c_str(); }
 
 private:
-  static std::string last_message() {
-    apf_text text{};
-    if (apf_last_error(&text) != APF_OK) {
-      return std::string();
-    }
-    std::string message(text.ptr, text.len);
-    apf_text_free(&text);
-    return message;
-  }
-
-  static std::string fallback_message(apf_status status) {
+  static std::string status_message(apf_status status) {
     const char *text = nullptr;
     size_t len = 0;
     if (apf_status_text(status, &text, &len) == APF_OK) {
@@ -232,7 +234,7 @@ inline Result<void> check(apf_status status) {
   if (status == APF_OK) {
     return Result<void>();
   }
-  return Error::last(status);
+  return Error::of(status);
 }
 
 /// Runs `fill(&text)` (one of the C text functions, which hand over an
@@ -241,7 +243,7 @@ template <typename Fill> Result<std::string> read_text(Fill fill) {
   apf_text text{};
   apf_status status = fill(&text);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   std::string copy(text.ptr, text.len);
   apf_text_free(&text);
@@ -314,8 +316,121 @@ inline Version library_version() noexcept {
   return Version::unpack(apf_abi_version());
 }
 
+/// The adaptive server concurrency limit's tuning (docs/adaptive-limit.md).
+/// A default-constructed AdaptiveOptions holds the library's defaults
+/// (apf_adaptive_options_default). Set Options::adaptive to turn the limit
+/// on; out-of-range values make the dispatcher's creation fail with
+/// APF_ERR_INVALID_PARAMETER naming the field.
+struct AdaptiveOptions {
+  /// The least total the gradient may set, and where the slow start begins.
+  uint32_t min_limit = 8;
+  /// The greatest total the gradient may set.
+  uint32_t max_limit = 10000;
+  /// How often a window of latencies is taken and the total updated.
+  Nanos update_interval = std::chrono::milliseconds(250);
+  /// The latency over the minimum the total settles at, in percent.
+  uint32_t tolerance_percent = 10;
+  /// How much of each window's target the total takes, in percent.
+  uint32_t smoothing_percent = 20;
+  /// The exponent on the latency ratio (1 to 8).
+  uint32_t gain = 3;
+  /// Windows with fewer completions are merged with the next.
+  uint32_t min_window_samples = 16;
+  /// Time between minimum-latency probes.
+  Nanos probe_interval = std::chrono::seconds(60);
+  /// The total a probe asks for.
+  uint32_t probe_limit = 3;
+  /// Completions a probe averages.
+  uint32_t probe_samples = 50;
+  /// The longest a probe drains or measures.
+  Nanos probe_timeout = std::chrono::seconds(2);
+
+  AdaptiveOptions() {
+    apf_adaptive_options raw{};
+    // The in-class values mirror the library's and stay if this fails,
+    // which a valid out-pointer rules out.
+    if (apf_adaptive_options_default(&raw) == APF_OK) {
+      *this = from_c(raw);
+    }
+  }
+
+  static AdaptiveOptions from_c(const apf_adaptive_options &raw) {
+    AdaptiveOptions o(Uninitialised{});
+    o.min_limit = raw.min_limit;
+    o.max_limit = raw.max_limit;
+    o.update_interval = Nanos(static_cast<Nanos::rep>(raw.update_interval_ns));
+    o.tolerance_percent = raw.tolerance_percent;
+    o.smoothing_percent = raw.smoothing_percent;
+    o.gain = raw.gain;
+    o.min_window_samples = raw.min_window_samples;
+    o.probe_interval = Nanos(static_cast<Nanos::rep>(raw.probe_interval_ns));
+    o.probe_limit = raw.probe_limit;
+    o.probe_samples = raw.probe_samples;
+    o.probe_timeout = Nanos(static_cast<Nanos::rep>(raw.probe_timeout_ns));
+    return o;
+  }
+
+  /// A negative duration becomes 0, which the library refuses by name.
+  apf_adaptive_options to_c() const noexcept {
+    apf_adaptive_options raw{};
+    (void)apf_adaptive_options_default(&raw); // sets struct_size
+    raw.min_limit = min_limit;
+    raw.max_limit = max_limit;
+    raw.update_interval_ns = detail::to_u64(update_interval);
+    raw.tolerance_percent = tolerance_percent;
+    raw.smoothing_percent = smoothing_percent;
+    raw.gain = gain;
+    raw.min_window_samples = min_window_samples;
+    raw.probe_interval_ns = detail::to_u64(probe_interval);
+    raw.probe_limit = probe_limit;
+    raw.probe_samples = probe_samples;
+    raw.probe_timeout_ns = detail::to_u64(probe_timeout);
+    return raw;
+  }
+
+private:
+  struct Uninitialised {};
+  explicit AdaptiveOptions(Uninitialised) {}
+};
+
+/// The adaptive limit's state at one moment (Dispatcher::adaptive_state;
+/// the same figures as the apiserver_flowcontrol_adaptive_* metrics).
+/// Under a fixed limit `enabled` is false and every other field zero.
+struct AdaptiveState {
+  bool enabled = false;
+  /// A minimum-latency probe is under way.
+  bool probing = false;
+  /// The total seats the priority levels share now.
+  uint32_t limit = 0;
+  /// The smoothed total the gradient follows.
+  double estimate = 0;
+  /// What the last probe measured; zero until one has.
+  Nanos min_latency{0};
+  /// The last window's mean execution time; zero before the first window.
+  Nanos latency{0};
+  /// The last gradient applied, in [0.5, 2].
+  double gradient = 0;
+  /// Probes started and windows taken so far.
+  uint64_t probes = 0;
+  uint64_t updates = 0;
+
+  static AdaptiveState from_c(const apf_adaptive_state &raw) noexcept {
+    AdaptiveState s;
+    s.enabled = raw.enabled;
+    s.probing = raw.probing;
+    s.limit = raw.limit;
+    s.estimate = raw.estimate;
+    s.min_latency = Nanos(static_cast<Nanos::rep>(raw.min_latency_ns));
+    s.latency = Nanos(static_cast<Nanos::rep>(raw.latency_ns));
+    s.gradient = raw.gradient;
+    s.probes = raw.probes;
+    s.updates = raw.updates;
+    return s;
+  }
+};
+
 /// Server-wide settings. A default-constructed Options holds the library's
-/// defaults (apf_options_default).
+/// defaults (apf_dispatcher_options_default).
 struct Options {
   /// Seats shared by all priority levels.
   uint32_t server_concurrency_limit = 600;
@@ -327,34 +442,51 @@ struct Options {
   Nanos borrowing_period = std::chrono::seconds(10);
   /// A clock that moves only by Dispatcher::advance_clock.
   bool manual_clock = false;
+  /// The adaptive limit's tuning, or none for the fixed
+  /// server_concurrency_limit (the default).
+  std::optional<AdaptiveOptions> adaptive;
 
   Options() {
-    apf_options raw{};
+    apf_dispatcher_options raw{};
     // The in-class values mirror the library's and stay if this fails,
     // which a valid out-pointer rules out.
-    if (apf_options_default(&raw) == APF_OK) {
+    if (apf_dispatcher_options_default(&raw) == APF_OK) {
       *this = from_c(raw);
     }
   }
 
-  static Options from_c(const apf_options &raw) {
+  static Options from_c(const apf_dispatcher_options &raw) {
     Options o(Uninitialised{});
     o.server_concurrency_limit = raw.server_concurrency_limit;
     o.service_time_guess = Nanos(static_cast<Nanos::rep>(raw.service_time_guess_ns));
     o.wait_limit = Nanos(static_cast<Nanos::rep>(raw.wait_limit_ns));
     o.borrowing_period = Nanos(static_cast<Nanos::rep>(raw.borrowing_period_ns));
     o.manual_clock = raw.manual_clock;
+    if (raw.adaptive != nullptr) {
+      o.adaptive = AdaptiveOptions::from_c(*raw.adaptive);
+    }
     return o;
   }
 
-  apf_options to_c() const noexcept {
-    apf_options raw{};
-    (void)apf_options_default(&raw); // sets struct_size
+  apf_dispatcher_options to_c() const noexcept {
+    apf_dispatcher_options raw{};
+    (void)apf_dispatcher_options_default(&raw); // sets struct_size
     raw.server_concurrency_limit = server_concurrency_limit;
     raw.service_time_guess_ns = detail::to_u64(service_time_guess);
     raw.wait_limit_ns = detail::to_u64(wait_limit);
     raw.borrowing_period_ns = detail::to_u64(borrowing_period);
     raw.manual_clock = manual_clock;
+    return raw;
+  }
+
+  /// to_c with the adaptive tuning too: `storage` holds it and must outlive
+  /// the returned struct's use (to_c() alone leaves `adaptive` NULL).
+  apf_dispatcher_options to_c(apf_adaptive_options &storage) const noexcept {
+    apf_dispatcher_options raw = to_c();
+    if (adaptive) {
+      storage = adaptive->to_c();
+      raw.adaptive = &storage;
+    }
     return raw;
   }
 
@@ -606,7 +738,7 @@ public:
         detail::raw(dispatcher_), std::exchange(request_, 0), &cancelled);
     dispatcher_.reset();
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return cancelled;
   }
@@ -717,7 +849,7 @@ inline Result<Decision> Ticket::wait_raw(uint64_t timeout_nanos) {
       apf_request_wait(detail::raw(dispatcher_), request_, timeout_nanos,
                        &outcome, &reason);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   return decided(outcome, reason);
 }
@@ -736,7 +868,7 @@ inline Result<Decision> Ticket::try_poll() {
   apf_status status =
       apf_request_poll(detail::raw(dispatcher_), request_, &outcome, &reason);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   return decided(outcome, reason);
 }
@@ -773,11 +905,13 @@ public:
 
   /// A dispatcher with Kubernetes' built-in configuration.
   static Result<Dispatcher> try_builtin(const Options &options = Options()) {
-    apf_options raw = options.to_c();
+    apf_adaptive_options adaptive{};
+    apf_dispatcher_options raw = options.to_c(adaptive);
     Raw *out = nullptr;
-    apf_status status = apf_dispatcher_new_builtin(&raw, &out);
+    apf_error *error = nullptr;
+    apf_status status = apf_dispatcher_new_builtin(&raw, &out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Dispatcher(out);
   }
@@ -789,12 +923,14 @@ public:
   /// `text` (YAML or JSON; mandatory objects are added when missing).
   static Result<Dispatcher> try_from_config(std::string_view text,
                                             const Options &options = Options()) {
-    apf_options raw = options.to_c();
+    apf_adaptive_options adaptive{};
+    apf_dispatcher_options raw = options.to_c(adaptive);
     Raw *out = nullptr;
-    apf_status status =
-        apf_dispatcher_new_from_config(text.data(), text.size(), &raw, &out);
+    apf_error *error = nullptr;
+    apf_status status = apf_dispatcher_new_from_config(text.data(), text.size(),
+                                                       &raw, &out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Dispatcher(out);
   }
@@ -845,7 +981,7 @@ public:
     apf_status status = apf_start_request(
         detail::raw(shared_), &raw, &work, deadline ? detail::to_u64(*deadline) : 0, &out);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return Decision::from_c(shared_, out);
   }
@@ -857,8 +993,13 @@ public:
 
   /// Switches to the configuration in `text`; on error the old one stays.
   Result<void> try_reconfigure(std::string_view text) {
-    return detail::check(
-        apf_dispatcher_reconfigure(raw(), text.data(), text.size()));
+    apf_error *error = nullptr;
+    apf_status status =
+        apf_dispatcher_reconfigure(raw(), text.data(), text.size(), &error);
+    if (status != APF_OK) {
+      return Error::take(status, error);
+    }
+    return Result<void>();
   }
   void reconfigure(std::string_view text) { try_reconfigure(text).unwrap(); }
 
@@ -874,7 +1015,7 @@ public:
     uint64_t nanos = 0;
     apf_status status = apf_dispatcher_now(raw(), &nanos);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return Nanos(static_cast<Nanos::rep>(nanos));
   }
@@ -885,6 +1026,17 @@ public:
     return detail::read_text([this](apf_text *out) { return apf_dispatcher_stats_text(raw(), out); });
   }
   std::string stats_text() { return try_stats_text().unwrap(); }
+
+  /// The adaptive limit's state now (`enabled` false under a fixed limit).
+  Result<AdaptiveState> try_adaptive_state() const {
+    apf_adaptive_state raw{};
+    apf_status status = apf_dispatcher_read_adaptive(this->raw(), &raw);
+    if (status != APF_OK) {
+      return Error::of(status);
+    }
+    return AdaptiveState::from_c(raw);
+  }
+  AdaptiveState adaptive_state() const { return try_adaptive_state().unwrap(); }
 
   /// Kubernetes' API Priority and Fairness metrics of this dispatcher in
   /// the OpenMetrics text format (serve it at /metrics with the
@@ -906,9 +1058,15 @@ public:
     c.prefix = {options.prefix.data(), options.prefix.size()};
     c.const_labels = labels.empty() ? nullptr : labels.data();
     c.const_labels_len = labels.size();
-    return detail::read_text([this, &c](apf_text *out) {
-      return apf_dispatcher_metrics_text_with(raw(), &c, out);
-    });
+    apf_text text{};
+    apf_error *error = nullptr;
+    apf_status status = apf_dispatcher_metrics_text_with(raw(), &c, &text, &error);
+    if (status != APF_OK) {
+      return Error::take(status, error);
+    }
+    std::string copy(text.ptr, text.len);
+    apf_text_free(&text);
+    return copy;
   }
   std::string metrics_text(const MetricsOptions &options) const {
     return try_metrics_text(options).unwrap();
@@ -968,7 +1126,7 @@ public:
       status = apf_dispatcher_set_completion_callback(raw(), nullptr, nullptr);
     }
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     // The library returns only once no call of the old callback is running.
     shared_->callback = std::move(owned);
@@ -984,7 +1142,7 @@ public:
     int fd = -1;
     apf_status status = apf_dispatcher_completion_fd(raw(), &fd);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return fd;
   }
@@ -997,7 +1155,7 @@ public:
     apf_status status =
         apf_dispatcher_take_completion(raw(), &request, &some);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return some ? std::optional<uint64_t>(request) : std::nullopt;
   }
@@ -1066,7 +1224,7 @@ inline Result<std::string_view> try_metrics_content_type() {
   size_t len = 0;
   apf_status status = apf_metrics_content_type(&text, &len);
   if (status != APF_OK) {
-    return Error::last(status);
+    return Error::of(status);
   }
   return std::string_view(text, len);
 }
@@ -1080,28 +1238,28 @@ inline std::string_view metrics_content_type() {
 /// The kind of a Workqueue.
 enum class QueueKind : uint32_t {
   /// First in, first out (client-go's default).
-  Fifo = APF_WQ_FIFO,
+  Fifo = APF_WORKQUEUE_FIFO,
   /// A fast and a slow lane; slow items only while the fast lane is empty.
-  TwoLane = APF_WQ_TWO_LANE,
+  TwoLane = APF_WORKQUEUE_TWO_LANE,
   /// Integer priorities, highest first, FIFO within one priority.
-  Priority = APF_WQ_PRIORITY,
+  Priority = APF_WORKQUEUE_PRIORITY,
 };
 
 /// A lane of a two-lane queue.
 enum class Lane : uint32_t {
-  Fast = APF_WQ_LANE_FAST,
-  Slow = APF_WQ_LANE_SLOW,
+  Fast = APF_WORKQUEUE_LANE_FAST,
+  Slow = APF_WORKQUEUE_LANE_SLOW,
 };
 
 /// What Workqueue::next found.
 enum class GetStatus : uint32_t {
-  Item = APF_WQ_ITEM,
+  Item = APF_WORKQUEUE_ITEM,
   /// Nothing ready and the call was not to wait (timeout 0, poll).
-  Empty = APF_WQ_EMPTY,
+  Empty = APF_WORKQUEUE_EMPTY,
   /// The queue is shutting down and nothing is ready: stop working.
-  ShutDown = APF_WQ_SHUT_DOWN,
+  ShutDown = APF_WORKQUEUE_SHUT_DOWN,
   /// The timeout passed with nothing ready.
-  TimedOut = APF_WQ_TIMED_OUT,
+  TimedOut = APF_WORKQUEUE_TIMED_OUT,
 };
 
 inline std::string_view to_string(GetStatus s) noexcept {
@@ -1126,12 +1284,12 @@ inline const uint8_t *bytes(std::string_view key) noexcept {
 
 } // namespace detail
 
-/// A rate limiter's description (owns an apf_wq_limiter). Each queue made
+/// A rate limiter's description (owns an apf_rate_limiter). Each queue made
 /// with it copies it and keeps its own state, so a Limiter may be destroyed
 /// (or reused for other queues) as soon as the queue exists. Move-only.
 class Limiter {
 public:
-  using Raw = apf_wq_limiter;
+  using Raw = apf_rate_limiter;
 
   /// Takes ownership of `raw`.
   explicit Limiter(Raw *raw) noexcept : ptr_(raw) {}
@@ -1140,37 +1298,37 @@ public:
   /// exponential backoff (5 ms doubling up to 1000 s) and a shared token
   /// bucket of 10 qps, burst 100. What a queue uses without a limiter.
   static Result<Limiter> try_default_controller() {
-    return make([](Raw **out) { return apf_wq_limiter_new_default(out); });
+    return make([](Raw **out, apf_error **) { return apf_rate_limiter_new_default(out); });
   }
   /// One token bucket for all items: `qps` tokens a second (+infinity: no
   /// limit), at most `burst` stored.
   static Result<Limiter> try_token_bucket(double qps, uint32_t burst) {
-    return make([&](Raw **out) {
-      return apf_wq_limiter_new_token_bucket(qps, burst, out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_token_bucket(qps, burst, out, error);
     });
   }
   /// A token bucket per item.
   static Result<Limiter> try_item_token_bucket(double qps, uint32_t burst) {
-    return make([&](Raw **out) {
-      return apf_wq_limiter_new_item_token_bucket(qps, burst, out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_item_token_bucket(qps, burst, out, error);
     });
   }
   /// Per-item exponential backoff: the n-th rate-limited add since the last
   /// forget waits base * 2^(n-1), at most `max`.
   static Result<Limiter> try_exponential(Nanos base, Nanos max) {
-    return make([&](Raw **out) {
-      return apf_wq_limiter_new_exponential(detail::to_u64(base),
-                                            detail::to_u64(max), out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_exponential(detail::to_u64(base),
+                                              detail::to_u64(max), out, error);
     });
   }
   /// Per item: the first `max_fast_attempts` rate-limited adds wait `fast`,
   /// later ones `slow`.
   static Result<Limiter> try_fast_slow(Nanos fast, Nanos slow,
                                        uint32_t max_fast_attempts) {
-    return make([&](Raw **out) {
-      return apf_wq_limiter_new_fast_slow(detail::to_u64(fast),
-                                          detail::to_u64(slow),
-                                          max_fast_attempts, out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_fast_slow(detail::to_u64(fast),
+                                            detail::to_u64(slow),
+                                            max_fast_attempts, out, error);
     });
   }
   /// The longest delay of `limiters` (copied; at least one).
@@ -1181,8 +1339,8 @@ public:
     for (const Limiter &l : limiters) {
       raw.push_back(l.capi());
     }
-    return make([&](Raw **out) {
-      return apf_wq_limiter_new_max_of(raw.data(), raw.size(), out);
+    return make([&](Raw **out, apf_error **error) {
+      return apf_rate_limiter_new_max_of(raw.data(), raw.size(), out, error);
     });
   }
 
@@ -1207,19 +1365,20 @@ public:
   }
 
   const Raw *capi() const noexcept { return ptr_.get(); }
-  /// Gives up ownership (the caller frees it with apf_wq_limiter_free).
+  /// Gives up ownership (the caller frees it with apf_rate_limiter_free).
   Raw *capi_release() noexcept { return ptr_.release(); }
 
 private:
   struct Deleter {
-    void operator()(Raw *raw) const noexcept { apf_wq_limiter_free(raw); }
+    void operator()(Raw *raw) const noexcept { apf_rate_limiter_free(raw); }
   };
 
   template <typename F> static Result<Limiter> make(F &&create) {
     Raw *out = nullptr;
-    apf_status status = create(&out);
+    apf_error *error = nullptr;
+    apf_status status = create(&out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Limiter(out);
   }
@@ -1228,7 +1387,7 @@ private:
 };
 
 /// How Workqueue::create builds a queue. The defaults are
-/// apf_wq_options_default's: a FIFO queue, real clock, unnamed, client-go's
+/// apf_workqueue_options_default's: a FIFO queue, real clock, unnamed, client-go's
 /// default controller limiter.
 struct WorkqueueOptions {
   QueueKind kind = QueueKind::Fifo;
@@ -1250,9 +1409,9 @@ struct WorkqueueOptions {
   WorkqueueOptions() = default;
   explicit WorkqueueOptions(QueueKind k) : kind(k) {}
 
-  apf_wq_options to_c() const noexcept {
-    apf_wq_options raw{};
-    (void)apf_wq_options_default(&raw);
+  apf_workqueue_options to_c() const noexcept {
+    apf_workqueue_options raw{};
+    (void)apf_workqueue_options_default(&raw);
     raw.kind = static_cast<uint32_t>(kind);
     raw.manual_clock = manual_clock;
     raw.name = name.data();
@@ -1274,12 +1433,12 @@ struct AddOptions {
   bool rate_limited = false;
   /// Two-lane queues; other kinds accept only Lane::Fast.
   Lane lane = Lane::Fast;
-  /// Priority queues only (others fail with APF_ERR_WQ_WRONG_KIND).
+  /// Priority queues only (others fail with APF_ERR_WORKQUEUE_WRONG_KIND).
   std::optional<int32_t> priority;
 
-  apf_wq_add_opts to_c() const noexcept {
-    apf_wq_add_opts raw{};
-    (void)apf_wq_add_opts_default(&raw);
+  apf_workqueue_add_options to_c() const noexcept {
+    apf_workqueue_add_options raw{};
+    (void)apf_workqueue_add_options_default(&raw);
     raw.after_nanos = detail::to_u64(after);
     raw.rate_limited = rate_limited;
     raw.lane = static_cast<uint32_t>(lane);
@@ -1290,7 +1449,7 @@ struct AddOptions {
 };
 
 /// An item being processed: its key is not handed to any other worker until
-/// the item is done. Destroying it calls apf_wq_done (also while an
+/// the item is done. Destroying it calls apf_workqueue_done (also while an
 /// exception unwinds), so a key added again meanwhile is queued again.
 /// Move-only; an empty item (default constructed, moved from, done or
 /// released) does nothing. Refers to its queue without owning it: destroy
@@ -1298,8 +1457,8 @@ struct AddOptions {
 class WorkItem {
 public:
   WorkItem() noexcept = default;
-  /// Adopts the item of a successful apf_wq_get (result APF_WQ_ITEM).
-  WorkItem(apf_workqueue *queue, const apf_wq_item &raw) noexcept
+  /// Adopts the item of a successful apf_workqueue_get (result APF_WORKQUEUE_ITEM).
+  WorkItem(apf_workqueue *queue, const apf_workqueue_item &raw) noexcept
       : queue_(queue), handle_(raw.item),
         key_(reinterpret_cast<const char *>(raw.key), raw.key_len),
         lane_(static_cast<Lane>(raw.lane)), priority_(raw.priority) {}
@@ -1339,11 +1498,11 @@ public:
   /// item gives APF_ERR_INVALID_HANDLE).
   Result<void> try_done() {
     key_ = std::string_view();
-    return detail::check(apf_wq_done(queue_, std::exchange(handle_, 0)));
+    return detail::check(apf_workqueue_done(queue_, std::exchange(handle_, 0)));
   }
   void done() { try_done().unwrap(); }
 
-  /// Gives up ownership without finishing: the caller calls apf_wq_done.
+  /// Gives up ownership without finishing: the caller calls apf_workqueue_done.
   uint64_t release() noexcept {
     key_ = std::string_view();
     return std::exchange(handle_, 0);
@@ -1355,7 +1514,7 @@ private:
       key_ = std::string_view();
       // A destructor cannot report failure; a stale handle is the only way
       // to fail here and leaves nothing to clean up.
-      (void)apf_wq_done(queue_, std::exchange(handle_, 0));
+      (void)apf_workqueue_done(queue_, std::exchange(handle_, 0));
     }
   }
 
@@ -1403,11 +1562,12 @@ public:
 
   static Result<Workqueue>
   try_create(const WorkqueueOptions &options = WorkqueueOptions()) {
-    apf_wq_options raw = options.to_c();
+    apf_workqueue_options raw = options.to_c();
     Raw *out = nullptr;
-    apf_status status = apf_wq_new(&raw, &out);
+    apf_error *error = nullptr;
+    apf_status status = apf_workqueue_new(&raw, &out, &error);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::take(status, error);
     }
     return Workqueue(out);
   }
@@ -1418,23 +1578,23 @@ public:
   // Adding. Keys are arbitrary bytes, copied.
 
   Result<void> try_add(std::string_view key) {
-    return detail::check(apf_wq_add(raw(), detail::bytes(key), key.size()));
+    return detail::check(apf_workqueue_add(raw(), detail::bytes(key), key.size()));
   }
   /// Adds once `delay` has passed on the queue's clock (client-go AddAfter).
   Result<void> try_add_after(std::string_view key, Nanos delay) {
-    return detail::check(apf_wq_add_after(raw(), detail::bytes(key), key.size(),
+    return detail::check(apf_workqueue_add_after(raw(), detail::bytes(key), key.size(),
                                           detail::to_u64(delay)));
   }
   /// Adds after the limiter's delay for the key, counting a failure of it.
   Result<void> try_add_rate_limited(std::string_view key) {
     return detail::check(
-        apf_wq_add_rate_limited(raw(), detail::bytes(key), key.size()));
+        apf_workqueue_add_rate_limited(raw(), detail::bytes(key), key.size()));
   }
   /// Adds with a delay, rate limiting, a lane or a priority.
   Result<void> try_add_with(std::string_view key, const AddOptions &options) {
-    apf_wq_add_opts raw_opts = options.to_c();
+    apf_workqueue_add_options raw_opts = options.to_c();
     return detail::check(
-        apf_wq_add_with_opts(raw(), detail::bytes(key), key.size(), &raw_opts));
+        apf_workqueue_add_with_options(raw(), detail::bytes(key), key.size(), &raw_opts));
   }
   void add(std::string_view key) { try_add(key).unwrap(); }
   void add_after(std::string_view key, Nanos delay) {
@@ -1452,8 +1612,8 @@ public:
   /// The next item, waiting up to `timeout` of real time (std::nullopt:
   /// forever; zero or negative: not at all, status Empty).
   Result<GetResult> try_next(std::optional<Nanos> timeout = std::nullopt) {
-    apf_wq_item out{};
-    apf_status status = apf_wq_get(
+    apf_workqueue_item out{};
+    apf_status status = apf_workqueue_get(
         raw(),
         timeout ? detail::to_u64(*timeout) : std::numeric_limits<uint64_t>::max(),
         &out);
@@ -1461,8 +1621,8 @@ public:
   }
   /// The next item without waiting (status Item, Empty or ShutDown).
   Result<GetResult> try_next_now() {
-    apf_wq_item out{};
-    apf_status status = apf_wq_try_get(raw(), &out);
+    apf_workqueue_item out{};
+    apf_status status = apf_workqueue_try_get(raw(), &out);
     return adopt(status, out);
   }
   Result<std::optional<WorkItem>> try_get() { return item_of(try_next()); }
@@ -1489,16 +1649,16 @@ public:
   /// Stops tracking the key's failures (its next rate-limited add waits the
   /// first delay again). The item must still be done.
   Result<void> try_forget(std::string_view key) {
-    return detail::check(apf_wq_forget(raw(), detail::bytes(key), key.size()));
+    return detail::check(apf_workqueue_forget(raw(), detail::bytes(key), key.size()));
   }
   void forget(std::string_view key) { try_forget(key).unwrap(); }
   /// Rate-limited adds of the key counted since it was last forgotten.
   Result<uint32_t> try_num_requeues(std::string_view key) {
     uint32_t n = 0;
     apf_status status =
-        apf_wq_num_requeues(raw(), detail::bytes(key), key.size(), &n);
+        apf_workqueue_num_requeues(raw(), detail::bytes(key), key.size(), &n);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return n;
   }
@@ -1509,17 +1669,17 @@ public:
   // Sizes (for information: they may change before you look).
 
   /// Items ready to be handed out (client-go Len).
-  Result<size_t> try_len() { return size_of(apf_wq_len); }
+  Result<size_t> try_len() { return size_of(apf_workqueue_len); }
   /// Items waiting for a delay.
-  Result<size_t> try_waiting_len() { return size_of(apf_wq_waiting_len); }
+  Result<size_t> try_waiting_len() { return size_of(apf_workqueue_waiting_len); }
   /// Items being processed (live WorkItems).
-  Result<size_t> try_processing() { return size_of(apf_wq_processing); }
+  Result<size_t> try_processing() { return size_of(apf_workqueue_processing); }
   /// Ready items of one lane (two-lane queues only).
   Result<size_t> try_lane_len(Lane lane) {
     size_t n = 0;
-    apf_status status = apf_wq_lane_len(raw(), static_cast<uint32_t>(lane), &n);
+    apf_status status = apf_workqueue_lane_len(raw(), static_cast<uint32_t>(lane), &n);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return n;
   }
@@ -1532,17 +1692,17 @@ public:
 
   /// Adds are ignored from now on, delayed items are dropped, workers get
   /// what is ready and then nothing; blocked workers wake. Idempotent.
-  Result<void> try_shut_down() { return detail::check(apf_wq_shut_down(raw())); }
+  Result<void> try_shut_down() { return detail::check(apf_workqueue_shut_down(raw())); }
   /// shut_down, then wait until every item handed out is done (by other
   /// threads).
   Result<void> try_shut_down_with_drain() {
-    return detail::check(apf_wq_shut_down_with_drain(raw()));
+    return detail::check(apf_workqueue_shut_down_with_drain(raw()));
   }
   Result<bool> try_shutting_down() {
     bool out = false;
-    apf_status status = apf_wq_shutting_down(raw(), &out);
+    apf_status status = apf_workqueue_shutting_down(raw(), &out);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return out;
   }
@@ -1553,31 +1713,31 @@ public:
   /// Moves a manual clock forward; delayed items whose time comes are added
   /// before it returns (an error with the real clock).
   Result<void> try_advance_clock(Nanos by) {
-    return detail::check(apf_wq_advance_clock(raw(), detail::to_u64(by)));
+    return detail::check(apf_workqueue_advance_clock(raw(), detail::to_u64(by)));
   }
   void advance_clock(Nanos by) { try_advance_clock(by).unwrap(); }
 
   /// client-go's workqueue metrics, OpenMetrics text ending with "# EOF".
   Result<std::string> try_metrics_text() {
-    return detail::read_text([this](apf_text *out) { return apf_wq_metrics_text(raw(), out); });
+    return detail::read_text([this](apf_text *out) { return apf_workqueue_metrics_text(raw(), out); });
   }
   std::string metrics_text() { return try_metrics_text().unwrap(); }
 
   Raw *capi() noexcept { return ptr_.get(); }
   const Raw *capi() const noexcept { return ptr_.get(); }
-  /// Gives up ownership (the caller frees it with apf_wq_free).
+  /// Gives up ownership (the caller frees it with apf_workqueue_free).
   Raw *capi_release() noexcept { return ptr_.release(); }
 
 private:
   struct Deleter {
-    void operator()(Raw *raw) const noexcept { apf_wq_free(raw); }
+    void operator()(Raw *raw) const noexcept { apf_workqueue_free(raw); }
   };
 
   Raw *raw() const noexcept { return ptr_.get(); }
 
-  Result<GetResult> adopt(apf_status status, const apf_wq_item &out) {
+  Result<GetResult> adopt(apf_status status, const apf_workqueue_item &out) {
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     GetResult got;
     got.status = static_cast<GetStatus>(out.result);
@@ -1602,7 +1762,7 @@ private:
     size_t n = 0;
     apf_status status = read(raw(), &n);
     if (status != APF_OK) {
-      return Error::last(status);
+      return Error::of(status);
     }
     return n;
   }

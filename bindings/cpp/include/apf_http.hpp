@@ -73,7 +73,7 @@ inline Result<std::optional<HttpAnswer>> try_observe(const Dispatcher &dispatche
   apf_status st = apf_dispatcher_observe(dispatcher.capi(), path.data(), path.size(), query.data(),
                                          query.size(), &status, &content_type, &body);
   if (st != APF_OK) {
-    return Error::last(st);
+    return Error::of(st);
   }
   std::optional<HttpAnswer> answer;
   if (status != 0) {
@@ -135,7 +135,7 @@ inline Result<RequestInfo> try_parse_path(std::string_view method, std::string_v
                                                path.size(), query.data(), query.size(), &raw,
                                                &raw_name);
   if (st != APF_OK) {
-    return Error::last(st);
+    return Error::of(st);
   }
   auto s = [](apf_str v) { return std::string(v.ptr, v.len); };
   RequestInfo info;

@@ -18,8 +18,8 @@ TEST(Version, HeaderMatchesLibrary) {
 }
 
 TEST(Options, DefaultsComeFromTheLibrary) {
-  apf_options raw{};
-  ASSERT_EQ(apf_options_default(&raw), APF_OK);
+  apf_dispatcher_options raw{};
+  ASSERT_EQ(apf_dispatcher_options_default(&raw), APF_OK);
   apf::Options o;
   EXPECT_EQ(o.server_concurrency_limit, raw.server_concurrency_limit);
   EXPECT_EQ(static_cast<uint64_t>(o.service_time_guess.count()), raw.service_time_guess_ns);

@@ -191,8 +191,6 @@ TEST(RequestGuard, ReleasingSeatsDispatchesAWaiterAndTheFinishGivesBackTheRest) 
   auto again = held.back().try_release_seats();
   ASSERT_FALSE(again.ok()) << "a second release of every seat";
   EXPECT_EQ(again.error().status(), APF_ERR_INVALID_PARAMETER);
-  EXPECT_NE(std::string(again.error().what()).find("already released"),
-            std::string::npos);
   held.back().finish();
   EXPECT_EQ(gauges(d, "narrow").seats_in_use, narrow_limit)
       << "the finish gave back nothing more";

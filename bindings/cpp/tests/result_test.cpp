@@ -17,17 +17,22 @@ TEST(Error, CarriesStatusAndMessage) {
   EXPECT_STREQ(base.what(), "something broke");
 }
 
-TEST(Error, LastReadsTheLibraryMessage) {
+TEST(Error, TakeReadsTheLibraryMessage) {
   apf_dispatcher *out = nullptr;
-  apf_options options = manual_options().to_c();
+  apf_error *error = nullptr;
+  apf_dispatcher_options options = manual_options().to_c();
   const std::string_view text = "kind: [unterminated";
-  apf_status status =
-      apf_dispatcher_new_from_config(text.data(), text.size(), &options, &out);
+  apf_status status = apf_dispatcher_new_from_config(text.data(), text.size(),
+                                                     &options, &out, &error);
   ASSERT_NE(status, APF_OK);
   EXPECT_EQ(out, nullptr) << "outputs are written only on success";
-  apf::Error e = apf::Error::last(status);
+  ASSERT_NE(error, nullptr) << "the error is written on failure";
+  EXPECT_EQ(apf_error_status(error), status);
+  apf::Error e = apf::Error::take(status, error); // frees it
   EXPECT_EQ(e.status(), status);
   EXPECT_FALSE(e.message().empty());
+  EXPECT_NE(e.message(), apf::Error::of(status).message())
+      << "the error says more than the code";
 }
 
 TEST(Error, LongMessagesAreReadWhole) {

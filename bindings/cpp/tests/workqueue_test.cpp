@@ -12,8 +12,8 @@
 #include <vector>
 
 // A hidden test aid of libapf (not in apf.h): how many workers are blocked
-// in apf_wq_get.
-extern "C" apf_status apf_wq_test_parked(apf_workqueue *queue, size_t *out);
+// in apf_workqueue_get.
+extern "C" apf_status apf_workqueue_test_parked(apf_workqueue *queue, size_t *out);
 
 namespace {
 
@@ -45,7 +45,7 @@ bool wait_parked(apf::Workqueue &q, size_t n) {
   auto until = std::chrono::steady_clock::now() + patience;
   while (std::chrono::steady_clock::now() < until) {
     size_t parked = 0;
-    if (apf_wq_test_parked(q.capi(), &parked) != APF_OK) {
+    if (apf_workqueue_test_parked(q.capi(), &parked) != APF_OK) {
       return false;
     }
     if (parked >= n) {
@@ -166,7 +166,7 @@ TEST(Workqueue, MovedItemFinishesOnce) {
   uint64_t handle = b.release();
   EXPECT_FALSE(b);
   EXPECT_EQ(q.processing(), 1u);
-  EXPECT_EQ(apf_wq_done(q.capi(), handle), APF_OK);
+  EXPECT_EQ(apf_workqueue_done(q.capi(), handle), APF_OK);
 }
 
 TEST(Workqueue, TwoLanesServeFastFirst) {
@@ -199,14 +199,14 @@ TEST(Workqueue, LanesAndPrioritiesNeedTheirKind) {
   auto fifo = manual_queue();
   apf::AddOptions slow;
   slow.lane = apf::Lane::Slow;
-  EXPECT_EQ(fifo.try_add_with("k", slow).error().status(), APF_ERR_WQ_WRONG_KIND);
+  EXPECT_EQ(fifo.try_add_with("k", slow).error().status(), APF_ERR_WORKQUEUE_WRONG_KIND);
   apf::AddOptions prio;
   prio.priority = 3;
-  EXPECT_EQ(fifo.try_add_with("k", prio).error().status(), APF_ERR_WQ_WRONG_KIND);
+  EXPECT_EQ(fifo.try_add_with("k", prio).error().status(), APF_ERR_WORKQUEUE_WRONG_KIND);
   EXPECT_EQ(fifo.try_lane_len(apf::Lane::Fast).error().status(),
-            APF_ERR_WQ_WRONG_KIND);
+            APF_ERR_WORKQUEUE_WRONG_KIND);
   auto two = manual_queue(apf::QueueKind::TwoLane);
-  EXPECT_EQ(status_of([&] { two.add_with("k", prio); }), APF_ERR_WQ_WRONG_KIND);
+  EXPECT_EQ(status_of([&] { two.add_with("k", prio); }), APF_ERR_WORKQUEUE_WRONG_KIND);
   EXPECT_EQ(fifo.len(), 0u);
   EXPECT_EQ(two.len(), 0u);
 }

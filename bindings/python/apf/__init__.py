@@ -16,8 +16,8 @@ The shared library is found through ``APF_LIBRARY`` (a file or a directory)
 or in the repository's ``target/release``.
 """
 
-from ._library import ApfError, ClosedError, LibraryNotFound, last_error, status_text
-from .dispatcher import Dispatcher, Request, RequestScope, default_options
+from ._library import ApfError, ClosedError, LibraryNotFound, status_text
+from .dispatcher import Dispatcher, Request, RequestScope, default_adaptive_options, default_options
 from .observe import metrics_content_type
 from .paths import parse_path
 from .aio import AsyncRequestScope
@@ -36,6 +36,8 @@ from .workqueue import (
     max_of_rate_limiter,
 )
 from .types import (
+    AdaptiveOptions,
+    AdaptiveState,
     Decision,
     Options,
     Outcome,
@@ -54,6 +56,8 @@ def abi_version() -> int:
 
 
 __all__ = [
+    "AdaptiveOptions",
+    "AdaptiveState",
     "ApfError",
     "AsyncRequestScope",
     "ClosedError",
@@ -69,6 +73,7 @@ __all__ = [
     "RequestScope",
     "WorkEstimate",
     "abi_version",
+    "default_adaptive_options",
     "default_options",
     # the workqueue family (apf.workqueue)
     "Item",
@@ -83,7 +88,6 @@ __all__ = [
     "fast_slow_rate_limiter",
     "item_bucket_rate_limiter",
     "max_of_rate_limiter",
-    "last_error",
     "metrics_content_type",
     "status_text",
 ]

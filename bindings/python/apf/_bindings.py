@@ -8,9 +8,9 @@ import ctypes
 
 # Constants (#define)
 APF_VERSION_MAJOR = 0
-APF_VERSION_MINOR = 1
+APF_VERSION_MINOR = 2
 APF_VERSION_PATCH = 0
-APF_VERSION_NUMBER = 256
+APF_VERSION_NUMBER = 512
 
 # enum apf_status
 APF_OK = 0
@@ -28,7 +28,7 @@ APF_ERR_INSUFFICIENT_SIZE = 7010
 APF_ERR_IO = 7011
 APF_ERR_TOO_MANY_REQUESTS = 7012
 APF_ERR_IN_CALLBACK = 7013
-APF_ERR_WQ_WRONG_KIND = 7014
+APF_ERR_WORKQUEUE_WRONG_KIND = 7014
 apf_status_NAMES = {
     0: 'APF_OK',
     7000: 'APF_ERR_INVALID_PARAMETER',
@@ -45,7 +45,7 @@ apf_status_NAMES = {
     7011: 'APF_ERR_IO',
     7012: 'APF_ERR_TOO_MANY_REQUESTS',
     7013: 'APF_ERR_IN_CALLBACK',
-    7014: 'APF_ERR_WQ_WRONG_KIND',
+    7014: 'APF_ERR_WORKQUEUE_WRONG_KIND',
 }
 
 # enum apf_outcome
@@ -74,34 +74,34 @@ apf_reject_reason_NAMES = {
     5: 'APF_REJECT_LEVEL_FAILED',
 }
 
-# enum apf_wq_kind
-APF_WQ_FIFO = 0
-APF_WQ_TWO_LANE = 1
-APF_WQ_PRIORITY = 2
-apf_wq_kind_NAMES = {
-    0: 'APF_WQ_FIFO',
-    1: 'APF_WQ_TWO_LANE',
-    2: 'APF_WQ_PRIORITY',
+# enum apf_workqueue_kind
+APF_WORKQUEUE_FIFO = 0
+APF_WORKQUEUE_TWO_LANE = 1
+APF_WORKQUEUE_PRIORITY = 2
+apf_workqueue_kind_NAMES = {
+    0: 'APF_WORKQUEUE_FIFO',
+    1: 'APF_WORKQUEUE_TWO_LANE',
+    2: 'APF_WORKQUEUE_PRIORITY',
 }
 
-# enum apf_wq_lane
-APF_WQ_LANE_FAST = 0
-APF_WQ_LANE_SLOW = 1
-apf_wq_lane_NAMES = {
-    0: 'APF_WQ_LANE_FAST',
-    1: 'APF_WQ_LANE_SLOW',
+# enum apf_workqueue_lane
+APF_WORKQUEUE_LANE_FAST = 0
+APF_WORKQUEUE_LANE_SLOW = 1
+apf_workqueue_lane_NAMES = {
+    0: 'APF_WORKQUEUE_LANE_FAST',
+    1: 'APF_WORKQUEUE_LANE_SLOW',
 }
 
-# enum apf_wq_get_result
-APF_WQ_ITEM = 0
-APF_WQ_EMPTY = 1
-APF_WQ_SHUT_DOWN = 2
-APF_WQ_TIMED_OUT = 3
-apf_wq_get_result_NAMES = {
-    0: 'APF_WQ_ITEM',
-    1: 'APF_WQ_EMPTY',
-    2: 'APF_WQ_SHUT_DOWN',
-    3: 'APF_WQ_TIMED_OUT',
+# enum apf_workqueue_get_result
+APF_WORKQUEUE_ITEM = 0
+APF_WORKQUEUE_EMPTY = 1
+APF_WORKQUEUE_SHUT_DOWN = 2
+APF_WORKQUEUE_TIMED_OUT = 3
+apf_workqueue_get_result_NAMES = {
+    0: 'APF_WORKQUEUE_ITEM',
+    1: 'APF_WORKQUEUE_EMPTY',
+    2: 'APF_WORKQUEUE_SHUT_DOWN',
+    3: 'APF_WORKQUEUE_TIMED_OUT',
 }
 
 # enum apf_fairness
@@ -117,16 +117,25 @@ apf_fairness_NAMES = {
 class apf_dispatcher(ctypes.Structure):
     pass
 
+class apf_error(ctypes.Structure):
+    pass
+
 class apf_queueset(ctypes.Structure):
+    pass
+
+class apf_rate_limiter(ctypes.Structure):
     pass
 
 class apf_workqueue(ctypes.Structure):
     pass
 
-class apf_wq_limiter(ctypes.Structure):
+class apf_adaptive_options(ctypes.Structure):
     pass
 
-class apf_options(ctypes.Structure):
+class apf_adaptive_state(ctypes.Structure):
+    pass
+
+class apf_dispatcher_options(ctypes.Structure):
     pass
 
 class apf_text(ctypes.Structure):
@@ -165,32 +174,60 @@ class apf_queueset_stats(ctypes.Structure):
 class apf_decision(ctypes.Structure):
     pass
 
-class apf_wq_options(ctypes.Structure):
+class apf_workqueue_options(ctypes.Structure):
     pass
 
-class apf_wq_add_opts(ctypes.Structure):
+class apf_workqueue_add_options(ctypes.Structure):
     pass
 
-class apf_wq_item(ctypes.Structure):
+class apf_workqueue_item(ctypes.Structure):
     pass
 
 apf_status = ctypes.c_uint32
 apf_outcome = ctypes.c_uint32
 apf_reject_reason = ctypes.c_uint32
-apf_wq_kind = ctypes.c_uint32
-apf_wq_lane = ctypes.c_uint32
-apf_wq_get_result = ctypes.c_uint32
+apf_workqueue_kind = ctypes.c_uint32
+apf_workqueue_lane = ctypes.c_uint32
+apf_workqueue_get_result = ctypes.c_uint32
 apf_fairness = ctypes.c_uint32
 
 apf_completion_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64)
 
-apf_options._fields_ = [
+apf_adaptive_options._fields_ = [
+    ('struct_size', ctypes.c_size_t),
+    ('min_limit', ctypes.c_uint32),
+    ('max_limit', ctypes.c_uint32),
+    ('update_interval_ns', ctypes.c_uint64),
+    ('tolerance_percent', ctypes.c_uint32),
+    ('smoothing_percent', ctypes.c_uint32),
+    ('gain', ctypes.c_uint32),
+    ('min_window_samples', ctypes.c_uint32),
+    ('probe_interval_ns', ctypes.c_uint64),
+    ('probe_limit', ctypes.c_uint32),
+    ('probe_samples', ctypes.c_uint32),
+    ('probe_timeout_ns', ctypes.c_uint64),
+]
+
+apf_adaptive_state._fields_ = [
+    ('enabled', ctypes.c_bool),
+    ('probing', ctypes.c_bool),
+    ('limit', ctypes.c_uint32),
+    ('estimate', ctypes.c_double),
+    ('min_latency_ns', ctypes.c_uint64),
+    ('latency_ns', ctypes.c_uint64),
+    ('gradient', ctypes.c_double),
+    ('probes', ctypes.c_uint64),
+    ('updates', ctypes.c_uint64),
+]
+
+apf_dispatcher_options._fields_ = [
     ('struct_size', ctypes.c_size_t),
     ('server_concurrency_limit', ctypes.c_uint32),
     ('service_time_guess_ns', ctypes.c_uint64),
     ('wait_limit_ns', ctypes.c_uint64),
     ('borrowing_period_ns', ctypes.c_uint64),
     ('manual_clock', ctypes.c_bool),
+    ('adaptive', ctypes.POINTER(apf_adaptive_options)),
 ]
 
 apf_text._fields_ = [
@@ -308,19 +345,19 @@ apf_decision._fields_ = [
     ('priority_level_uid', apf_str),
 ]
 
-apf_wq_options._fields_ = [
+apf_workqueue_options._fields_ = [
     ('struct_size', ctypes.c_size_t),
     ('kind', ctypes.c_uint32),
     ('manual_clock', ctypes.c_bool),
     ('name', ctypes.POINTER(ctypes.c_char)),
     ('name_len', ctypes.c_size_t),
-    ('limiter', ctypes.POINTER(apf_wq_limiter)),
+    ('limiter', ctypes.POINTER(apf_rate_limiter)),
     ('limiter_state_capacity', ctypes.c_uint64),
     ('limiter_idle_expiry_nanos', ctypes.c_uint64),
     ('capacity', ctypes.c_uint64),
 ]
 
-apf_wq_add_opts._fields_ = [
+apf_workqueue_add_options._fields_ = [
     ('struct_size', ctypes.c_size_t),
     ('after_nanos', ctypes.c_uint64),
     ('rate_limited', ctypes.c_bool),
@@ -329,7 +366,7 @@ apf_wq_add_opts._fields_ = [
     ('priority', ctypes.c_int32),
 ]
 
-apf_wq_item._fields_ = [
+apf_workqueue_item._fields_ = [
     ('result', ctypes.c_uint32),
     ('item', ctypes.c_uint64),
     ('key', ctypes.POINTER(ctypes.c_uint8)),
@@ -340,11 +377,16 @@ apf_wq_item._fields_ = [
 
 # name: (restype, [(parameter, argtype), ...])
 FUNCTIONS = {
-    'apf_options_default': (apf_status, [('out', ctypes.POINTER(apf_options))]),
-    'apf_dispatcher_new_builtin': (apf_status, [('options', ctypes.POINTER(apf_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
-    'apf_dispatcher_new_from_config': (apf_status, [('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('options', ctypes.POINTER(apf_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher)))]),
+    'apf_error_status': (apf_status, [('error', ctypes.POINTER(apf_error))]),
+    'apf_error_message': (apf_status, [('error', ctypes.POINTER(apf_error)), ('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_error_free': (None, [('error', ctypes.POINTER(apf_error))]),
+    'apf_adaptive_options_default': (apf_status, [('out', ctypes.POINTER(apf_adaptive_options))]),
+    'apf_dispatcher_read_adaptive': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_adaptive_state))]),
+    'apf_dispatcher_options_default': (apf_status, [('out', ctypes.POINTER(apf_dispatcher_options))]),
+    'apf_dispatcher_new_builtin': (apf_status, [('options', ctypes.POINTER(apf_dispatcher_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_dispatcher_new_from_config': (apf_status, [('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('options', ctypes.POINTER(apf_dispatcher_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_dispatcher))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_dispatcher_free': (None, [('dispatcher', ctypes.POINTER(apf_dispatcher))]),
-    'apf_dispatcher_reconfigure': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t)]),
+    'apf_dispatcher_reconfigure': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('text', ctypes.POINTER(ctypes.c_char)), ('len', ctypes.c_size_t), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_dispatcher_advance_clock': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('nanos', ctypes.c_uint64)]),
     'apf_dispatcher_now': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out_nanos', ctypes.POINTER(ctypes.c_uint64))]),
     'apf_dispatcher_set_completion_callback': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('callback', apf_completion_callback), ('user', ctypes.c_void_p)]),
@@ -359,16 +401,16 @@ FUNCTIONS = {
     'apf_start_request_ids': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('digest', ctypes.POINTER(apf_request_digest)), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_decision_ids))]),
     'apf_dispatcher_name': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('id', ctypes.c_uint32), ('out_name', ctypes.POINTER(apf_str)), ('out_uid', ctypes.POINTER(apf_str))]),
     'apf_metrics_options_default': (apf_status, [('out', ctypes.POINTER(apf_metrics_options))]),
-    'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_dispatcher_metrics_text_with': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('options', ctypes.POINTER(apf_metrics_options)), ('out', ctypes.POINTER(apf_text)), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_dispatcher_metrics_text': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_metrics_content_type': (apf_status, [('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_dispatcher_dump_priority_levels': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_dump_queues': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('out', ctypes.POINTER(apf_text))]),
     'apf_dispatcher_dump_requests': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('include_details', ctypes.c_bool), ('out', ctypes.POINTER(apf_text))]),
     'apf_queueset_config_default': (apf_status, [('out', ctypes.POINTER(apf_queueset_config))]),
-    'apf_queueset_new': (apf_status, [('name', ctypes.POINTER(ctypes.c_char)), ('name_len', ctypes.c_size_t), ('config', ctypes.POINTER(apf_queueset_config)), ('manual_clock', ctypes.c_bool), ('out', ctypes.POINTER(ctypes.POINTER(apf_queueset)))]),
+    'apf_queueset_new': (apf_status, [('name', ctypes.POINTER(ctypes.c_char)), ('name_len', ctypes.c_size_t), ('config', ctypes.POINTER(apf_queueset_config)), ('manual_clock', ctypes.c_bool), ('out', ctypes.POINTER(ctypes.POINTER(apf_queueset))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_queueset_free': (None, [('qs', ctypes.POINTER(apf_queueset))]),
-    'apf_queueset_reconfigure': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('config', ctypes.POINTER(apf_queueset_config))]),
+    'apf_queueset_reconfigure': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('config', ctypes.POINTER(apf_queueset_config)), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_queueset_start': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('flow_hash', ctypes.c_uint64), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('tag', ctypes.c_uint32), ('out', ctypes.POINTER(apf_queueset_decision))]),
     'apf_queueset_request_wait': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
     'apf_queueset_request_poll': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
@@ -390,38 +432,37 @@ FUNCTIONS = {
     'apf_finish_with_cost': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64), ('cost', ctypes.c_double)]),
     'apf_request_release_seats': (apf_status, [('dispatcher', ctypes.POINTER(apf_dispatcher)), ('request', ctypes.c_uint64), ('seats', ctypes.c_uint32)]),
     'apf_abi_version': (ctypes.c_uint32, []),
-    'apf_last_error': (apf_status, [('out', ctypes.POINTER(apf_text))]),
     'apf_status_text': (apf_status, [('status', ctypes.c_uint32), ('out_text', ctypes.POINTER(ctypes.POINTER(ctypes.c_char))), ('out_len', ctypes.POINTER(ctypes.c_size_t))]),
     'apf_text_free': (None, [('text', ctypes.POINTER(apf_text))]),
-    'apf_wq_options_default': (apf_status, [('out', ctypes.POINTER(apf_wq_options))]),
-    'apf_wq_add_opts_default': (apf_status, [('out', ctypes.POINTER(apf_wq_add_opts))]),
-    'apf_wq_new': (apf_status, [('options', ctypes.POINTER(apf_wq_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_workqueue)))]),
-    'apf_wq_free': (None, [('queue', ctypes.POINTER(apf_workqueue))]),
-    'apf_wq_add': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
-    'apf_wq_add_with_opts': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('opts', ctypes.POINTER(apf_wq_add_opts))]),
-    'apf_wq_add_after': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('delay_nanos', ctypes.c_uint64)]),
-    'apf_wq_add_rate_limited': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
-    'apf_wq_get': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('timeout_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_wq_item))]),
-    'apf_wq_try_get': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(apf_wq_item))]),
-    'apf_wq_done': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('item', ctypes.c_uint64)]),
-    'apf_wq_forget': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
-    'apf_wq_num_requeues': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.c_uint32))]),
-    'apf_wq_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_wq_waiting_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_wq_lane_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('lane', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_wq_shut_down': (apf_status, [('queue', ctypes.POINTER(apf_workqueue))]),
-    'apf_wq_shut_down_with_drain': (apf_status, [('queue', ctypes.POINTER(apf_workqueue))]),
-    'apf_wq_shutting_down': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_bool))]),
-    'apf_wq_advance_clock': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('nanos', ctypes.c_uint64)]),
-    'apf_wq_metrics_text': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(apf_text))]),
-    'apf_wq_processing': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
-    'apf_wq_limiter_new_default': (apf_status, [('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
-    'apf_wq_limiter_new_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
-    'apf_wq_limiter_new_item_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
-    'apf_wq_limiter_new_exponential': (apf_status, [('base_nanos', ctypes.c_uint64), ('max_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
-    'apf_wq_limiter_new_fast_slow': (apf_status, [('fast_nanos', ctypes.c_uint64), ('slow_nanos', ctypes.c_uint64), ('max_fast_attempts', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
-    'apf_wq_limiter_new_max_of': (apf_status, [('limiters', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter))), ('n', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.POINTER(apf_wq_limiter)))]),
-    'apf_wq_limiter_free': (None, [('limiter', ctypes.POINTER(apf_wq_limiter))]),
+    'apf_workqueue_options_default': (apf_status, [('out', ctypes.POINTER(apf_workqueue_options))]),
+    'apf_workqueue_add_options_default': (apf_status, [('out', ctypes.POINTER(apf_workqueue_add_options))]),
+    'apf_workqueue_new': (apf_status, [('options', ctypes.POINTER(apf_workqueue_options)), ('out', ctypes.POINTER(ctypes.POINTER(apf_workqueue))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_workqueue_free': (None, [('queue', ctypes.POINTER(apf_workqueue))]),
+    'apf_workqueue_add': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
+    'apf_workqueue_add_with_options': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('opts', ctypes.POINTER(apf_workqueue_add_options))]),
+    'apf_workqueue_add_after': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('delay_nanos', ctypes.c_uint64)]),
+    'apf_workqueue_add_rate_limited': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
+    'apf_workqueue_get': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('timeout_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(apf_workqueue_item))]),
+    'apf_workqueue_try_get': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(apf_workqueue_item))]),
+    'apf_workqueue_done': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('item', ctypes.c_uint64)]),
+    'apf_workqueue_forget': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t)]),
+    'apf_workqueue_num_requeues': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('key', ctypes.POINTER(ctypes.c_uint8)), ('key_len', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.c_uint32))]),
+    'apf_workqueue_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_workqueue_waiting_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_workqueue_lane_len': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('lane', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_workqueue_shut_down': (apf_status, [('queue', ctypes.POINTER(apf_workqueue))]),
+    'apf_workqueue_shut_down_with_drain': (apf_status, [('queue', ctypes.POINTER(apf_workqueue))]),
+    'apf_workqueue_shutting_down': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_bool))]),
+    'apf_workqueue_advance_clock': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('nanos', ctypes.c_uint64)]),
+    'apf_workqueue_metrics_text': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(apf_text))]),
+    'apf_workqueue_processing': (apf_status, [('queue', ctypes.POINTER(apf_workqueue)), ('out', ctypes.POINTER(ctypes.c_size_t))]),
+    'apf_rate_limiter_new_default': (apf_status, [('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter)))]),
+    'apf_rate_limiter_new_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_item_token_bucket': (apf_status, [('qps', ctypes.c_double), ('burst', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_exponential': (apf_status, [('base_nanos', ctypes.c_uint64), ('max_nanos', ctypes.c_uint64), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_fast_slow': (apf_status, [('fast_nanos', ctypes.c_uint64), ('slow_nanos', ctypes.c_uint64), ('max_fast_attempts', ctypes.c_uint32), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_new_max_of': (apf_status, [('limiters', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('n', ctypes.c_size_t), ('out', ctypes.POINTER(ctypes.POINTER(apf_rate_limiter))), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
+    'apf_rate_limiter_free': (None, [('limiter', ctypes.POINTER(apf_rate_limiter))]),
 }
 
 

@@ -20,8 +20,9 @@ class ApfError(Exception):
     """A libapf function failed.
 
     ``status`` is the ``apf_status`` code, ``status_name`` its name in
-    ``apf.h`` and ``message`` the library's ``apf_last_error`` text for the
-    failed call.
+    ``apf.h`` and ``message`` the library's message for the failed call: the
+    owned ``apf_error`` of the functions that hand one out (constructors,
+    reconfiguration), else the code's ``apf_status_text``.
     """
 
     def __init__(self, status: int, message: str, function: str = ""):
@@ -118,18 +119,6 @@ def _dotted(v: int) -> str:
     return f"{v >> 16}.{(v >> 8) & 0xFF}.{v & 0xFF}"
 
 
-def last_error() -> str:
-    """The calling thread's last error message (``apf_last_error``)."""
-    text = b.apf_text()
-    f = lib()
-    if f.apf_last_error(ctypes.byref(text)) != b.APF_OK:
-        return ""
-    try:
-        return ctypes.string_at(text.ptr, text.len).decode("utf-8", "replace")
-    finally:
-        f.apf_text_free(ctypes.byref(text))
-
-
 def status_text(status: int) -> str:
     """libapf's fixed description of a status code (``apf_status_text``)."""
     text = ctypes.POINTER(ctypes.c_char)()
@@ -139,12 +128,61 @@ def status_text(status: int) -> str:
     return ctypes.string_at(text, length.value).decode()
 
 
-def check(status: int, function: str) -> None:
-    """Raise ApfError unless ``status`` is APF_OK."""
+def takes_error(name: str) -> bool:
+    """Whether ``apf_<name>`` ends with an ``apf_error **out_error``."""
+    params = b.FUNCTIONS[name][1]
+    return bool(params) and params[-1][0] == "out_error"
+
+
+def error_slot():
+    """A fresh ``apf_error *`` for an ``out_error`` argument."""
+    return ctypes.POINTER(b.apf_error)()
+
+
+def take_error(error) -> str:
+    """The message of an ``apf_error`` (freeing it); "" for NULL."""
+    if not error:
+        return ""
+    f = lib()
+    try:
+        text = ctypes.POINTER(ctypes.c_char)()
+        length = ctypes.c_size_t()
+        if f.apf_error_message(error, ctypes.byref(text), ctypes.byref(length)) != b.APF_OK:
+            return ""
+        return ctypes.string_at(text, length.value).decode("utf-8", "replace")
+    finally:
+        f.apf_error_free(error)
+
+
+def check(status: int, function: str, error=None) -> None:
+    """Raise ApfError unless ``status`` is APF_OK; the message is the
+    ``apf_error`` the call filled in (freed here), or the code's text."""
     if status != b.APF_OK:
-        raise ApfError(status, last_error(), function)
+        message = take_error(error) if error is not None else ""
+        raise ApfError(status, message or _status_message(status), function)
+
+
+def _status_message(status: int) -> str:
+    text = ctypes.POINTER(ctypes.c_char)()
+    length = ctypes.c_size_t()
+    if lib().apf_status_text(status, ctypes.byref(text), ctypes.byref(length)) != b.APF_OK:
+        return ""
+    return ctypes.string_at(text, length.value).decode()
+
+
+def invoke(f, name: str, *args) -> int:
+    """Call ``f`` (the library's ``name``) with ``args``, appending an error
+    slot when it takes one; raise ApfError on a non-OK status."""
+    if takes_error(name):
+        error = error_slot()
+        status = f(*args, ctypes.byref(error))
+        check(status, name, error)
+    else:
+        status = f(*args)
+        check(status, name)
+    return status
 
 
 def call(name: str, *args) -> None:
     """Call ``apf_<name>`` and raise on a non-OK status."""
-    check(getattr(lib(), name)(*args), name)
+    invoke(getattr(lib(), name), name, *args)

@@ -7,9 +7,11 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Dict, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _bindings as b
-from ._library import ApfError, ClosedError, call, last_error, lib
+from ._library import ApfError, ClosedError, call, invoke, lib
 from ._managed import Managed
 from .types import (
+    AdaptiveOptions,
+    AdaptiveState,
     Decision,
     Options,
     Outcome,
@@ -60,9 +62,9 @@ class ObserveAnswer(NamedTuple):
 
 
 def default_options() -> Options:
-    """libapf's default options (``apf_options_default``)."""
-    raw = b.apf_options()
-    call("apf_options_default", ctypes.byref(raw))
+    """libapf's default options (``apf_dispatcher_options_default``)."""
+    raw = b.apf_dispatcher_options()
+    call("apf_dispatcher_options_default", ctypes.byref(raw))
     return Options(
         server_concurrency_limit=raw.server_concurrency_limit,
         service_time_guess_ns=raw.service_time_guess_ns,
@@ -72,17 +74,43 @@ def default_options() -> Options:
     )
 
 
-def _raw_options(options: Optional[Options], overrides: dict) -> b.apf_options:
-    raw = b.apf_options()
-    call("apf_options_default", ctypes.byref(raw))
+def default_adaptive_options() -> AdaptiveOptions:
+    """libapf's default adaptive tuning (``apf_adaptive_options_default``)."""
+    raw = b.apf_adaptive_options()
+    call("apf_adaptive_options_default", ctypes.byref(raw))
+    return AdaptiveOptions(**{name: getattr(raw, name) for name in vars(AdaptiveOptions())})
+
+
+def _raw_adaptive(adaptive: AdaptiveOptions) -> b.apf_adaptive_options:
+    if not isinstance(adaptive, AdaptiveOptions):
+        raise TypeError(f"adaptive: expected AdaptiveOptions, got {type(adaptive).__name__}")
+    raw = b.apf_adaptive_options()
+    call("apf_adaptive_options_default", ctypes.byref(raw))
+    for name, value in vars(adaptive).items():
+        if value is not None:
+            if value < 0:
+                # ctypes would wrap it to a huge unsigned value.
+                raise ApfError(b.APF_ERR_INVALID_PARAMETER,
+                               f"apf_adaptive_options.{name}: must not be negative, not {value}")
+            setattr(raw, name, value)
+    return raw
+
+
+def _raw_options(options: Optional[Options], overrides: dict) -> b.apf_dispatcher_options:
+    raw = b.apf_dispatcher_options()
+    call("apf_dispatcher_options_default", ctypes.byref(raw))
     merged = dict(vars(options)) if options is not None else {}
     unknown = set(overrides) - set(vars(Options()))
     if unknown:
         raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
     merged.update(overrides)
+    adaptive = merged.pop("adaptive", None)
     for name, value in merged.items():
         if value is not None:
             setattr(raw, name, value)
+    if adaptive is not None:
+        # ctypes keeps the struct alive as long as `raw` (its _objects).
+        raw.adaptive = ctypes.pointer(_raw_adaptive(adaptive))
     return raw
 
 
@@ -210,11 +238,9 @@ class Dispatcher(Managed):
     def _call(self, name: str, *args) -> None:
         ptr = self._enter()
         try:
-            status = getattr(self._lib, name)(ptr, *args)
+            invoke(getattr(self._lib, name), name, ptr, *args)
         finally:
             self._exit()
-        if status != b.APF_OK:
-            raise ApfError(status, last_error(), name)
 
     # --- configuration and clock ------------------------------------------
     def reconfigure(self, config: Text) -> None:
@@ -241,6 +267,17 @@ class Dispatcher(Managed):
     def stats_text(self) -> str:
         """Per-level statistics as text."""
         return self._read_text("apf_dispatcher_stats_text")
+
+    def adaptive_state(self) -> AdaptiveState:
+        """The adaptive limit's state now (``apf_dispatcher_read_adaptive``);
+        ``enabled`` is False under a fixed limit."""
+        out = b.apf_adaptive_state()
+        self._call("apf_dispatcher_read_adaptive", ctypes.byref(out))
+        return AdaptiveState(
+            enabled=bool(out.enabled), probing=bool(out.probing), limit=out.limit,
+            estimate=out.estimate, min_latency_ns=out.min_latency_ns,
+            latency_ns=out.latency_ns, gradient=out.gradient, probes=out.probes,
+            updates=out.updates)
 
     # --- metrics and debug dumps -------------------------------------------
     def metrics_text(self) -> str:

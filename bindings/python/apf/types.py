@@ -72,15 +72,66 @@ class WorkEstimate:
 
 
 @dataclass
+class AdaptiveOptions:
+    """The adaptive server concurrency limit's tuning (docs/adaptive-limit.md).
+    Give one as ``Options.adaptive`` (or ``Dispatcher(adaptive=...)``) to
+    turn the limit on: the seats all levels share then follow the
+    backend's measured latency, and ``server_concurrency_limit`` only sizes
+    the levels' per-request seat caps. A field left None takes libapf's
+    default (``apf_adaptive_options_default``; ``AdaptiveOptions.defaults()``
+    shows them); a value out of range makes the dispatcher's constructor
+    raise ``ApfError`` (``APF_ERR_INVALID_PARAMETER``) naming the field."""
+
+    min_limit: Optional[int] = None
+    max_limit: Optional[int] = None
+    update_interval_ns: Optional[int] = None
+    tolerance_percent: Optional[int] = None
+    smoothing_percent: Optional[int] = None
+    gain: Optional[int] = None
+    min_window_samples: Optional[int] = None
+    probe_interval_ns: Optional[int] = None
+    probe_limit: Optional[int] = None
+    probe_samples: Optional[int] = None
+    probe_timeout_ns: Optional[int] = None
+
+    @classmethod
+    def defaults(cls) -> "AdaptiveOptions":
+        from .dispatcher import default_adaptive_options
+
+        return default_adaptive_options()
+
+
+@dataclass(frozen=True)
+class AdaptiveState:
+    """The adaptive limit's state at one moment (``Dispatcher.adaptive_state``;
+    the same figures as the ``apiserver_flowcontrol_adaptive_*`` metrics).
+    ``enabled`` is False, and every other field 0, under a fixed limit;
+    ``min_latency_ns`` is 0 until a probe measured one."""
+
+    enabled: bool
+    probing: bool
+    limit: int
+    estimate: float
+    min_latency_ns: int
+    latency_ns: int
+    gradient: float
+    probes: int
+    updates: int
+
+
+@dataclass
 class Options:
     """Server-wide settings. A field left None takes libapf's default
-    (``apf_options_default``; ``Options.defaults()`` shows them)."""
+    (``apf_dispatcher_options_default``; ``Options.defaults()`` shows them)."""
 
     server_concurrency_limit: Optional[int] = None
     service_time_guess_ns: Optional[int] = None
     wait_limit_ns: Optional[int] = None
     borrowing_period_ns: Optional[int] = None
     manual_clock: bool = False
+    #: None: the fixed ``server_concurrency_limit``; an
+    #: :class:`AdaptiveOptions`: the adaptive limit with that tuning.
+    adaptive: Optional[AdaptiveOptions] = None
 
     @classmethod
     def defaults(cls) -> "Options":

@@ -1,4 +1,4 @@
-"""client-go's workqueue family, from libapf (``apf_wq_*``).
+"""client-go's workqueue family, from libapf (``apf_workqueue_*``).
 
     import apf
 
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, Optional, Sequence, Union
 
 from . import _bindings as b
-from ._library import ApfError, ClosedError, check, last_error, lib
+from ._library import ApfError, ClosedError, check, invoke, lib
 from ._managed import Managed
 
 __all__ = [
@@ -69,16 +69,16 @@ class ShutDown(getattr(_queue, "ShutDown", Exception)):  # type: ignore[misc]
 class Kind(enum.IntEnum):
     """How a queue orders its ready items."""
 
-    FIFO = b.APF_WQ_FIFO
-    TWO_LANE = b.APF_WQ_TWO_LANE
-    PRIORITY = b.APF_WQ_PRIORITY
+    FIFO = b.APF_WORKQUEUE_FIFO
+    TWO_LANE = b.APF_WORKQUEUE_TWO_LANE
+    PRIORITY = b.APF_WORKQUEUE_PRIORITY
 
 
 class Lane(enum.IntEnum):
     """A lane of a two-lane queue: slow items wait while fast ones queue."""
 
-    FAST = b.APF_WQ_LANE_FAST
-    SLOW = b.APF_WQ_LANE_SLOW
+    FAST = b.APF_WORKQUEUE_LANE_FAST
+    SLOW = b.APF_WORKQUEUE_LANE_SLOW
 
 
 @dataclass(frozen=True)
@@ -139,23 +139,23 @@ class RateLimiter:
         return f"{self._kind}_rate_limiter({', '.join(inner)})"
 
     def _build(self):
-        """A new ``apf_wq_limiter``; the caller frees it."""
+        """A new ``apf_rate_limiter``; the caller frees it."""
         f = lib()
-        out = ctypes.POINTER(b.apf_wq_limiter)()
+        out = ctypes.POINTER(b.apf_rate_limiter)()
         if self._kind == "max_of":
             built = []
             try:
                 for child in self._children:
                     built.append(child._build())
-                array = (ctypes.POINTER(b.apf_wq_limiter) * max(1, len(built)))(*built)
-                check(f.apf_wq_limiter_new_max_of(array, len(built), ctypes.byref(out)),
-                      "apf_wq_limiter_new_max_of")
+                array = (ctypes.POINTER(b.apf_rate_limiter) * max(1, len(built)))(*built)
+                invoke(f.apf_rate_limiter_new_max_of, "apf_rate_limiter_new_max_of",
+                       array, len(built), ctypes.byref(out))
             finally:
                 for c in built:
-                    f.apf_wq_limiter_free(c)
+                    f.apf_rate_limiter_free(c)
             return out
-        name = f"apf_wq_limiter_new_{self._kind}"
-        check(getattr(f, name)(*self._args, ctypes.byref(out)), name)
+        name = f"apf_rate_limiter_new_{self._kind}"
+        invoke(getattr(f, name), name, *self._args, ctypes.byref(out))
         return out
 
 
@@ -229,8 +229,8 @@ class Workqueue(Managed):
         kind = Kind(kind)
         if rate_limiter is not None and not isinstance(rate_limiter, RateLimiter):
             raise TypeError(f"expected RateLimiter, got {type(rate_limiter).__name__}")
-        opts = b.apf_wq_options()
-        check(f.apf_wq_options_default(ctypes.byref(opts)), "apf_wq_options_default")
+        opts = b.apf_workqueue_options()
+        check(f.apf_workqueue_options_default(ctypes.byref(opts)), "apf_workqueue_options_default")
         name_bytes = name.encode("utf-8")
         opts.kind = kind
         opts.manual_clock = bool(manual_clock)
@@ -244,10 +244,10 @@ class Workqueue(Managed):
         try:
             if built is not None:
                 opts.limiter = built
-            check(f.apf_wq_new(ctypes.byref(opts), ctypes.byref(out)), "apf_wq_new")
+            invoke(f.apf_workqueue_new, "apf_workqueue_new", ctypes.byref(opts), ctypes.byref(out))
         finally:
             if built is not None:
-                f.apf_wq_limiter_free(built)
+                f.apf_rate_limiter_free(built)
         self._lib = f
         self._kind = kind
         self.name = name
@@ -283,7 +283,7 @@ class Workqueue(Managed):
 
     # --- lifetime ----------------------------------------------------------------
     def _delete(self, ptr) -> None:
-        self._lib.apf_wq_free(ptr)
+        self._lib.apf_workqueue_free(ptr)
 
     def close(self) -> None:
         """Shut down (unless already shutting down), then free once no call
@@ -309,45 +309,43 @@ class Workqueue(Managed):
     def _call(self, name: str, *args) -> None:
         ptr = self._enter()
         try:
-            status = getattr(self._lib, name)(ptr, *args)
+            invoke(getattr(self._lib, name), name, ptr, *args)
         finally:
             self._exit()
-        if status != b.APF_OK:
-            raise ApfError(status, last_error(), name)
 
     # --- adding ------------------------------------------------------------------
     def add(self, key: Key) -> None:
         """Queue ``key`` (once, however often it is added before a get)."""
         data = _key(key)
-        self._call("apf_wq_add", _ptr(data), len(data))
+        self._call("apf_workqueue_add", _ptr(data), len(data))
 
     def add_after(self, key: Key, delay: Seconds) -> None:
         """Add ``key`` once ``delay`` has passed (at once for 0 or less); a
         waiting key keeps the earlier ready time."""
         data = _key(key)
-        self._call("apf_wq_add_after", _ptr(data), len(data), _nanos(delay))
+        self._call("apf_workqueue_add_after", _ptr(data), len(data), _nanos(delay))
 
     def add_rate_limited(self, key: Key) -> None:
         """Add ``key`` after the rate limiter's delay (counts a requeue)."""
         data = _key(key)
-        self._call("apf_wq_add_rate_limited", _ptr(data), len(data))
+        self._call("apf_workqueue_add_rate_limited", _ptr(data), len(data))
 
     def add_with_opts(self, key: Key, *, after: Seconds = 0, rate_limited: bool = False,
                       lane: Optional[Lane] = None, priority: Optional[int] = None) -> None:
         """Add with a delay, the rate limiter, a ``lane`` (two-lane queues)
         or a ``priority`` (priority queues; higher first). A lane or priority
-        the queue does not have raises ``ApfError`` (``APF_ERR_WQ_WRONG_KIND``).
+        the queue does not have raises ``ApfError`` (``APF_ERR_WORKQUEUE_WRONG_KIND``).
         On a priority queue, a rate-limited add with ``after`` waits for the
         shorter of the two."""
         data = _key(key)
-        opts = b.apf_wq_add_opts()
-        check(self._lib.apf_wq_add_opts_default(ctypes.byref(opts)), "apf_wq_add_opts_default")
+        opts = b.apf_workqueue_add_options()
+        check(self._lib.apf_workqueue_add_options_default(ctypes.byref(opts)), "apf_workqueue_add_options_default")
         opts.after_nanos = _nanos(after)
         opts.rate_limited = bool(rate_limited)
         opts.lane = Lane(lane) if lane is not None else Lane.FAST
         opts.has_priority = priority is not None
         opts.priority = priority if priority is not None else 0
-        self._call("apf_wq_add_with_opts", _ptr(data), len(data), ctypes.byref(opts))
+        self._call("apf_workqueue_add_with_options", _ptr(data), len(data), ctypes.byref(opts))
 
     # --- getting -----------------------------------------------------------------
     def get_item(self, timeout: Optional[Seconds] = None) -> Item:
@@ -361,7 +359,7 @@ class Workqueue(Managed):
             if deadline is not None:
                 wait_ns = min(wait_ns, max(0, deadline - time.monotonic_ns()))
             # A wait of 0 takes a ready item without waiting.
-            item = self._get("apf_wq_get", wait_ns)
+            item = self._get("apf_workqueue_get", wait_ns)
             if item is not None:
                 return item
             if deadline is not None and time.monotonic_ns() >= deadline:
@@ -375,7 +373,7 @@ class Workqueue(Managed):
     def try_get_item(self) -> Optional[Item]:
         """The next ready item without waiting, or None. Raises
         :class:`ShutDown` once the queue is shut down and empty."""
-        return self._get("apf_wq_try_get")
+        return self._get("apf_workqueue_try_get")
 
     def try_get(self) -> Optional[bytes]:
         """The next ready key without waiting, or None (see try_get_item)."""
@@ -383,23 +381,23 @@ class Workqueue(Managed):
         return None if item is None else item.key
 
     def _get(self, name: str, *args) -> Optional[Item]:
-        raw = b.apf_wq_item()
+        raw = b.apf_workqueue_item()
         try:
             ptr = self._enter()
         except ClosedError:
             raise ShutDown("Workqueue has been closed") from None
         try:
             status = getattr(self._lib, name)(ptr, *args, ctypes.byref(raw))
-            if status == b.APF_OK and raw.result == b.APF_WQ_ITEM:
+            if status == b.APF_OK and raw.result == b.APF_WORKQUEUE_ITEM:
                 # Copied before anything can release libapf's copy.
                 key = ctypes.string_at(raw.key, raw.key_len) if raw.key_len else b""
         finally:
             self._exit()
         if status != b.APF_OK:
-            raise ApfError(status, last_error(), name)
-        if raw.result == b.APF_WQ_SHUT_DOWN:
+            check(status, name)
+        if raw.result == b.APF_WORKQUEUE_SHUT_DOWN:
             raise ShutDown("Workqueue is shut down")
-        if raw.result != b.APF_WQ_ITEM:
+        if raw.result != b.APF_WORKQUEUE_ITEM:
             return None  # empty, or the wait timed out
         item = Item(key, Lane(raw.lane), raw.priority, raw.item)
         with self._processing_lock:
@@ -425,11 +423,11 @@ class Workqueue(Managed):
                                f"{data!r} is not being processed", "done")
         ptr = self._enter_even_closed()
         try:
-            status = self._lib.apf_wq_done(ptr, handle)
+            status = self._lib.apf_workqueue_done(ptr, handle)
         finally:
             self._exit()
         if status != b.APF_OK:
-            raise ApfError(status, last_error(), "apf_wq_done")
+            check(status, "apf_workqueue_done")
 
     @contextlib.contextmanager
     def processing(self, timeout: Optional[Seconds] = None) -> Iterator[bytes]:
@@ -459,13 +457,13 @@ class Workqueue(Managed):
     def forget(self, key: Key) -> None:
         """Clear ``key``'s rate-limiter history (``done`` is still needed)."""
         data = _key(key)
-        self._call("apf_wq_forget", _ptr(data), len(data))
+        self._call("apf_workqueue_forget", _ptr(data), len(data))
 
     def num_requeues(self, key: Key) -> int:
         """How often the rate limiter delayed ``key`` since it was forgotten."""
         data = _key(key)
         out = ctypes.c_uint32()
-        self._call("apf_wq_num_requeues", _ptr(data), len(data), ctypes.byref(out))
+        self._call("apf_workqueue_num_requeues", _ptr(data), len(data), ctypes.byref(out))
         return out.value
 
     # --- state -------------------------------------------------------------------
@@ -474,43 +472,43 @@ class Workqueue(Managed):
         (A method, not ``__len__``: iterating a queue blocks until it is
         shut down, so it has no length in Python's sense.)"""
         out = ctypes.c_size_t()
-        self._call("apf_wq_len", ctypes.byref(out))
+        self._call("apf_workqueue_len", ctypes.byref(out))
         return out.value
 
     def waiting_len(self) -> int:
         """Delayed items not yet ready."""
         out = ctypes.c_size_t()
-        self._call("apf_wq_waiting_len", ctypes.byref(out))
+        self._call("apf_workqueue_waiting_len", ctypes.byref(out))
         return out.value
 
     def processing_len(self) -> int:
         """Items handed out and not yet done."""
         out = ctypes.c_size_t()
-        self._call("apf_wq_processing", ctypes.byref(out))
+        self._call("apf_workqueue_processing", ctypes.byref(out))
         return out.value
 
     def lane_len(self, lane: Lane) -> int:
         """Ready items in one lane of a two-lane queue (``ApfError`` with
-        ``APF_ERR_WQ_WRONG_KIND`` for other kinds)."""
+        ``APF_ERR_WORKQUEUE_WRONG_KIND`` for other kinds)."""
         out = ctypes.c_size_t()
-        self._call("apf_wq_lane_len", Lane(lane), ctypes.byref(out))
+        self._call("apf_workqueue_lane_len", Lane(lane), ctypes.byref(out))
         return out.value
 
     def shut_down(self) -> None:
         """Ignore adds from now on, drop the waiting delays, and let get
         hand out what is queued before it raises ShutDown."""
-        self._call("apf_wq_shut_down")
+        self._call("apf_workqueue_shut_down")
 
     def shut_down_with_drain(self) -> None:
         """shut_down, then wait (GIL released) until every item being
         processed is done."""
-        self._call("apf_wq_shut_down_with_drain")
+        self._call("apf_workqueue_shut_down_with_drain")
 
     def shutting_down(self) -> bool:
         """Whether shut_down was called (True once closed)."""
         out = ctypes.c_bool()
         try:
-            self._call("apf_wq_shutting_down", ctypes.byref(out))
+            self._call("apf_workqueue_shutting_down", ctypes.byref(out))
         except ClosedError:
             return True
         return out.value
@@ -520,18 +518,18 @@ class Workqueue(Managed):
         making due delays ready."""
         if isinstance(seconds, (int, float)) and seconds < 0:
             raise ValueError("cannot move the clock backwards")
-        self._call("apf_wq_advance_clock", _nanos(seconds))
+        self._call("apf_workqueue_advance_clock", _nanos(seconds))
 
     def metrics_text(self) -> str:
         """client-go's workqueue metrics of this queue, Prometheus text."""
         text = b.apf_text()
         ptr = self._enter()
         try:
-            status = self._lib.apf_wq_metrics_text(ptr, ctypes.byref(text))
+            status = self._lib.apf_workqueue_metrics_text(ptr, ctypes.byref(text))
         finally:
             self._exit()
         if status != b.APF_OK:
-            raise ApfError(status, last_error(), "apf_wq_metrics_text")
+            check(status, "apf_workqueue_metrics_text")
         try:
             return ctypes.string_at(text.ptr, text.len).decode("utf-8")
         finally:

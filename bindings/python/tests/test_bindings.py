@@ -14,7 +14,7 @@ from conftest import PACKAGE_ROOT
 
 import apf
 from apf import _bindings as b
-from apf._library import header_version, lib
+from apf._library import call, header_version, lib
 
 HEADER = PACKAGE_ROOT.parent.parent / "include" / "apf.h"
 GENERATOR = PACKAGE_ROOT / "tools" / "gen_bindings.py"
@@ -93,13 +93,45 @@ def test_status_codes_are_in_the_error_range_and_named():
         assert code == 0 if name == "APF_OK" else 7000 <= code < 8000, name
 
 
-def test_last_error_of_a_failed_call_is_the_exceptions_message():
+def test_the_exceptions_message_is_the_calls_owned_error():
     with pytest.raises(apf.ApfError) as info:
         apf.Dispatcher.from_config("kind: Nonsense\n")
     assert info.value.status == b.APF_ERR_CONFIG
     assert info.value.status_name == "APF_ERR_CONFIG"
     assert info.value.message
-    assert apf.last_error() == info.value.message
+    assert info.value.message != apf.status_text(b.APF_ERR_CONFIG), "it says more"
+    # The same call made by hand: the error object, readable from any
+    # thread, freed once.
+    loaded = lib()
+    text = b"kind: Nonsense\n"
+    out = ctypes.POINTER(b.apf_dispatcher)()
+    error = ctypes.POINTER(b.apf_error)()
+    status = loaded.apf_dispatcher_new_from_config(text, len(text), None, ctypes.byref(out),
+                                                   ctypes.byref(error))
+    assert status == b.APF_ERR_CONFIG and not out and error
+    assert loaded.apf_error_status(error) == b.APF_ERR_CONFIG
+    seen = []
+
+    def read():
+        ptr = ctypes.POINTER(ctypes.c_char)()
+        n = ctypes.c_size_t()
+        assert loaded.apf_error_message(error, ctypes.byref(ptr), ctypes.byref(n)) == b.APF_OK
+        seen.append(ctypes.string_at(ptr, n.value).decode())
+
+    import threading
+    t = threading.Thread(target=read)
+    t.start()
+    t.join()
+    assert seen == [info.value.message]
+    loaded.apf_error_free(error)
+    loaded.apf_error_free(None)  # a no-op
+    # A successful call leaves the slot alone; NULL means "not wanted".
+    error = ctypes.POINTER(b.apf_error)()
+    assert loaded.apf_dispatcher_new_builtin(None, ctypes.byref(out), ctypes.byref(error)) == b.APF_OK
+    assert not error
+    loaded.apf_dispatcher_free(out)
+    assert loaded.apf_dispatcher_new_from_config(text, len(text), None, ctypes.byref(out),
+                                                 None) == b.APF_ERR_CONFIG
 
 
 def test_library_not_found_names_the_env_var(tmp_path, monkeypatch):
@@ -144,11 +176,10 @@ def test_null_pointers_are_errors_not_crashes():
     loaded = lib()
     out = ctypes.c_uint64()
     assert loaded.apf_dispatcher_now(None, ctypes.byref(out)) == b.APF_ERR_NULL_POINTER
-    assert "NULL" in apf.last_error() or "null" in apf.last_error()
-    assert loaded.apf_options_default(None) == b.APF_ERR_NULL_POINTER
-    assert loaded.apf_dispatcher_new_builtin(None, None) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_dispatcher_options_default(None) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_dispatcher_new_builtin(None, None, None) == b.APF_ERR_NULL_POINTER
     assert loaded.apf_finish(None, 1, 0) == b.APF_ERR_NULL_POINTER
-    assert loaded.apf_last_error(None) == b.APF_ERR_NULL_POINTER
+    assert loaded.apf_error_status(None) == b.APF_ERR_NULL_POINTER
     loaded.apf_text_free(None)  # a no-op
     loaded.apf_dispatcher_free(None)  # a no-op
 
@@ -156,7 +187,7 @@ def test_null_pointers_are_errors_not_crashes():
 def test_null_options_mean_defaults():
     loaded = lib()
     out = ctypes.POINTER(b.apf_dispatcher)()
-    assert loaded.apf_dispatcher_new_builtin(None, ctypes.byref(out)) == b.APF_OK
+    assert loaded.apf_dispatcher_new_builtin(None, ctypes.byref(out), None) == b.APF_OK
     assert out
     loaded.apf_dispatcher_free(out)
 
@@ -176,17 +207,18 @@ def test_stats_text_is_an_owned_buffer_freed_once(dispatcher):
 
 def test_options_carry_their_size():
     loaded = lib()
-    raw = b.apf_options()
-    assert loaded.apf_options_default(ctypes.byref(raw)) == b.APF_OK
-    assert raw.struct_size == ctypes.sizeof(b.apf_options)
+    raw = b.apf_dispatcher_options()
+    assert loaded.apf_dispatcher_options_default(ctypes.byref(raw)) == b.APF_OK
+    assert raw.struct_size == ctypes.sizeof(b.apf_dispatcher_options)
     raw.struct_size = 0
     out = ctypes.POINTER(b.apf_dispatcher)()
-    status = loaded.apf_dispatcher_new_builtin(ctypes.byref(raw), ctypes.byref(out))
-    assert status == b.APF_ERR_INVALID_PARAMETER
-    assert "apf_options.struct_size" in apf.last_error()
+    with pytest.raises(apf.ApfError) as info:
+        call("apf_dispatcher_new_builtin", ctypes.byref(raw), ctypes.byref(out))
+    assert info.value.status == b.APF_ERR_INVALID_PARAMETER
+    assert "apf_dispatcher_options.struct_size" in info.value.message
 
 
-def test_long_last_error_is_read_whole():
+def test_long_error_message_is_read_whole():
     objects = "\n---\n".join(
         f"apiVersion: flowcontrol.apiserver.k8s.io/v1\nkind: FlowSchema\n"
         f"metadata: {{name: fs-{i}}}\n"

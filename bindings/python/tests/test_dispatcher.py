@@ -356,15 +356,17 @@ def test_panics_are_caught_and_the_library_stays_usable(dispatcher):
     except AttributeError:
         pytest.skip("this build has no panic test hook")
     fn.restype = b.apf_status
-    fn.argtypes = [ctypes.POINTER(b.apf_dispatcher)]
+    fn.argtypes = [ctypes.POINTER(b.apf_dispatcher), ctypes.POINTER(ctypes.POINTER(b.apf_error))]
     held = dispatcher.start_request(digest())
-    assert fn(dispatcher._enter()) == b.APF_ERR_PANIC
+    error = ctypes.POINTER(b.apf_error)()
+    assert fn(dispatcher._enter(), ctypes.byref(error)) == b.APF_ERR_PANIC
     dispatcher._exit()
-    assert "panic" in apf.last_error()
+    from apf._library import take_error
+    assert "panic" in take_error(error)
     # The poisoned lock is recovered: the same requests work on.
     dispatcher.finish(held.request)
     assert seat_is_free(dispatcher)
-    assert fn(None) == b.APF_ERR_PANIC
+    assert fn(None, None) == b.APF_ERR_PANIC
 
 
 # --- completion notification -------------------------------------------------

@@ -226,12 +226,11 @@ def test_released_seats_let_another_request_run(dispatcher):
         with pytest.raises(apf.ApfError) as too_many:
             watch.release_seats(2)
         assert too_many.value.status_name == "APF_ERR_INVALID_PARAMETER"
-        assert "holds 1" in too_many.value.message
         watch.release_seats()  # the initial burst is over
         assert seat_is_free(dispatcher), "the watch no longer holds its seat"
         with pytest.raises(apf.ApfError) as again:
             watch.release_seats()
-        assert "already released" in again.value.message
+        assert again.value.status_name == "APF_ERR_INVALID_PARAMETER"
     assert seat_is_free(dispatcher)
     with pytest.raises(apf.ApfError) as after:
         watch.release_seats(1)

@@ -427,7 +427,7 @@ def test_lane_or_priority_on_the_wrong_kind(make):
                     (lanes, dict(priority=3)), (prio, dict(lane=Lane.SLOW))):
         with pytest.raises(apf.ApfError) as e:
             q.add_with_opts(b"a", **opts)
-        assert e.value.status == b.APF_ERR_WQ_WRONG_KIND, (q, opts)
+        assert e.value.status == b.APF_ERR_WORKQUEUE_WRONG_KIND, (q, opts)
     assert fifo.len() == lanes.len() == prio.len() == 0
     fifo.add_with_opts(b"ok")
     take_done(fifo, b"ok")

@@ -1,9 +1,10 @@
-//! `apf_wq_limiter`: a rate limiter's description, turned into a limiter on
-//! the queue's clock by `apf_wq_new`.
+//! `apf_rate_limiter`: a rate limiter's description, turned into a limiter on
+//! the queue's clock by `apf_workqueue_new`.
 
 use super::super::cast::{bytes_from_raw, free_box, to_boxed_mut_ptr, Castable};
 use super::super::status::{apf_status, fail};
 use super::items::Key;
+use crate::error::apf_error;
 use apf::clock::Clock;
 use apf::workqueue::{
     ItemExponentialFailure, ItemFastSlow, ItemTokenBucket, MaxOf, RateLimiter, TokenBucket,
@@ -12,16 +13,16 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 /// A rate limiter's description, not yet bound to a clock: each queue made
-/// with it (`apf_wq_options.limiter`) gets its own limiter, with its own
+/// with it (`apf_workqueue_options.limiter`) gets its own limiter, with its own
 /// state, built from a copy of the description. Free it with
-/// `apf_wq_limiter_free` once no longer needed (queues keep their copy).
+/// `apf_rate_limiter_free` once no longer needed (queues keep their copy).
 ///
 /// Thread safety: immutable once made; may be read from any number of
-/// threads at once (by `apf_wq_new`, `apf_wq_limiter_new_max_of`), but not
-/// while `apf_wq_limiter_free` runs.
+/// threads at once (by `apf_workqueue_new`, `apf_rate_limiter_new_max_of`), but not
+/// while `apf_rate_limiter_free` runs.
 #[allow(non_camel_case_types)]
 #[derive(Debug)]
-pub struct apf_wq_limiter {
+pub struct apf_rate_limiter {
     _private: [u8; 0],
 }
 
@@ -50,7 +51,7 @@ pub(crate) enum LimiterSpec {
     MaxOf(Vec<LimiterSpec>),
 }
 
-impl Castable for apf_wq_limiter {
+impl Castable for apf_rate_limiter {
     type RustType = LimiterSpec;
 }
 
@@ -151,7 +152,7 @@ fn check_bucket(qps: f64, burst: u32) -> Result<(), apf_status> {
 }
 
 /// Hand a new description to C.
-fn give(spec: LimiterSpec, out: *mut *mut apf_wq_limiter) -> apf_status {
+fn give(spec: LimiterSpec, out: *mut *mut apf_rate_limiter) -> apf_status {
     if out.is_null() {
         return fail(apf_status::APF_ERR_NULL_POINTER, "out is NULL");
     }
@@ -164,12 +165,14 @@ fn give(spec: LimiterSpec, out: *mut *mut apf_wq_limiter) -> apf_status {
 /// client-go's default controller limiter: the larger of a per-item
 /// exponential backoff (5 ms doubling up to 1000 s) and one token bucket of
 /// 10 qps with a burst of 100 shared by all items. What a queue uses when
-/// `apf_wq_options.limiter` is NULL. Free `*out` with `apf_wq_limiter_free`.
+/// `apf_workqueue_options.limiter` is NULL. Free `*out` with `apf_rate_limiter_free`.
 ///
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_limiter_new_default(out: *mut *mut apf_wq_limiter) -> apf_status {
+pub unsafe extern "C" fn apf_rate_limiter_new_default(
+    out: *mut *mut apf_rate_limiter,
+) -> apf_status {
     ffi_panic_boundary! {
         give(LimiterSpec::default_controller(), out)
     }
@@ -179,17 +182,20 @@ pub unsafe extern "C" fn apf_wq_limiter_new_default(out: *mut *mut apf_wq_limite
 /// tokens a second, at most `burst` stored, one taken per rate-limited add.
 /// `qps` must be positive (`+INFINITY`: no limit) and `burst` at least 1 for
 /// a finite `qps`, else `APF_ERR_INVALID_PARAMETER`. Keeps no per-item
-/// state: `apf_wq_num_requeues` counts nothing for it.
+/// state: `apf_workqueue_num_requeues` counts nothing for it.
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_limiter_new_token_bucket(
+pub unsafe extern "C" fn apf_rate_limiter_new_token_bucket(
     qps: f64,
     burst: u32,
-    out: *mut *mut apf_wq_limiter,
+    out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if let Err(status) = check_bucket(qps, burst) {
             return status;
         }
@@ -198,18 +204,21 @@ pub unsafe extern "C" fn apf_wq_limiter_new_token_bucket(
 }
 
 /// A token bucket per item (client-go's `ItemBucketRateLimiter`), with the
-/// parameters checked as for `apf_wq_limiter_new_token_bucket`. Per-item
-/// state is bounded (`apf_wq_options.limiter_state_capacity`).
+/// parameters checked as for `apf_rate_limiter_new_token_bucket`. Per-item
+/// state is bounded (`apf_workqueue_options.limiter_state_capacity`).
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_limiter_new_item_token_bucket(
+pub unsafe extern "C" fn apf_rate_limiter_new_item_token_bucket(
     qps: f64,
     burst: u32,
-    out: *mut *mut apf_wq_limiter,
+    out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if let Err(status) = check_bucket(qps, burst) {
             return status;
         }
@@ -225,13 +234,16 @@ pub unsafe extern "C" fn apf_wq_limiter_new_item_token_bucket(
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_limiter_new_exponential(
+pub unsafe extern "C" fn apf_rate_limiter_new_exponential(
     base_nanos: u64,
     max_nanos: u64,
-    out: *mut *mut apf_wq_limiter,
+    out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if base_nanos > max_nanos {
             return fail(
                 apf_status::APF_ERR_INVALID_PARAMETER,
@@ -255,14 +267,17 @@ pub unsafe extern "C" fn apf_wq_limiter_new_exponential(
 ///
 /// # Safety
 /// `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_limiter_new_fast_slow(
+pub unsafe extern "C" fn apf_rate_limiter_new_fast_slow(
     fast_nanos: u64,
     slow_nanos: u64,
     max_fast_attempts: u32,
-    out: *mut *mut apf_wq_limiter,
+    out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         if fast_nanos > slow_nanos {
             return fail(
                 apf_status::APF_ERR_INVALID_PARAMETER,
@@ -281,21 +296,24 @@ pub unsafe extern "C" fn apf_wq_limiter_new_fast_slow(
 }
 
 /// The longest delay of several limiters (client-go's `MaxOfRateLimiter`);
-/// `apf_wq_num_requeues` is the largest of theirs, `apf_wq_forget` forgets
+/// `apf_workqueue_num_requeues` is the largest of theirs, `apf_workqueue_forget` forgets
 /// in all. `limiters` points to `n` (at least 1) non-NULL descriptions,
 /// which are copied: free them whenever you like. Nesting deeper than 16
 /// levels is `APF_ERR_INVALID_PARAMETER`.
 ///
 /// # Safety
 /// `limiters` must be NULL or readable for `n` pointers, each NULL or a
-/// live `apf_wq_limiter`; `out` must be NULL or writable.
+/// live `apf_rate_limiter`; `out` must be NULL or writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_limiter_new_max_of(
-    limiters: *const *const apf_wq_limiter,
+pub unsafe extern "C" fn apf_rate_limiter_new_max_of(
+    limiters: *const *const apf_rate_limiter,
     n: usize,
-    out: *mut *mut apf_wq_limiter,
+    out: *mut *mut apf_rate_limiter,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         // SAFETY: readable for `n` pointers (contract above).
         let list = match unsafe { bytes_from_raw(limiters, n) } {
             Ok(list) => list,
@@ -338,7 +356,7 @@ pub unsafe extern "C" fn apf_wq_limiter_new_max_of(
 /// `limiter` must be NULL or a live description, not used afterwards nor
 /// concurrently.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_limiter_free(limiter: *mut apf_wq_limiter) {
+pub unsafe extern "C" fn apf_rate_limiter_free(limiter: *mut apf_rate_limiter) {
     ffi_panic_boundary! {
         // SAFETY: the caller hands over ownership (contract above).
         unsafe { free_box(limiter) }

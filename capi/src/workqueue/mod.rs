@@ -3,8 +3,8 @@
 //! byte-string keys and generation-checked item handles.
 //!
 //! The pointer C holds is a box around an `Arc` of the queue: calls that
-//! block (`apf_wq_get` with a timeout, `apf_wq_shut_down_with_drain`) hold
-//! their own reference, so `apf_wq_free` can shut the queue down and wake
+//! block (`apf_workqueue_get` with a timeout, `apf_workqueue_shut_down_with_drain`) hold
+//! their own reference, so `apf_workqueue_free` can shut the queue down and wake
 //! them without waiting for them to leave.
 
 /// Run `$body` with `$q` bound to whichever queue `$kind` holds (the
@@ -31,6 +31,7 @@ use super::cast::{bytes_from_raw, free_box, to_boxed_mut_ptr};
 use super::sized::{read_growable, Growable};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
+use crate::error::apf_error;
 use crate::sync::Arc;
 use apf::workqueue::Lane;
 use items::Key;
@@ -63,10 +64,12 @@ macro_rules! try_queue {
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_options_default(out: *mut apf_wq_options) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_options_default(
+    out: *mut apf_workqueue_options,
+) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        out.write(apf_wq_options::defaults());
+        out.write(apf_workqueue_options::defaults());
         apf_status::APF_OK
     }
 }
@@ -77,29 +80,34 @@ pub unsafe extern "C" fn apf_wq_options_default(out: *mut apf_wq_options) -> apf
 /// # Safety
 /// `out` must be NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_add_opts_default(out: *mut apf_wq_add_opts) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_add_options_default(
+    out: *mut apf_workqueue_add_options,
+) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        out.write(apf_wq_add_opts::defaults());
+        out.write(apf_workqueue_add_options::defaults());
         apf_status::APF_OK
     }
 }
 
-/// Create a queue. `options` may be NULL for `apf_wq_options_default`'s.
+/// Create a queue. `options` may be NULL for `apf_workqueue_options_default`'s.
 /// Errors: `APF_ERR_INVALID_PARAMETER` (unknown kind), `APF_ERR_INVALID_UTF8`
-/// (name). On success `*out` owns the queue; free it with `apf_wq_free`.
+/// (name). On success `*out` owns the queue; free it with `apf_workqueue_free`.
 /// Nothing `options` points to is kept after the call.
 ///
 /// # Safety
 /// `options` must be NULL or readable, its `name` readable for `name_len`
 /// bytes (or NULL with 0), its `limiter` NULL or live; `out` NULL or
 /// writable.
+/// `out_error` must be NULL or writable (on failure it receives an
+/// owned `apf_error`: free it with `apf_error_free`).
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_new(
-    options: *const apf_wq_options,
+pub unsafe extern "C" fn apf_workqueue_new(
+    options: *const apf_workqueue_options,
     out: *mut *mut apf_workqueue,
+    out_error: *mut *mut apf_error,
 ) -> apf_status {
-    ffi_panic_boundary! {
+    ffi_error_boundary! { out_error,
         let out = try_out!(out);
         // SAFETY: a non-NULL `options` is readable (contract above).
         let options = match unsafe { read_growable(options) } {
@@ -116,18 +124,18 @@ pub unsafe extern "C" fn apf_wq_new(
     }
 }
 
-/// Shut the queue down and free it. Workers blocked in `apf_wq_get` (and
-/// a caller blocked in `apf_wq_shut_down_with_drain`) wake and return
-/// (`APF_WQ_SHUT_DOWN`; `APF_OK`) without touching freed memory; every item
+/// Shut the queue down and free it. Workers blocked in `apf_workqueue_get` (and
+/// a caller blocked in `apf_workqueue_shut_down_with_drain`) wake and return
+/// (`APF_WORKQUEUE_SHUT_DOWN`; `APF_OK`) without touching freed memory; every item
 /// handle and key pointer of the queue becomes invalid, including those of
-/// items still processing (do not `apf_wq_done` them). NULL is a no-op.
+/// items still processing (do not `apf_workqueue_done` them). NULL is a no-op.
 ///
 /// # Safety
 /// `queue` must be NULL or a queue not yet freed. No call on it may be
-/// starting or running, except calls blocked in `apf_wq_get` or
-/// `apf_wq_shut_down_with_drain`; none may follow.
+/// starting or running, except calls blocked in `apf_workqueue_get` or
+/// `apf_workqueue_shut_down_with_drain`; none may follow.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_free(queue: *mut apf_workqueue) {
+pub unsafe extern "C" fn apf_workqueue_free(queue: *mut apf_workqueue) {
     ffi_panic_boundary! {
         // SAFETY: NULL or live (contract above).
         if let Some(q) = unsafe { super::cast::try_from(queue) } {
@@ -149,7 +157,7 @@ pub unsafe extern "C" fn apf_wq_free(queue: *mut apf_workqueue) {
 /// `queue` must be NULL or live; `key` readable for `key_len` bytes (or NULL
 /// with 0).
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_add(
+pub unsafe extern "C" fn apf_workqueue_add(
     queue: *mut apf_workqueue,
     key: *const u8,
     key_len: usize,
@@ -162,22 +170,22 @@ pub unsafe extern "C" fn apf_wq_add(
     }
 }
 
-/// Add with options (see `apf_wq_add_opts`; `opts` NULL is a plain add):
+/// Add with options (see `apf_workqueue_add_options`; `opts` NULL is a plain add):
 /// a delay, rate limiting, a lane (two-lane queues: adding a queued item
 /// with the other lane moves it to the back of that lane; the latest add
 /// decides), a priority (priority queues: a duplicate keeps the highest
-/// priority and the shortest delay). `APF_ERR_WQ_WRONG_KIND` for a slow
+/// priority and the shortest delay). `APF_ERR_WORKQUEUE_WRONG_KIND` for a slow
 /// lane on a queue without lanes or a priority on a non-priority queue;
 /// `APF_ERR_INVALID_PARAMETER` for an unknown lane.
 ///
 /// # Safety
-/// As `apf_wq_add`; `opts` NULL or readable.
+/// As `apf_workqueue_add`; `opts` NULL or readable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_add_with_opts(
+pub unsafe extern "C" fn apf_workqueue_add_with_options(
     queue: *mut apf_workqueue,
     key: *const u8,
     key_len: usize,
-    opts: *const apf_wq_add_opts,
+    opts: *const apf_workqueue_add_options,
 ) -> apf_status {
     ffi_panic_boundary! {
         let core = try_queue!(queue);
@@ -203,9 +211,9 @@ pub unsafe extern "C" fn apf_wq_add_with_opts(
 /// (as client-go); priority queues count delayed ones.
 ///
 /// # Safety
-/// As `apf_wq_add`.
+/// As `apf_workqueue_add`.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_add_after(
+pub unsafe extern "C" fn apf_workqueue_add_after(
     queue: *mut apf_workqueue,
     key: *const u8,
     key_len: usize,
@@ -221,12 +229,12 @@ pub unsafe extern "C" fn apf_wq_add_after(
 
 /// Add after the delay the queue's rate limiter gives this key (client-go's
 /// `AddRateLimited`); the limiter counts it as a failure of the key (see
-/// `apf_wq_num_requeues`, `apf_wq_forget`).
+/// `apf_workqueue_num_requeues`, `apf_workqueue_forget`).
 ///
 /// # Safety
-/// As `apf_wq_add`.
+/// As `apf_workqueue_add`.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_add_rate_limited(
+pub unsafe extern "C" fn apf_workqueue_add_rate_limited(
     queue: *mut apf_workqueue,
     key: *const u8,
     key_len: usize,
@@ -241,25 +249,25 @@ pub unsafe extern "C" fn apf_wq_add_rate_limited(
 
 /// Take the next item, waiting up to `timeout_nanos` of real time (whatever
 /// the queue's clock) while none is ready: `UINT64_MAX` waits forever, 0
-/// does not wait (`APF_WQ_EMPTY` when nothing is ready). On `APF_OK`,
-/// `out->result` says what happened: `APF_WQ_ITEM` (process it, then
-/// `apf_wq_done(queue, out->item)`; the key stays valid until then),
-/// `APF_WQ_SHUT_DOWN` (nothing ready and the queue is shutting down: stop),
-/// `APF_WQ_TIMED_OUT`. A waiting caller holds no lock: any number of threads
+/// does not wait (`APF_WORKQUEUE_EMPTY` when nothing is ready). On `APF_OK`,
+/// `out->result` says what happened: `APF_WORKQUEUE_ITEM` (process it, then
+/// `apf_workqueue_done(queue, out->item)`; the key stays valid until then),
+/// `APF_WORKQUEUE_SHUT_DOWN` (nothing ready and the queue is shutting down: stop),
+/// `APF_WORKQUEUE_TIMED_OUT`. A waiting caller holds no lock: any number of threads
 /// may wait at once, and each ready item wakes exactly one of them.
-/// `apf_wq_shut_down` and `apf_wq_free` wake them all.
+/// `apf_workqueue_shut_down` and `apf_workqueue_free` wake them all.
 ///
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_get(
+pub unsafe extern "C" fn apf_workqueue_get(
     queue: *mut apf_workqueue,
     timeout_nanos: u64,
-    out: *mut apf_wq_item,
+    out: *mut apf_workqueue_item,
 ) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
-        // The waiting call's own reference: apf_wq_free may drop the box's.
+        // The waiting call's own reference: apf_workqueue_free may drop the box's.
         let core = Arc::clone(try_queue!(queue));
         let wait = match timeout_nanos {
             0 => Wait::Never,
@@ -276,15 +284,15 @@ pub unsafe extern "C" fn apf_wq_get(
     }
 }
 
-/// `apf_wq_get` without waiting: `out->result` is `APF_WQ_ITEM`,
-/// `APF_WQ_EMPTY` or `APF_WQ_SHUT_DOWN`.
+/// `apf_workqueue_get` without waiting: `out->result` is `APF_WORKQUEUE_ITEM`,
+/// `APF_WORKQUEUE_EMPTY` or `APF_WORKQUEUE_SHUT_DOWN`.
 ///
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_try_get(
+pub unsafe extern "C" fn apf_workqueue_try_get(
     queue: *mut apf_workqueue,
-    out: *mut apf_wq_item,
+    out: *mut apf_workqueue_item,
 ) -> apf_status {
     ffi_panic_boundary! {
         let out = try_out!(out);
@@ -299,7 +307,7 @@ pub unsafe extern "C" fn apf_wq_try_get(
     }
 }
 
-/// Finish processing the item `item` (a handle from `apf_wq_get`): if its
+/// Finish processing the item `item` (a handle from `apf_workqueue_get`): if its
 /// key was added again meanwhile, it is queued again now. The handle and its
 /// key pointer become invalid. May be called from any thread.
 /// `APF_ERR_INVALID_HANDLE` for 0, a handle already done, or one this queue
@@ -308,7 +316,7 @@ pub unsafe extern "C" fn apf_wq_try_get(
 /// # Safety
 /// `queue` must be NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_done(queue: *mut apf_workqueue, item: u64) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_done(queue: *mut apf_workqueue, item: u64) -> apf_status {
     ffi_panic_boundary! {
         try_queue!(queue).done(item)
     }
@@ -319,9 +327,9 @@ pub unsafe extern "C" fn apf_wq_done(queue: *mut apf_workqueue, item: u64) -> ap
 /// again. The item must still be done.
 ///
 /// # Safety
-/// As `apf_wq_add`.
+/// As `apf_workqueue_add`.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_forget(
+pub unsafe extern "C" fn apf_workqueue_forget(
     queue: *mut apf_workqueue,
     key: *const u8,
     key_len: usize,
@@ -338,9 +346,9 @@ pub unsafe extern "C" fn apf_wq_forget(
 /// was last forgotten (0 for limiters that keep no per-item state).
 ///
 /// # Safety
-/// As `apf_wq_add`; `out` NULL or writable.
+/// As `apf_workqueue_add`; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_num_requeues(
+pub unsafe extern "C" fn apf_workqueue_num_requeues(
     queue: *mut apf_workqueue,
     key: *const u8,
     key_len: usize,
@@ -362,7 +370,10 @@ pub unsafe extern "C" fn apf_wq_num_requeues(
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_len(queue: *mut apf_workqueue, out: *mut usize) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_len(
+    queue: *mut apf_workqueue,
+    out: *mut usize,
+) -> apf_status {
     ffi_panic_boundary! {
         let core = try_queue!(queue);
         let out = try_out!(out);
@@ -371,12 +382,12 @@ pub unsafe extern "C" fn apf_wq_len(queue: *mut apf_workqueue, out: *mut usize) 
     }
 }
 
-/// How many items wait for a delay (`apf_wq_add_after`, rate limiting).
+/// How many items wait for a delay (`apf_workqueue_add_after`, rate limiting).
 ///
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_waiting_len(
+pub unsafe extern "C" fn apf_workqueue_waiting_len(
     queue: *mut apf_workqueue,
     out: *mut usize,
 ) -> apf_status {
@@ -389,12 +400,12 @@ pub unsafe extern "C" fn apf_wq_waiting_len(
 }
 
 /// How many items a lane of a two-lane queue holds ready
-/// (`APF_ERR_WQ_WRONG_KIND` for other kinds).
+/// (`APF_ERR_WORKQUEUE_WRONG_KIND` for other kinds).
 ///
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_lane_len(
+pub unsafe extern "C" fn apf_workqueue_lane_len(
     queue: *mut apf_workqueue,
     lane: u32,
     out: *mut usize,
@@ -402,7 +413,7 @@ pub unsafe extern "C" fn apf_wq_lane_len(
     ffi_panic_boundary! {
         let core = try_queue!(queue);
         let out = try_out!(out);
-        let request = match core.request(&apf_wq_add_opts { lane, ..Growable::defaults() }) {
+        let request = match core.request(&apf_workqueue_add_options { lane, ..Growable::defaults() }) {
             Ok(r) => r,
             Err(status) => return status,
         };
@@ -412,8 +423,8 @@ pub unsafe extern "C" fn apf_wq_lane_len(
                 apf_status::APF_OK
             }
             _ => fail(
-                apf_status::APF_ERR_WQ_WRONG_KIND,
-                format_args!("apf_wq_lane_len on {}", core.kind_name()),
+                apf_status::APF_ERR_WORKQUEUE_WRONG_KIND,
+                format_args!("apf_workqueue_lane_len on {}", core.kind_name()),
             ),
         }
     }
@@ -421,30 +432,32 @@ pub unsafe extern "C" fn apf_wq_lane_len(
 
 /// Shut the queue down: further adds are ignored, waiting delays end (their
 /// items are dropped), workers get what is ready and then
-/// `APF_WQ_SHUT_DOWN`; blocked workers wake. Returns at once; may be called
-/// more than once, and ends a `apf_wq_shut_down_with_drain`'s wait.
+/// `APF_WORKQUEUE_SHUT_DOWN`; blocked workers wake. Returns at once; may be called
+/// more than once, and ends a `apf_workqueue_shut_down_with_drain`'s wait.
 ///
 /// # Safety
 /// `queue` must be NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_shut_down(queue: *mut apf_workqueue) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_shut_down(queue: *mut apf_workqueue) -> apf_status {
     ffi_panic_boundary! {
         each!(&try_queue!(queue).kind, q => q.shut_down());
         apf_status::APF_OK
     }
 }
 
-/// `apf_wq_shut_down`, then wait until no item is processing: every handle
+/// `apf_workqueue_shut_down`, then wait until no item is processing: every handle
 /// handed out must be done (by other threads: calling this from the only
-/// thread holding items never returns). `apf_wq_shut_down` or
-/// `apf_wq_free` from another thread ends the wait early.
+/// thread holding items never returns). `apf_workqueue_shut_down` or
+/// `apf_workqueue_free` from another thread ends the wait early.
 ///
 /// # Safety
 /// `queue` must be NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_shut_down_with_drain(queue: *mut apf_workqueue) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_shut_down_with_drain(
+    queue: *mut apf_workqueue,
+) -> apf_status {
     ffi_panic_boundary! {
-        // The waiting call's own reference: apf_wq_free may drop the box's.
+        // The waiting call's own reference: apf_workqueue_free may drop the box's.
         let core = Arc::clone(try_queue!(queue));
         each!(&core.kind, q => q.shut_down_with_drain());
         apf_status::APF_OK
@@ -456,7 +469,7 @@ pub unsafe extern "C" fn apf_wq_shut_down_with_drain(queue: *mut apf_workqueue) 
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_shutting_down(
+pub unsafe extern "C" fn apf_workqueue_shutting_down(
     queue: *mut apf_workqueue,
     out: *mut bool,
 ) -> apf_status {
@@ -475,7 +488,10 @@ pub unsafe extern "C" fn apf_wq_shutting_down(
 /// # Safety
 /// `queue` must be NULL or live.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_advance_clock(queue: *mut apf_workqueue, nanos: u64) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_advance_clock(
+    queue: *mut apf_workqueue,
+    nanos: u64,
+) -> apf_status {
     ffi_panic_boundary! {
         match &try_queue!(queue).manual {
             Some(manual) => {
@@ -484,7 +500,7 @@ pub unsafe extern "C" fn apf_wq_advance_clock(queue: *mut apf_workqueue, nanos: 
             }
             None => fail(
                 apf_status::APF_ERR_NOT_MANUAL_CLOCK,
-                "apf_wq_advance_clock: the queue runs on the real clock",
+                "apf_workqueue_advance_clock: the queue runs on the real clock",
             ),
         }
     }
@@ -502,7 +518,7 @@ pub unsafe extern "C" fn apf_wq_advance_clock(queue: *mut apf_workqueue, nanos: 
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_metrics_text(
+pub unsafe extern "C" fn apf_workqueue_metrics_text(
     queue: *mut apf_workqueue,
     out: *mut apf_text,
 ) -> apf_status {
@@ -518,7 +534,7 @@ pub unsafe extern "C" fn apf_wq_metrics_text(
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_processing(
+pub unsafe extern "C" fn apf_workqueue_processing(
     queue: *mut apf_workqueue,
     out: *mut usize,
 ) -> apf_status {
@@ -530,7 +546,7 @@ pub unsafe extern "C" fn apf_wq_processing(
     }
 }
 
-// The test-only exports (apf_wq_test_panic, apf_wq_test_parked) live apart,
+// The test-only exports (apf_workqueue_test_panic, apf_workqueue_test_parked) live apart,
 // built only with the `test-hooks` feature, so the installed library does
 // not carry them.
 #[cfg(feature = "test-hooks")]

@@ -61,7 +61,7 @@ impl Castable for apf_workqueue {
 /// What a get found, before it is given a handle.
 pub(super) enum Got {
     Item(Key, u32, i32),
-    None(apf_wq_get_result),
+    None(apf_workqueue_get_result),
 }
 
 /// How long a get may wait.
@@ -78,8 +78,8 @@ fn from_try<H>(r: Result<(Key, H), TryGetError>, hint: impl Fn(H) -> (u32, i32))
             let (lane, priority) = hint(h);
             Got::Item(key, lane, priority)
         }
-        Err(TryGetError::Empty) => Got::None(apf_wq_get_result::APF_WQ_EMPTY),
-        Err(TryGetError::ShutDown) => Got::None(apf_wq_get_result::APF_WQ_SHUT_DOWN),
+        Err(TryGetError::Empty) => Got::None(apf_workqueue_get_result::APF_WORKQUEUE_EMPTY),
+        Err(TryGetError::ShutDown) => Got::None(apf_workqueue_get_result::APF_WORKQUEUE_SHUT_DOWN),
     }
 }
 
@@ -89,8 +89,12 @@ fn from_timed<H>(r: Result<(Key, H), GetTimeoutError>, hint: impl Fn(H) -> (u32,
             let (lane, priority) = hint(h);
             Got::Item(key, lane, priority)
         }
-        Err(GetTimeoutError::TimedOut) => Got::None(apf_wq_get_result::APF_WQ_TIMED_OUT),
-        Err(GetTimeoutError::ShutDown) => Got::None(apf_wq_get_result::APF_WQ_SHUT_DOWN),
+        Err(GetTimeoutError::TimedOut) => {
+            Got::None(apf_workqueue_get_result::APF_WORKQUEUE_TIMED_OUT)
+        }
+        Err(GetTimeoutError::ShutDown) => {
+            Got::None(apf_workqueue_get_result::APF_WORKQUEUE_SHUT_DOWN)
+        }
     }
 }
 
@@ -100,14 +104,14 @@ fn from_blocking<H>(r: Option<(Key, H)>, hint: impl Fn(H) -> (u32, i32)) -> Got 
             let (lane, priority) = hint(h);
             Got::Item(key, lane, priority)
         }
-        None => Got::None(apf_wq_get_result::APF_WQ_SHUT_DOWN),
+        None => Got::None(apf_workqueue_get_result::APF_WORKQUEUE_SHUT_DOWN),
     }
 }
 
 fn lane_code(lane: Lane) -> u32 {
     match lane {
-        Lane::Fast => apf_wq_lane::APF_WQ_LANE_FAST as u32,
-        Lane::Slow => apf_wq_lane::APF_WQ_LANE_SLOW as u32,
+        Lane::Fast => apf_workqueue_lane::APF_WORKQUEUE_LANE_FAST as u32,
+        Lane::Slow => apf_workqueue_lane::APF_WORKQUEUE_LANE_SLOW as u32,
     }
 }
 
@@ -149,14 +153,14 @@ fn add_client_go<S: QueueStrategy<Key>>(
 }
 
 impl Core {
-    pub(super) fn new(options: &apf_wq_options) -> Result<Core, apf_status> {
-        // SAFETY: the `(name, name_len)` pair is readable per apf_wq_new's
+    pub(super) fn new(options: &apf_workqueue_options) -> Result<Core, apf_status> {
+        // SAFETY: the `(name, name_len)` pair is readable per apf_workqueue_new's
         // contract.
         let name = match unsafe { crate::cast::str_from_raw(options.name, options.name_len) } {
             Ok(s) => s,
             Err(e) => return Err(fail(e.status(), format_args!("name {}", e.describe()))),
         };
-        // SAFETY: NULL or a live description (apf_wq_new's contract).
+        // SAFETY: NULL or a live description (apf_workqueue_new's contract).
         let spec = match unsafe { crate::cast::try_from(options.limiter) } {
             Some(spec) => LimiterSpec::clone(spec),
             None => LimiterSpec::default_controller(),
@@ -181,19 +185,19 @@ impl Core {
         let limiter = Arc::new(spec.build(&clock, bounds));
         let shared = || SharedLimiter(limiter.clone());
         let kind = match options.kind {
-            k if k == apf_wq_kind::APF_WQ_FIFO as u32 => Kind::Fifo(
+            k if k == apf_workqueue_kind::APF_WORKQUEUE_FIFO as u32 => Kind::Fifo(
                 RateLimitingQueue::with_strategy(config, Fifo::default(), shared()),
             ),
-            k if k == apf_wq_kind::APF_WQ_TWO_LANE as u32 => Kind::TwoLane(
+            k if k == apf_workqueue_kind::APF_WORKQUEUE_TWO_LANE as u32 => Kind::TwoLane(
                 RateLimitingQueue::with_strategy(config, TwoLane::default(), shared()),
             ),
-            k if k == apf_wq_kind::APF_WQ_PRIORITY as u32 => {
+            k if k == apf_workqueue_kind::APF_WORKQUEUE_PRIORITY as u32 => {
                 Kind::Priority(PriorityQueue::with_rate_limiter(config, shared()))
             }
             other => {
                 return Err(fail(
                     apf_status::APF_ERR_INVALID_PARAMETER,
-                    format_args!("kind must be an apf_wq_kind (0, 1 or 2), not {other}"),
+                    format_args!("kind must be an apf_workqueue_kind (0, 1 or 2), not {other}"),
                 ))
             }
         };
@@ -214,26 +218,29 @@ impl Core {
     }
 
     /// Check an add's options against the queue's kind.
-    pub(super) fn request(&self, opts: &apf_wq_add_opts) -> Result<AddRequest, apf_status> {
+    pub(super) fn request(
+        &self,
+        opts: &apf_workqueue_add_options,
+    ) -> Result<AddRequest, apf_status> {
         let lane = match opts.lane {
-            l if l == apf_wq_lane::APF_WQ_LANE_FAST as u32 => Lane::Fast,
-            l if l == apf_wq_lane::APF_WQ_LANE_SLOW as u32 => Lane::Slow,
+            l if l == apf_workqueue_lane::APF_WORKQUEUE_LANE_FAST as u32 => Lane::Fast,
+            l if l == apf_workqueue_lane::APF_WORKQUEUE_LANE_SLOW as u32 => Lane::Slow,
             other => {
                 return Err(fail(
                     apf_status::APF_ERR_INVALID_PARAMETER,
-                    format_args!("lane must be an apf_wq_lane (0 or 1), not {other}"),
+                    format_args!("lane must be an apf_workqueue_lane (0 or 1), not {other}"),
                 ))
             }
         };
         if lane == Lane::Slow && !matches!(self.kind, Kind::TwoLane(_)) {
             return Err(fail(
-                apf_status::APF_ERR_WQ_WRONG_KIND,
-                format_args!("lane APF_WQ_LANE_SLOW given to {}", self.kind_name()),
+                apf_status::APF_ERR_WORKQUEUE_WRONG_KIND,
+                format_args!("lane APF_WORKQUEUE_LANE_SLOW given to {}", self.kind_name()),
             ));
         }
         if opts.has_priority && !matches!(self.kind, Kind::Priority(_)) {
             return Err(fail(
-                apf_status::APF_ERR_WQ_WRONG_KIND,
+                apf_status::APF_ERR_WORKQUEUE_WRONG_KIND,
                 format_args!("has_priority given to {}", self.kind_name()),
             ));
         }
@@ -288,15 +295,15 @@ impl Core {
     }
 
     /// Give a got item a handle, or put it back if none is left.
-    pub(super) fn hand_out(&self, got: Got) -> Result<apf_wq_item, apf_status> {
+    pub(super) fn hand_out(&self, got: Got) -> Result<apf_workqueue_item, apf_status> {
         let (key, lane, priority) = match got {
             Got::Item(key, lane, priority) => (key, lane, priority),
-            Got::None(result) => return Ok(apf_wq_item::none(result)),
+            Got::None(result) => return Ok(apf_workqueue_item::none(result)),
         };
         let (ptr, len) = (key.as_ptr(), key.len());
         match self.items.insert(key.clone()) {
-            Ok(handle) => Ok(apf_wq_item {
-                result: apf_wq_get_result::APF_WQ_ITEM as u32,
+            Ok(handle) => Ok(apf_workqueue_item {
+                result: apf_workqueue_get_result::APF_WORKQUEUE_ITEM as u32,
                 item: handle,
                 key: ptr,
                 key_len: len,
@@ -309,7 +316,7 @@ impl Core {
                 let request = AddRequest {
                     after: 0,
                     rate_limited: false,
-                    lane: if lane == apf_wq_lane::APF_WQ_LANE_SLOW as u32 {
+                    lane: if lane == apf_workqueue_lane::APF_WORKQUEUE_LANE_SLOW as u32 {
                         Lane::Slow
                     } else {
                         Lane::Fast

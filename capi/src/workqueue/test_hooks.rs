@@ -13,14 +13,14 @@ use super::*;
 /// `queue` must be NULL or live.
 #[doc(hidden)]
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_test_panic(queue: *mut apf_workqueue) -> apf_status {
+pub unsafe extern "C" fn apf_workqueue_test_panic(queue: *mut apf_workqueue) -> apf_status {
     ffi_panic_boundary! {
         // SAFETY: NULL or live, per the contract.
         match unsafe { crate::cast::try_from(queue) } {
             Some(q) => q.core.items.panic_while_locked(
-                "apf_wq_test_panic: deliberate panic while holding an item-handle lock",
+                "apf_workqueue_test_panic: deliberate panic while holding an item-handle lock",
             ),
-            None => panic!("apf_wq_test_panic: deliberate panic"),
+            None => panic!("apf_workqueue_test_panic: deliberate panic"),
         }
         #[allow(unreachable_code)]
         apf_status::APF_OK
@@ -28,13 +28,13 @@ pub unsafe extern "C" fn apf_wq_test_panic(queue: *mut apf_workqueue) -> apf_sta
 }
 
 /// Testing aid, not part of the API: how many workers are parked in
-/// `apf_wq_get` (so a test knows they are blocked before it wakes them).
+/// `apf_workqueue_get` (so a test knows they are blocked before it wakes them).
 ///
 /// # Safety
 /// `queue` must be NULL or live; `out` NULL or writable.
 #[doc(hidden)]
 #[no_mangle]
-pub unsafe extern "C" fn apf_wq_test_parked(
+pub unsafe extern "C" fn apf_workqueue_test_parked(
     queue: *mut apf_workqueue,
     out: *mut usize,
 ) -> apf_status {

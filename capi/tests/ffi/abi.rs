@@ -1,6 +1,6 @@
 //! The header and the status codes: the version macros match Cargo.toml,
-//! only `apf_` names are exported, every status has its text, and the last
-//! error is an owned, per-thread text.
+//! only `apf_` names are exported, every status has its text, and an
+//! error is an owned object, written only on failure, readable anywhere.
 
 use super::*;
 use std::ffi::CStr;
@@ -103,19 +103,104 @@ fn status_text_covers_every_code_and_refuses_unknown_ones() {
     );
 }
 
-#[test]
-fn last_error_is_an_owned_text_and_per_thread() {
-    let d = tiny().dispatcher();
-    assert_eq!(finish(&d, 0), apf_status::APF_ERR_INVALID_HANDLE);
-    let message = last_error();
-    assert!(message.contains("unknown or stale"), "{message}");
-    assert_eq!(last_error(), message, "reading it does not change it");
-    // SAFETY: a NULL out is refused without touching the last error.
+/// The message of a live error, checked for shape.
+fn message_of(e: *const apf_error) -> String {
+    let mut ptr = null();
+    let mut len = 0usize;
+    // SAFETY: `e` is live; the outs are writable.
     assert_eq!(
-        unsafe { apf_last_error(null_mut()) },
-        apf_status::APF_ERR_NULL_POINTER
+        unsafe { apf_error_message(e, &mut ptr, &mut len) },
+        apf_status::APF_OK
     );
-    assert_eq!(last_error(), message, "a refused read does not change it");
-    let other = std::thread::spawn(last_error).join().unwrap();
-    assert_eq!(other, "", "another thread has no error");
+    // SAFETY: `len` bytes and a NUL, owned by `e`.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len + 1) };
+    assert_eq!(bytes[len], 0, "NUL-terminated");
+    std::str::from_utf8(&bytes[..len]).unwrap().to_owned()
+}
+
+#[test]
+fn an_error_is_an_owned_object_written_only_on_failure() {
+    let bad = "kind: PriorityLevelConfiguration\nspec: [unclosed";
+    let mut d = null_mut();
+    let mut e: *mut apf_error = null_mut();
+    // SAFETY: the text is readable, the outs writable.
+    let st = unsafe {
+        apf_dispatcher_new_from_config(bad.as_ptr().cast(), bad.len(), null(), &mut d, &mut e)
+    };
+    assert_eq!(st, apf_status::APF_ERR_CONFIG);
+    assert!(d.is_null(), "out untouched on error");
+    assert!(!e.is_null(), "out_error written on error");
+    // SAFETY: `e` is live.
+    assert_eq!(unsafe { apf_error_status(e) }, apf_status::APF_ERR_CONFIG);
+    let message = message_of(e);
+    assert!(!message.is_empty());
+    assert_ne!(
+        message,
+        apf_status::APF_ERR_CONFIG.description(),
+        "it says more than the code"
+    );
+    assert_eq!(message_of(e), message, "reading it does not change it");
+    // Not per-thread state: any thread reads the same error.
+    let addr = e as usize;
+    let other = std::thread::spawn(move || message_of(addr as *const apf_error))
+        .join()
+        .unwrap();
+    assert_eq!(other, message);
+    // A later failure through another slot leaves this one alone.
+    let mut e2: *mut apf_error = null_mut();
+    // SAFETY: as above.
+    let st2 = unsafe { apf_dispatcher_new_from_config(null(), 3, null(), &mut d, &mut e2) };
+    assert_eq!(st2, apf_status::APF_ERR_NULL_POINTER);
+    assert_eq!(message_of(e), message);
+    assert!(message_of(e2).contains("text"), "{}", message_of(e2));
+    // SAFETY: the errors are live; freeing NULL is a no-op.
+    unsafe {
+        apf_error_free(e);
+        apf_error_free(e2);
+        apf_error_free(null_mut());
+    }
+
+    // NULL out_error: the status alone.
+    // SAFETY: as above.
+    let st = unsafe {
+        apf_dispatcher_new_from_config(bad.as_ptr().cast(), bad.len(), null(), &mut d, null_mut())
+    };
+    assert_eq!(st, apf_status::APF_ERR_CONFIG);
+
+    // Success leaves *out_error as it was.
+    let sentinel = std::ptr::NonNull::<apf_error>::dangling().as_ptr();
+    let mut e = sentinel;
+    // SAFETY: as above.
+    let st = unsafe { apf_dispatcher_new_builtin(null(), &mut d, &mut e) };
+    assert_eq!(st, apf_status::APF_OK);
+    assert_eq!(e, sentinel, "out_error untouched on success");
+    // SAFETY: made just above.
+    unsafe { apf_dispatcher_free(d) };
+
+    // NULL arguments of the error functions themselves.
+    let mut ptr = null();
+    let mut len = 0usize;
+    // SAFETY: NULL pointers are detected.
+    unsafe {
+        assert_eq!(apf_error_status(null()), apf_status::APF_ERR_NULL_POINTER);
+        assert_eq!(
+            apf_error_message(null(), &mut ptr, &mut len),
+            apf_status::APF_ERR_NULL_POINTER
+        );
+    }
+}
+
+#[test]
+fn a_panic_in_a_call_with_out_error_is_an_error_with_its_message() {
+    let mut e: *mut apf_error = null_mut();
+    // SAFETY: the out is writable.
+    let st = unsafe { apf_test_panic(null(), &mut e) };
+    assert_eq!(st, apf_status::APF_ERR_PANIC);
+    assert!(
+        message_of(e).contains("deliberate panic"),
+        "{}",
+        message_of(e)
+    );
+    // SAFETY: live.
+    unsafe { apf_error_free(e) };
 }

@@ -1,4 +1,4 @@
-//! The workqueue C ABI (`apf_wq_*`), called from Rust exactly as C calls
+//! The workqueue C ABI (`apf_workqueue_*`), called from Rust exactly as C calls
 //! it: client-go's rules (dirty and processing sets, shutdown, drain),
 //! delays and every rate limiter on the manual clock, two lanes,
 //! priorities, metrics text, item handles (stale, double done, foreign),
@@ -10,7 +10,7 @@
 mod support;
 use apf_capi::*;
 use std::ptr::null_mut;
-use support::{last_error, text_of, MS, SECOND};
+use support::{err, last_error, text_of, MS, SECOND};
 
 mod handles;
 mod kinds;
@@ -22,22 +22,22 @@ mod threads;
 #[allow(improper_ctypes)]
 extern "C" {
     // Testing aids exported by libapf but kept out of apf.h.
-    fn apf_wq_test_panic(queue: *mut apf_workqueue) -> apf_status;
-    fn apf_wq_test_parked(queue: *mut apf_workqueue, out: *mut usize) -> apf_status;
+    fn apf_workqueue_test_panic(queue: *mut apf_workqueue) -> apf_status;
+    fn apf_workqueue_test_parked(queue: *mut apf_workqueue, out: *mut usize) -> apf_status;
 }
 
-/// A plain add's options, from `apf_wq_add_opts_default`.
-fn plain() -> apf_wq_add_opts {
+/// A plain add's options, from `apf_workqueue_add_options_default`.
+fn plain() -> apf_workqueue_add_options {
     let mut o = std::mem::MaybeUninit::uninit();
     // SAFETY: writable.
-    ok(unsafe { apf_wq_add_opts_default(o.as_mut_ptr()) });
+    ok(unsafe { apf_workqueue_add_options_default(o.as_mut_ptr()) });
     // SAFETY: written on APF_OK.
     unsafe { o.assume_init() }
 }
 
 /// A priority add's options: `priority`, after `after_nanos`.
-fn prio(priority: i32, after_nanos: u64) -> apf_wq_add_opts {
-    apf_wq_add_opts {
+fn prio(priority: i32, after_nanos: u64) -> apf_workqueue_add_options {
+    apf_workqueue_add_options {
         has_priority: true,
         priority,
         after_nanos,
@@ -60,8 +60,8 @@ unsafe impl Sync for Q {}
 
 impl Drop for Q {
     fn drop(&mut self) {
-        // SAFETY: from apf_wq_new; no call follows (threads are joined).
-        unsafe { apf_wq_free(self.0) }
+        // SAFETY: from apf_workqueue_new; no call follows (threads are joined).
+        unsafe { apf_workqueue_free(self.0) }
     }
 }
 
@@ -74,10 +74,10 @@ struct Got {
     priority: i32,
 }
 
-fn options(kind: apf_wq_kind, manual: bool) -> apf_wq_options {
+fn options(kind: apf_workqueue_kind, manual: bool) -> apf_workqueue_options {
     let mut o = std::mem::MaybeUninit::uninit();
     // SAFETY: writable.
-    ok(unsafe { apf_wq_options_default(o.as_mut_ptr()) });
+    ok(unsafe { apf_workqueue_options_default(o.as_mut_ptr()) });
     // SAFETY: written on APF_OK.
     let mut o = unsafe { o.assume_init() };
     o.kind = kind as u32;
@@ -86,19 +86,19 @@ fn options(kind: apf_wq_kind, manual: bool) -> apf_wq_options {
 }
 
 impl Q {
-    fn with(o: &apf_wq_options) -> Q {
+    fn with(o: &apf_workqueue_options) -> Q {
         let mut q = null_mut();
         // SAFETY: options readable, out writable.
-        ok(unsafe { apf_wq_new(o, &mut q) });
+        ok(unsafe { apf_workqueue_new(o, &mut q, err()) });
         assert!(!q.is_null());
         Q(q)
     }
 
-    fn new(kind: apf_wq_kind) -> Q {
+    fn new(kind: apf_workqueue_kind) -> Q {
         Q::with(&options(kind, true))
     }
 
-    fn with_limiter(kind: apf_wq_kind, limiter: Limiter) -> Q {
+    fn with_limiter(kind: apf_workqueue_kind, limiter: Limiter) -> Q {
         let mut o = options(kind, true);
         o.limiter = limiter.0;
         Q::with(&o)
@@ -107,40 +107,40 @@ impl Q {
 
     fn add(&self, key: &str) {
         // SAFETY: live queue; key readable.
-        ok(unsafe { apf_wq_add(self.0, key.as_ptr(), key.len()) });
+        ok(unsafe { apf_workqueue_add(self.0, key.as_ptr(), key.len()) });
     }
 
-    fn add_opts(&self, key: &str, opts: apf_wq_add_opts) -> apf_status {
+    fn add_opts(&self, key: &str, opts: apf_workqueue_add_options) -> apf_status {
         // SAFETY: live queue; key and opts readable.
-        unsafe { apf_wq_add_with_opts(self.0, key.as_ptr(), key.len(), &opts) }
+        unsafe { apf_workqueue_add_with_options(self.0, key.as_ptr(), key.len(), &opts) }
     }
 
     fn add_after(&self, key: &str, delay: u64) {
         // SAFETY: live queue; key readable.
-        ok(unsafe { apf_wq_add_after(self.0, key.as_ptr(), key.len(), delay) });
+        ok(unsafe { apf_workqueue_add_after(self.0, key.as_ptr(), key.len(), delay) });
     }
 
     fn add_rate_limited(&self, key: &str) {
         // SAFETY: live queue; key readable.
-        ok(unsafe { apf_wq_add_rate_limited(self.0, key.as_ptr(), key.len()) });
+        ok(unsafe { apf_workqueue_add_rate_limited(self.0, key.as_ptr(), key.len()) });
     }
 
     fn forget(&self, key: &str) {
         // SAFETY: live queue; key readable.
-        ok(unsafe { apf_wq_forget(self.0, key.as_ptr(), key.len()) });
+        ok(unsafe { apf_workqueue_forget(self.0, key.as_ptr(), key.len()) });
     }
 
     fn requeues(&self, key: &str) -> u32 {
         let mut n = 0;
         // SAFETY: live queue; key readable; out writable.
-        ok(unsafe { apf_wq_num_requeues(self.0, key.as_ptr(), key.len(), &mut n) });
+        ok(unsafe { apf_workqueue_num_requeues(self.0, key.as_ptr(), key.len(), &mut n) });
         n
     }
 
-    fn get_raw(&self, timeout: u64) -> apf_wq_item {
+    fn get_raw(&self, timeout: u64) -> apf_workqueue_item {
         let mut item = std::mem::MaybeUninit::uninit();
         // SAFETY: live queue; out writable.
-        ok(unsafe { apf_wq_get(self.0, timeout, item.as_mut_ptr()) });
+        ok(unsafe { apf_workqueue_get(self.0, timeout, item.as_mut_ptr()) });
         // SAFETY: written on APF_OK.
         unsafe { item.assume_init() }
     }
@@ -148,7 +148,7 @@ impl Q {
     /// The next item, or the result code when there is none.
     fn get(&self, timeout: u64) -> Result<Got, u32> {
         let item = self.get_raw(timeout);
-        if item.result != apf_wq_get_result::APF_WQ_ITEM as u32 {
+        if item.result != apf_workqueue_get_result::APF_WORKQUEUE_ITEM as u32 {
             assert_eq!(item.item, 0);
             assert!(item.key.is_null());
             return Err(item.result);
@@ -178,84 +178,84 @@ impl Q {
 
     fn done(&self, handle: u64) {
         // SAFETY: live queue.
-        ok(unsafe { apf_wq_done(self.0, handle) });
+        ok(unsafe { apf_workqueue_done(self.0, handle) });
     }
 
     fn done_status(&self, handle: u64) -> apf_status {
         // SAFETY: live queue.
-        unsafe { apf_wq_done(self.0, handle) }
+        unsafe { apf_workqueue_done(self.0, handle) }
     }
 
     fn len(&self) -> usize {
         let mut n = 0;
         // SAFETY: live queue; out writable.
-        ok(unsafe { apf_wq_len(self.0, &mut n) });
+        ok(unsafe { apf_workqueue_len(self.0, &mut n) });
         n
     }
 
     fn waiting_len(&self) -> usize {
         let mut n = 0;
         // SAFETY: live queue; out writable.
-        ok(unsafe { apf_wq_waiting_len(self.0, &mut n) });
+        ok(unsafe { apf_workqueue_waiting_len(self.0, &mut n) });
         n
     }
 
     fn processing(&self) -> usize {
         let mut n = 0;
         // SAFETY: live queue; out writable.
-        ok(unsafe { apf_wq_processing(self.0, &mut n) });
+        ok(unsafe { apf_workqueue_processing(self.0, &mut n) });
         n
     }
 
     fn parked(&self) -> usize {
         let mut n = 0;
         // SAFETY: live queue; out writable.
-        ok(unsafe { apf_wq_test_parked(self.0, &mut n) });
+        ok(unsafe { apf_workqueue_test_parked(self.0, &mut n) });
         n
     }
 
     fn advance(&self, nanos: u64) {
         // SAFETY: live queue.
-        ok(unsafe { apf_wq_advance_clock(self.0, nanos) });
+        ok(unsafe { apf_workqueue_advance_clock(self.0, nanos) });
     }
 
     fn shut_down(&self) {
         // SAFETY: live queue.
-        ok(unsafe { apf_wq_shut_down(self.0) });
+        ok(unsafe { apf_workqueue_shut_down(self.0) });
     }
 
     fn shutting_down(&self) -> bool {
         let mut b = false;
         // SAFETY: live queue; out writable.
-        ok(unsafe { apf_wq_shutting_down(self.0, &mut b) });
+        ok(unsafe { apf_workqueue_shutting_down(self.0, &mut b) });
         b
     }
 
     fn metrics(&self) -> String {
         // SAFETY: live queue; writable apf_text.
-        text_of(|t| unsafe { apf_wq_metrics_text(self.0, t) })
+        text_of(|t| unsafe { apf_workqueue_metrics_text(self.0, t) })
     }
 }
 
 /// Owns a limiter description.
-struct Limiter(*mut apf_wq_limiter);
+struct Limiter(*mut apf_rate_limiter);
 
 impl Drop for Limiter {
     fn drop(&mut self) {
-        // SAFETY: from apf_wq_limiter_new_*; not used afterwards.
-        unsafe { apf_wq_limiter_free(self.0) }
+        // SAFETY: from apf_rate_limiter_new_*; not used afterwards.
+        unsafe { apf_rate_limiter_free(self.0) }
     }
 }
 
-fn limiter(f: impl FnOnce(*mut *mut apf_wq_limiter) -> apf_status) -> Limiter {
+fn limiter(f: impl FnOnce(*mut *mut apf_rate_limiter) -> apf_status) -> Limiter {
     let mut l = null_mut();
     ok(f(&mut l));
     assert!(!l.is_null());
     Limiter(l)
 }
 
-const EMPTY: u32 = apf_wq_get_result::APF_WQ_EMPTY as u32;
-const SHUT_DOWN: u32 = apf_wq_get_result::APF_WQ_SHUT_DOWN as u32;
-const TIMED_OUT: u32 = apf_wq_get_result::APF_WQ_TIMED_OUT as u32;
-const FAST: u32 = apf_wq_lane::APF_WQ_LANE_FAST as u32;
-const SLOW: u32 = apf_wq_lane::APF_WQ_LANE_SLOW as u32;
+const EMPTY: u32 = apf_workqueue_get_result::APF_WORKQUEUE_EMPTY as u32;
+const SHUT_DOWN: u32 = apf_workqueue_get_result::APF_WORKQUEUE_SHUT_DOWN as u32;
+const TIMED_OUT: u32 = apf_workqueue_get_result::APF_WORKQUEUE_TIMED_OUT as u32;
+const FAST: u32 = apf_workqueue_lane::APF_WORKQUEUE_LANE_FAST as u32;
+const SLOW: u32 = apf_workqueue_lane::APF_WORKQUEUE_LANE_SLOW as u32;

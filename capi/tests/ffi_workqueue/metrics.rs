@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn metrics_text_has_client_go_names() {
-    let mut o = options(apf_wq_kind::APF_WQ_FIFO, true);
+    let mut o = options(apf_workqueue_kind::APF_WORKQUEUE_FIFO, true);
     let name = "controller-x";
     o.name = name.as_ptr().cast();
     o.name_len = name.len();
@@ -40,7 +40,7 @@ fn metrics_text_has_client_go_names() {
     );
     assert!(text.contains("workqueue_unfinished_work_seconds{name=\"controller-x\"} 0"));
     // Unnamed: no series, as in client-go.
-    let unnamed = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    let unnamed = Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO);
     unnamed.add("a");
     assert!(!unnamed.metrics().contains("workqueue_"));
     // Invalid UTF-8 in a name.
@@ -50,7 +50,7 @@ fn metrics_text_has_client_go_names() {
     let mut p = null_mut();
     // SAFETY: readable; writable.
     assert_eq!(
-        unsafe { apf_wq_new(&o, &mut p) },
+        unsafe { apf_workqueue_new(&o, &mut p, err()) },
         apf_status::APF_ERR_INVALID_UTF8
     );
 }

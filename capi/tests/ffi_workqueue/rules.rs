@@ -9,9 +9,9 @@ use std::sync::Arc;
 #[test]
 fn dirty_items_are_queued_once_and_processing_items_after_done() {
     for kind in [
-        apf_wq_kind::APF_WQ_FIFO,
-        apf_wq_kind::APF_WQ_TWO_LANE,
-        apf_wq_kind::APF_WQ_PRIORITY,
+        apf_workqueue_kind::APF_WORKQUEUE_FIFO,
+        apf_workqueue_kind::APF_WORKQUEUE_TWO_LANE,
+        apf_workqueue_kind::APF_WORKQUEUE_PRIORITY,
     ] {
         let q = Q::new(kind);
         q.add("a");
@@ -40,15 +40,18 @@ fn dirty_items_are_queued_once_and_processing_items_after_done() {
 
 #[test]
 fn keys_are_bytes_and_stay_valid_until_done() {
-    let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    let q = Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO);
     let binary = [0u8, 255, 0, 7];
     // SAFETY: live queue; key readable.
-    ok(unsafe { apf_wq_add(q.0, binary.as_ptr(), binary.len()) });
+    ok(unsafe { apf_workqueue_add(q.0, binary.as_ptr(), binary.len()) });
     // The empty key, as (NULL, 0).
     // SAFETY: (NULL, 0) is the empty key.
-    ok(unsafe { apf_wq_add(q.0, null(), 0) });
+    ok(unsafe { apf_workqueue_add(q.0, null(), 0) });
     let item = q.get_raw(0);
-    assert_eq!(item.result, apf_wq_get_result::APF_WQ_ITEM as u32);
+    assert_eq!(
+        item.result,
+        apf_workqueue_get_result::APF_WORKQUEUE_ITEM as u32
+    );
     // The queue forgets its own copy once done... but our handle holds one:
     // add, get, done of other items must not disturb it.
     let empty = q.try_get().unwrap();
@@ -68,7 +71,7 @@ fn keys_are_bytes_and_stay_valid_until_done() {
 
 #[test]
 fn shutdown_ignores_adds_and_hands_out_what_is_queued() {
-    let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    let q = Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO);
     q.add("a");
     q.add("b");
     let a = q.try_get().unwrap();
@@ -99,7 +102,7 @@ fn shutdown_ignores_adds_and_hands_out_what_is_queued() {
 
 #[test]
 fn shutdown_with_drain_waits_for_processing_items() {
-    let q = Arc::new(Q::new(apf_wq_kind::APF_WQ_FIFO));
+    let q = Arc::new(Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO));
     q.add("a");
     let a = q.try_get().unwrap();
     let drained = Arc::new(AtomicBool::new(false));
@@ -107,7 +110,7 @@ fn shutdown_with_drain_waits_for_processing_items() {
         let (q, drained) = (q.clone(), drained.clone());
         std::thread::spawn(move || {
             // SAFETY: live queue (joined before it is freed).
-            ok(unsafe { apf_wq_shut_down_with_drain(q.0) });
+            ok(unsafe { apf_workqueue_shut_down_with_drain(q.0) });
             drained.store(true, Ordering::SeqCst);
         })
     };
@@ -123,17 +126,17 @@ fn shutdown_with_drain_waits_for_processing_items() {
 #[test]
 fn shutdown_and_free_wake_blocked_getters() {
     for free in [false, true] {
-        let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+        let q = Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO);
         let raw = q.0 as usize;
         let threads: Vec<_> = (0..4)
             .map(|i| {
                 std::thread::spawn(move || {
                     let q = raw as *mut apf_workqueue;
-                    let mut item = std::mem::MaybeUninit::<apf_wq_item>::uninit();
+                    let mut item = std::mem::MaybeUninit::<apf_workqueue_item>::uninit();
                     let timeout = if i % 2 == 0 { u64::MAX } else { 3600 * SECOND };
                     // SAFETY: the queue is live when the call starts; free
                     // may only overlap it while it is blocked.
-                    ok(unsafe { apf_wq_get(q, timeout, item.as_mut_ptr()) });
+                    ok(unsafe { apf_workqueue_get(q, timeout, item.as_mut_ptr()) });
                     // SAFETY: written on APF_OK.
                     unsafe { item.assume_init() }.result
                 })
@@ -155,7 +158,7 @@ fn shutdown_and_free_wake_blocked_getters() {
 
 #[test]
 fn get_times_out_on_real_time_and_leaves_no_trace() {
-    let q = Q::new(apf_wq_kind::APF_WQ_FIFO);
+    let q = Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO);
     assert_eq!(q.get(MS), Err(TIMED_OUT));
     assert_eq!(q.parked(), 0);
     // After a time-out the next item still goes to a getter.
@@ -165,7 +168,7 @@ fn get_times_out_on_real_time_and_leaves_no_trace() {
 
 #[test]
 fn blocked_get_receives_an_item_added_later() {
-    let q = Arc::new(Q::new(apf_wq_kind::APF_WQ_TWO_LANE));
+    let q = Arc::new(Q::new(apf_workqueue_kind::APF_WORKQUEUE_TWO_LANE));
     let t = {
         let q = q.clone();
         std::thread::spawn(move || q.get(u64::MAX).unwrap())
@@ -176,7 +179,7 @@ fn blocked_get_receives_an_item_added_later() {
     assert_eq!(
         q.add_opts(
             "x",
-            apf_wq_add_opts {
+            apf_workqueue_add_options {
                 lane: SLOW,
                 ..plain()
             }

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 #[test]
 fn many_producers_and_consumers_lose_nothing_and_never_share_a_key() {
     for kind in [
-        apf_wq_kind::APF_WQ_FIFO,
-        apf_wq_kind::APF_WQ_TWO_LANE,
-        apf_wq_kind::APF_WQ_PRIORITY,
+        apf_workqueue_kind::APF_WORKQUEUE_FIFO,
+        apf_workqueue_kind::APF_WORKQUEUE_TWO_LANE,
+        apf_workqueue_kind::APF_WORKQUEUE_PRIORITY,
     ] {
         const PRODUCERS: usize = 4;
         const CONSUMERS: usize = 6;
@@ -59,14 +59,14 @@ fn many_producers_and_consumers_lose_nothing_and_never_share_a_key() {
                     for i in 0..ADDS {
                         let key = format!("k{}", (i * PRODUCERS + p) % KEYS);
                         match (kind, i % 3) {
-                            (apf_wq_kind::APF_WQ_TWO_LANE, 1) => ok(q.add_opts(
+                            (apf_workqueue_kind::APF_WORKQUEUE_TWO_LANE, 1) => ok(q.add_opts(
                                 &key,
-                                apf_wq_add_opts {
+                                apf_workqueue_add_options {
                                     lane: SLOW,
                                     ..plain()
                                 },
                             )),
-                            (apf_wq_kind::APF_WQ_PRIORITY, 1) => {
+                            (apf_workqueue_kind::APF_WORKQUEUE_PRIORITY, 1) => {
                                 ok(q.add_opts(&key, prio((i % 5) as i32, 0)))
                             }
                             _ => q.add(&key),
@@ -81,7 +81,7 @@ fn many_producers_and_consumers_lose_nothing_and_never_share_a_key() {
         // Every key was added after the last time any worker took it, so
         // each must be processed at least once more: drain, then check.
         // SAFETY: live queue; workers still run and will call done.
-        ok(unsafe { apf_wq_shut_down_with_drain(q.0) });
+        ok(unsafe { apf_workqueue_shut_down_with_drain(q.0) });
         let mut all = HashSet::new();
         for c in consumers {
             all.extend(c.join().unwrap());
@@ -98,7 +98,7 @@ fn an_add_during_processing_is_processed_after_done_under_contention() {
     // The last add of each key happens while some worker may process it:
     // after the drain, the number of times each key was processed after
     // its last add must be at least one.
-    let q = Arc::new(Q::new(apf_wq_kind::APF_WQ_FIFO));
+    let q = Arc::new(Q::new(apf_workqueue_kind::APF_WORKQUEUE_FIFO));
     let last_add = Arc::new(Mutex::new(std::collections::HashMap::<Vec<u8>, u64>::new()));
     let stamp = Arc::new(AtomicUsize::new(0));
     let seen_after = Arc::new(Mutex::new(HashSet::<Vec<u8>>::new()));
@@ -137,7 +137,7 @@ fn an_add_during_processing_is_processed_after_done_under_contention() {
         q.add(&key);
     }
     // SAFETY: live queue.
-    ok(unsafe { apf_wq_shut_down_with_drain(q.0) });
+    ok(unsafe { apf_workqueue_shut_down_with_drain(q.0) });
     for w in workers {
         w.join().unwrap();
     }

@@ -11,7 +11,7 @@ use std::ptr::{null, null_mut};
 #[path = "text.rs"]
 mod text;
 #[allow(unused_imports)] // take_text: only some binaries read failing texts
-pub use text::{take_text, text_of};
+pub use text::{err, last_error, take_text, text_of};
 
 pub const SECOND: u64 = 1_000_000_000;
 pub const MS: u64 = 1_000_000;
@@ -20,12 +20,6 @@ pub const EXECUTE: u32 = apf_outcome::APF_OUTCOME_EXECUTE as u32;
 pub const QUEUED: u32 = apf_outcome::APF_OUTCOME_QUEUED as u32;
 pub const REJECTED: u32 = apf_outcome::APF_OUTCOME_REJECTED as u32;
 pub const NONE: u32 = apf_reject_reason::APF_REJECT_NONE as u32;
-
-/// The calling thread's last error message.
-pub fn last_error() -> String {
-    // SAFETY: `t` is a writable apf_text.
-    text_of(|t| unsafe { apf_last_error(t) })
-}
 
 // ----- the configuration --------------------------------------------------
 
@@ -132,12 +126,12 @@ unsafe impl Send for D {}
 // SAFETY: as above.
 unsafe impl Sync for D {}
 
-/// `apf_options_default`'s options.
-pub fn default_options() -> apf_options {
+/// `apf_dispatcher_options_default`'s options.
+pub fn default_options() -> apf_dispatcher_options {
     let mut o = std::mem::MaybeUninit::uninit();
     // SAFETY: `o` is writable.
     assert_eq!(
-        unsafe { apf_options_default(o.as_mut_ptr()) },
+        unsafe { apf_dispatcher_options_default(o.as_mut_ptr()) },
         apf_status::APF_OK
     );
     // SAFETY: written on APF_OK.
@@ -146,8 +140,8 @@ pub fn default_options() -> apf_options {
 
 /// The options [`Tiny`] is made for: two seats (one for its level, one for
 /// catch-all) and a wait limit of one second.
-pub fn tiny_options(manual_clock: bool) -> apf_options {
-    apf_options {
+pub fn tiny_options(manual_clock: bool) -> apf_dispatcher_options {
+    apf_dispatcher_options {
         manual_clock,
         server_concurrency_limit: 2,
         wait_limit_ns: SECOND,
@@ -156,28 +150,28 @@ pub fn tiny_options(manual_clock: bool) -> apf_options {
 }
 
 /// A dispatcher of `yaml`, which must load.
-pub fn new_from_config(yaml: &str, options: &apf_options) -> D {
+pub fn new_from_config(yaml: &str, options: &apf_dispatcher_options) -> D {
     let mut d = null_mut();
     // SAFETY: text readable for its length; options and out valid.
     let st = unsafe {
-        apf_dispatcher_new_from_config(yaml.as_ptr().cast(), yaml.len(), options, &mut d)
+        apf_dispatcher_new_from_config(yaml.as_ptr().cast(), yaml.len(), options, &mut d, err())
     };
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
     D(d)
 }
 
 /// A dispatcher of the built-in configuration.
-pub fn builtin(options: &apf_options) -> D {
+pub fn builtin(options: &apf_dispatcher_options) -> D {
     let mut d = null_mut();
     // SAFETY: options readable, out writable.
-    let st = unsafe { apf_dispatcher_new_builtin(options, &mut d) };
+    let st = unsafe { apf_dispatcher_new_builtin(options, &mut d, err()) };
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
     D(d)
 }
 
 pub fn reconfigure(d: &D, yaml: &str) -> apf_status {
     // SAFETY: live dispatcher, text readable for its length.
-    unsafe { apf_dispatcher_reconfigure(d.0, yaml.as_ptr().cast(), yaml.len()) }
+    unsafe { apf_dispatcher_reconfigure(d.0, yaml.as_ptr().cast(), yaml.len(), err()) }
 }
 
 pub fn advance(d: &D, nanos: u64) {

@@ -56,14 +56,7 @@ impl Core {
             "tallied executing"
         );
         debug_assert_eq!(sum(|t| t.seats_in_use), self.seats.in_use, "tallied seats");
-        if let Some(water) = &self.water {
-            for (i, q) in self.queues.iter().enumerate() {
-                let demand = q
-                    .is_active()
-                    .then(|| water.key(u64::from(q.seats_in_use) + q.waiting_seats));
-                debug_assert_eq!(water.demand_of(i), demand, "queue {i}: indexed demand");
-            }
-        }
+        self.check_order_invariants();
         self.check_flow_invariants();
     }
 

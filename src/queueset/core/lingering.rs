@@ -24,6 +24,9 @@ pub(crate) struct Lingering {
     pub(crate) queue: u32,
     pub(crate) tag: u32,
     pub(crate) seats: u32,
+    /// The flow of the request that left them, if a flow policy admitted
+    /// it (they count in its state until they are free).
+    pub(crate) flow: Option<u64>,
     /// Seats held for this flow's next request (the flow policy's
     /// anticipation, see `flows`), rather than for an additional latency.
     pub(crate) for_flow: Option<u64>,
@@ -60,6 +63,7 @@ impl LingeringSeats {
         queue: u32,
         tag: u32,
         seats: u32,
+        flow: Option<u64>,
         for_flow: Option<u64>,
     ) {
         self.seq += 1;
@@ -71,6 +75,7 @@ impl LingeringSeats {
             queue,
             tag,
             seats,
+            flow,
             for_flow,
         }));
     }

@@ -65,6 +65,9 @@ impl Core {
                 ..*before
             };
             let refunded = before.charged_seats() - after.charged_seats();
+            if let Some(flow) = before.flow {
+                self.order_release_early(flow, refunded, seats, before.start, now);
+            }
             if refunded > 0 {
                 let g = self.cfg.service_time_guess;
                 let actual = now.saturating_since(before.start);

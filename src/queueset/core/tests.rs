@@ -188,7 +188,7 @@ fn run(fairness: Fairness, queues: u32, limit: u32, steps: &[Step]) -> Result<()
                         let (a, b) = (slot(), slot());
                         for (core, slot) in [(&mut two_step, &a), (&mut fused, &b)] {
                             core.sync(at);
-                            core.enqueue(q, slot.clone(), estimate, at, at);
+                            core.enqueue(q, flow.unwrap_or(0), slot.clone(), estimate, at, at);
                         }
                         waiters.push((a, b));
                     }

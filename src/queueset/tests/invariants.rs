@@ -25,6 +25,7 @@ fn core_with_waiter() -> Core {
     let estimate = WorkEstimate::new(1, 0, Duration::ZERO);
     core.enqueue(
         0,
+        7,
         Arc::new(WaitSlot::new(1, 0, None, 0)),
         estimate,
         Instant::ZERO,
