@@ -1,0 +1,526 @@
+#![cfg(not(loom))]
+//! The measurement harness of issue 22's fairness goals: one scenario per
+//! class of the issue's "Measured" table (many flows over few queues,
+//! hundreds of heavy and light flows, shared queues with a small hand, one-
+//! vs three-seat, mixed widths and service times, wide vs narrow vs short,
+//! bursts, a flow returning from idle), each run on the manual clock under
+//! the three policies through the queueset and the reference model (which
+//! must agree event for event, `support/sim.rs`). Each flow's average
+//! seats held over the scenario's window is compared with its max-min
+//! fair share, computed independently of the code under test by water
+//! filling on the flows' demands (`support/measure.rs`: `fair_alloc`); a
+//! scenario's score is the worst relative error over its flows. Also:
+//! watch-like requests that give their seats back early, and a
+//! reconfiguration mid-run (limit, queues and hand size).
+//!
+//! `cargo test --release --test queueset fairness_goals:: -- --ignored --nocapture`
+//! prints the table (docs/flow-fairness.md, "Measured against issue 22's
+//! goals"), with the order before issue 22 (the reference model's
+//! `WaitingOrder::Queues`) beside today's. Each scenario carries its goal
+//! (5%, 10% where widths differ); with its `enforce` set,
+//! `enforced_scenarios_meet_their_goals`, which runs in the test command,
+//! asserts it under `flow` and `flow-maxmin`, and `flow-maxmin` no more
+//! than a tenth of a point worse than `flow`. Every scenario is enforced.
+
+use crate::measure;
+use crate::sim;
+
+use apf::queueset::reference::WaitingOrder;
+use apf::queueset::{Fairness, QueueSetConfig};
+use measure::*;
+use sim::*;
+
+/// One scenario of the harness.
+struct Scenario {
+    name: &'static str,
+    /// Limit, queues, hand size (queue length limit 50, G 3 ms, wait
+    /// limit 60 s: `sim::config`).
+    cfg: QueueSetConfig,
+    clients: Vec<Client>,
+    /// The flow each client belongs to (clients of a flow share its hash).
+    flow_of: Vec<usize>,
+    /// The measured window `[from, to)`, nanoseconds; the run ends at `to`.
+    window: (u64, u64),
+    /// The largest relative error of any flow from its max-min share that
+    /// issue 22 allows (5%, 10% where widths differ).
+    goal: f64,
+    /// Assert the goal under `flow` and `flow-maxmin` in the test command.
+    enforce: bool,
+    /// A reconfiguration during the run: when, and the new limit, queues
+    /// and hand size (the window then measures after it).
+    then: Option<(u64, u32, u32, u32)>,
+}
+
+/// What a scenario measured under one policy.
+struct Measured {
+    /// Each flow's average executing seats over the window.
+    seats: Vec<f64>,
+    /// The worst relative error from the max-min shares.
+    error: f64,
+    /// The flow with that error.
+    worst: usize,
+}
+
+impl Scenario {
+    fn flows(&self) -> usize {
+        self.flow_of.iter().max().map_or(0, |&f| f + 1)
+    }
+
+    /// Each flow's demand over the window, in seats: the sum of Kubernetes'
+    /// demand formula over its clients that run the whole window (started
+    /// by its beginning, with no limit on their calls).
+    fn demands(&self) -> Vec<f64> {
+        let mut demand = vec![0.0; self.flows()];
+        for (c, &f) in self.clients.iter().zip(&self.flow_of) {
+            if c.start <= self.window.0 && c.calls == u32::MAX {
+                demand[f] += c.demand();
+            }
+        }
+        demand
+    }
+
+    /// The max-min fair shares of the flows over the window (at the limit
+    /// in force then).
+    fn fair(&self) -> Vec<f64> {
+        let limit = self.then.map_or(self.cfg.concurrency_limit, |t| t.1);
+        fair_alloc(&self.demands(), limit as f64)
+    }
+
+    fn run(&self, fairness: Fairness) -> Measured {
+        self.measure(fairness, None)
+    }
+
+    /// Under the order before issue 22 (queues first come first served,
+    /// least virtual finish among queues), which only the reference model
+    /// keeps.
+    fn run_before(&self, fairness: Fairness) -> Measured {
+        self.measure(fairness, Some(WaitingOrder::Queues))
+    }
+
+    /// `order`: None runs the queueset and the reference (which must
+    /// agree); Some runs the reference alone under that order.
+    fn measure(&self, fairness: Fairness, order: Option<WaitingOrder>) -> Measured {
+        let cfg = QueueSetConfig {
+            fairness,
+            ..self.cfg.clone()
+        };
+        let (from, to) = self.window;
+        let mut opts = RunOptions::until(to);
+        if let Some((at, limit, queues, hand_size)) = self.then {
+            let next = QueueSetConfig {
+                concurrency_limit: limit,
+                queues,
+                hand_size,
+                ..cfg.clone()
+            };
+            opts.reconfigure.push((at, next));
+        }
+        let trace = match order {
+            None => simulate_with(&cfg, &self.clients, &opts),
+            Some(order) => simulate_reference(&cfg, &self.clients, &opts, order),
+        };
+        no_refusals(&trace);
+        let per_client = held_seats(&trace, self.clients.len(), from, to);
+        let mut seats = vec![0.0; self.flows()];
+        for (s, &f) in per_client.iter().zip(&self.flow_of) {
+            seats[f] += s;
+        }
+        let fair = self.fair();
+        let (worst, error) = seats
+            .iter()
+            .zip(&fair)
+            .map(|(g, f)| (g - f).abs() / f)
+            .enumerate()
+            .fold(
+                (0, 0.0),
+                |best, (i, e)| if e > best.1 { (i, e) } else { best },
+            );
+        Measured {
+            seats,
+            error,
+            worst,
+        }
+    }
+}
+
+/// Flow hashes for `n` flows: a fixed sequence, so every run deals the same
+/// hands (scenarios whose flows must share queues rely on hashes landing
+/// where they land, not on a search).
+fn hashes(n: usize) -> Vec<u64> {
+    (1..=n as u64)
+        .map(|i| {
+            // splitmix64's finaliser: well spread, fixed.
+            let mut z = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        })
+        .collect()
+}
+
+/// One client per flow: (clients, flow of each).
+fn one_each(clients: Vec<Client>) -> (Vec<Client>, Vec<usize>) {
+    let n = clients.len();
+    (clients, (0..n).collect())
+}
+
+/// Every scenario, in the table's order.
+fn scenarios() -> Vec<Scenario> {
+    let mut out = Vec::new();
+    let half = |horizon: u64| (horizon / 2, horizon);
+
+    // Baselines that today's `flow` already meets (tests/queueset/flow_fairness.rs).
+    let f = disjoint_flows(64, 6, 2);
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 16, SEC, 0),
+        Client::new(f[1], 1, SEC, 0),
+    ]);
+    out.push(Scenario {
+        name: "elephant (16 threads) vs mouse (1); limit 4, 64 queues, hand 6",
+        cfg: config(4, 64, 6, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 16, SEC, 0),
+        Client::new(f[1], 2, SEC / 10, 0),
+    ]);
+    out.push(Scenario {
+        name: "long (16 × 1 s) vs short (2 × 0.1 s); limit 4, 64 queues, hand 6",
+        cfg: config(4, 64, 6, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // Many flows over few queues: 60 light flows (0.1 seat each) and 60
+    // four times as busy (0.4) over 8 queues; max-min: 0.1 and 0.3.
+    let h = hashes(120);
+    let (clients, flow_of) = one_each(
+        (0..120)
+            .map(|i| {
+                let think = if i % 2 == 0 { 9 * SEC } else { 3 * SEC / 2 };
+                Client::new(h[i], 1, SEC, think as i64)
+            })
+            .collect(),
+    );
+    out.push(Scenario {
+        name: "120 flows over 8 queues (hand 2), half 4× as busy; limit 24",
+        cfg: config(24, 8, 2, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // Hundreds of flows: 20 heavy (4 threads, no think) and 180 light
+    // (0.1 seat) over 64 queues, hand 8; max-min: 1.1 and 0.1.
+    let h = hashes(200);
+    let (clients, flow_of) = one_each(
+        (0..200)
+            .map(|i| {
+                if i % 10 == 0 {
+                    Client::new(h[i], 4, SEC, 0)
+                } else {
+                    Client::new(h[i], 1, SEC / 2, (9 * SEC / 2) as i64)
+                }
+            })
+            .collect(),
+    );
+    out.push(Scenario {
+        name: "20 heavy + 180 light flows over 64 queues (hand 8); limit 40",
+        cfg: config(40, 64, 8, 50),
+        clients,
+        flow_of,
+        window: half(40 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // Shared queues, small hand: 5 flows of 3 threads over 4 queues,
+    // hand 2; max-min: 1 each.
+    let h = hashes(5);
+    let (clients, flow_of) = one_each(h.iter().map(|&h| Client::new(h, 3, SEC, 0)).collect());
+    out.push(Scenario {
+        name: "5 flows over 4 queues (hand 2), 3 threads each; limit 5",
+        cfg: config(5, 4, 2, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // One-seat vs three-seat requests; max-min: 3 and 3.
+    let f = disjoint_flows(64, 6, 4);
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 8, SEC, 0),
+        Client::new(f[1], 4, SEC, 0).width(3),
+    ]);
+    out.push(Scenario {
+        name: "one-seat (8 threads) vs three-seat (4 threads); limit 6",
+        cfg: config(6, 64, 6, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.10,
+        enforce: true,
+        then: None,
+    });
+
+    // Mixed widths and service times, and a polite flow (0.5 seat);
+    // max-min: 19/6 for each of the three busy flows, 0.5 for the polite.
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 8, SEC / 20, 0),
+        Client::new(f[1], 4, 2 * SEC, 0).width(4),
+        Client::new(f[2], 4, SEC / 2, 0).width(2),
+        Client::new(f[3], 1, SEC, SEC as i64),
+    ]);
+    out.push(Scenario {
+        name: "mixed: 1 seat × 0.05 s, 4 × 2 s, 2 × 0.5 s, polite 0.5; limit 10",
+        cfg: config(10, 64, 6, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.10,
+        enforce: true,
+        then: None,
+    });
+
+    // Wide vs narrow vs short; max-min: 2 each.
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 4, SEC, 0).width(4),
+        Client::new(f[1], 8, SEC, 0),
+        Client::new(f[2], 8, SEC / 10, 0),
+    ]);
+    out.push(Scenario {
+        name: "4-seat vs 1-seat vs short (0.1 s) 1-seat; limit 6",
+        cfg: config(6, 64, 6, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.10,
+        enforce: true,
+        then: None,
+    });
+
+    // Bursts: 4 threads of 1 s requests calling together every 4 s (1 seat
+    // on average) beside a one-thread mouse and a flood of 16; max-min: 2,
+    // 1 and 1.
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 16, SEC, 0),
+        Client::new(f[1], 1, SEC, 0),
+        Client::new(f[2], 4, SEC, 3 * SEC as i64),
+    ]);
+    out.push(Scenario {
+        name: "bursts of 4 × 1 s every 4 s vs a mouse and a flood of 16; limit 4",
+        cfg: config(4, 64, 6, 50),
+        clients,
+        flow_of,
+        window: (30 * SEC, 90 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // Idle and return: flow 1 (4 threads) makes 20 calls a thread, is idle
+    // until 60 s, then returns; the 5 s after its return are measured
+    // against a flood of 16; max-min: 2 and 2.
+    out.push(Scenario {
+        name: "a flow idle from ~40 s returns at 60 s (5 s after) vs a flood; limit 4",
+        cfg: config(4, 64, 6, 50),
+        clients: vec![
+            Client::new(f[0], 16, SEC, 0),
+            Client::new(f[1], 4, SEC, 0).calls(20),
+            Client::new(f[1], 4, SEC, 0).starting_at(60 * SEC),
+        ],
+        flow_of: vec![0, 1, 1],
+        window: (60 * SEC, 65 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // Idle and return after using less than its share: flow 1 is polite
+    // (1 thread, 1 s requests 1 s apart) for 15 calls, idle until 40 s,
+    // then returns with 4 threads; the 5 s after its return are measured
+    // against a flood of 16; max-min: 2 and 2.
+    out.push(Scenario {
+        name: "a polite flow idle from ~30 s returns at 40 s with 4 threads (5 s after) vs a flood; limit 4",
+        cfg: config(4, 64, 6, 50),
+        clients: vec![
+            Client::new(f[0], 16, SEC, 0),
+            Client::new(f[1], 1, SEC, SEC as i64).calls(15),
+            Client::new(f[1], 4, SEC, 0).starting_at(40 * SEC),
+        ],
+        flow_of: vec![0, 1, 1],
+        window: (40 * SEC, 45 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // Watch-like early release: 8 threads of 2 s requests that give their
+    // seat back after 0.5 s (demand 2) beside a flood of 16 and a mouse;
+    // max-min at limit 4: 1.5, 1.5 and 1 (seats held, not time executing).
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 8, 2 * SEC, 0).release_early(SEC / 2),
+        Client::new(f[1], 16, SEC, 0),
+        Client::new(f[2], 1, SEC, 0),
+    ]);
+    out.push(Scenario {
+        name: "watch-like (8 × 2 s, seat given back after 0.5 s) vs a flood and a mouse; limit 4",
+        cfg: config(4, 64, 6, 50),
+        clients,
+        flow_of,
+        window: half(60 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+    });
+
+    // Reconfiguration mid-run: limit 4 -> 6, 64 queues -> 2, hand 6 -> 1
+    // at 30 s (two of the flows now share a queue); measured from 35 s against
+    // the new limit: a flood, 3 threads and a mouse get 2.5, 2.5 and 1.
+    let (clients, flow_of) = one_each(vec![
+        Client::new(f[0], 16, SEC, 0),
+        Client::new(f[1], 3, SEC, 0),
+        Client::new(f[2], 1, SEC, 0),
+    ]);
+    out.push(Scenario {
+        name: "reconfigured at 30 s (limit 4 -> 6, 64 queues -> 2, hand 6 -> 1): flood, 3 threads, mouse",
+        cfg: config(4, 64, 6, 50),
+        clients,
+        flow_of,
+        window: (35 * SEC, 65 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: Some((30 * SEC, 6, 2, 1)),
+    });
+    out
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+/// The table of `cargo test --release --test queueset fairness_goals:: -- --ignored
+/// --nocapture`: per scenario, the worst relative error under each policy
+/// (and, under `flow` and `flow-maxmin`, the flow with it, by its index in
+/// the scenario: its seats and its max-min share), before issue 22's order
+/// (reference model) and now (queueset and reference model agreeing).
+#[test]
+#[ignore = "measurement: prints the table of docs/flow-fairness.md"]
+fn measured_today() {
+    eprintln!("| scenario | goal | Kubernetes | `flow` before | `flow-maxmin` before | `flow` | `flow-maxmin` |");
+    eprintln!("| --- | --- | --- | --- | --- | --- | --- |");
+    for s in scenarios() {
+        let fair = s.fair();
+        let [kube, flow, max_min] = Fairness::ALL.map(|p| s.run(p));
+        let flow_before = s.run_before(Fairness::Flow);
+        let max_min_before = s.run_before(Fairness::FlowMaxMin);
+        let detail = |m: &Measured| {
+            let cell = format!(
+                "{} (flow {}: {:.2} of {:.2})",
+                pct(m.error),
+                m.worst,
+                m.seats[m.worst],
+                fair[m.worst]
+            );
+            if m.error > s.goal {
+                format!("**{cell}**")
+            } else {
+                cell
+            }
+        };
+        eprintln!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            s.name,
+            pct(s.goal),
+            pct(kube.error),
+            detail(&flow_before),
+            detail(&max_min_before),
+            detail(&flow),
+            detail(&max_min)
+        );
+    }
+}
+
+/// How much worse than `flow` `flow-maxmin` may be on a scenario: a tenth
+/// of a point (mixed widths: 1.1% against 1.0%, both 3.13 of 3.17 seats).
+const MAX_MIN_SLACK: f64 = 0.001;
+
+/// The switch: every scenario whose `enforce` is set must meet its goal
+/// under `flow` and `flow-maxmin`, and `flow-maxmin` be no worse than
+/// `flow` beyond `MAX_MIN_SLACK`.
+#[test]
+fn enforced_scenarios_meet_their_goals() {
+    for s in scenarios().into_iter().filter(|s| s.enforce) {
+        let [flow, max_min] = [Fairness::Flow, Fairness::FlowMaxMin].map(|policy| {
+            let m = s.run(policy);
+            assert!(
+                m.error <= s.goal,
+                "{} under {}: flow {} got {:.3} seats, max-min {:.3} ({} off, goal {})",
+                s.name,
+                policy.as_str(),
+                m.worst,
+                m.seats[m.worst],
+                s.fair()[m.worst],
+                pct(m.error),
+                pct(s.goal)
+            );
+            m
+        });
+        assert!(
+            max_min.error <= flow.error + MAX_MIN_SLACK,
+            "{}: flow-maxmin {} off, flow {}",
+            s.name,
+            pct(max_min.error),
+            pct(flow.error)
+        );
+    }
+}
+
+/// The shares the scenarios are judged against, worked by hand: the
+/// harness's max-min is what the scenarios' comments claim.
+#[test]
+fn the_max_min_shares_are_the_ones_worked_by_hand() {
+    let close = |got: &[f64], want: &[f64]| {
+        got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-9)
+    };
+    let by_name = |part: &str| {
+        scenarios()
+            .into_iter()
+            .find(|s| s.name.contains(part))
+            .unwrap_or_else(|| panic!("no scenario {part}"))
+    };
+    let fair = by_name("half 4×").fair();
+    assert!(close(&fair[..2], &[0.1, 0.3]), "{:?}", &fair[..2]);
+    let fair = by_name("180 light").fair();
+    assert!(close(&fair[..2], &[1.1, 0.1]), "{:?}", &fair[..2]);
+    assert!(close(&by_name("5 flows").fair(), &[1.0; 5]));
+    assert!(close(&by_name("three-seat").fair(), &[3.0, 3.0]));
+    let busy = 9.5 / 3.0;
+    assert!(close(&by_name("mixed").fair(), &[busy, busy, busy, 0.5]));
+    assert!(close(&by_name("4-seat").fair(), &[2.0, 2.0, 2.0]));
+    assert!(close(&by_name("bursts").fair(), &[2.0, 1.0, 1.0]));
+    assert!(close(&by_name("a flow idle").fair(), &[2.0, 2.0]));
+    assert!(close(&by_name("a polite flow idle").fair(), &[2.0, 2.0]));
+    assert!(close(&by_name("watch-like").fair(), &[1.5, 1.5, 1.0]));
+    assert!(close(&by_name("reconfigured").fair(), &[2.5, 2.5, 1.0]));
+    // Water filling itself: a demand under the level keeps its demand, the
+    // rest share what is left equally.
+    assert!(close(&fair_alloc(&[1.0, 5.0, 5.0], 7.0), &[1.0, 3.0, 3.0]));
+    assert!(close(&fair_alloc(&[0.5, 0.5], 4.0), &[0.5, 0.5]));
+}
