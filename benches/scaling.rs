@@ -310,7 +310,7 @@ fn check_one_level(d: &Dispatcher, digests: &[RequestDigest<'_>]) {
         .map(|digest| {
             let decision = d.start_request(digest, one_seat(), None);
             assert!(matches!(decision.outcome, Outcome::Execute(_)));
-            Arc::as_ptr(&decision.priority_level) as usize
+            Arc::as_ptr(decision.priority_level.arc()) as usize
         })
         .collect();
     assert_eq!(levels.len(), 1, "the 16 users share one level");

@@ -3,7 +3,7 @@
 # `promtool check rules` (syntax, PromQL) and `promtool test rules` (each
 # alert fires on libapf's series and stays quiet on a healthy level). The
 # dashboard's and rules' metric names are checked against a real
-# exposition by `cargo test --test deploy_assets`.
+# exposition by `cargo test --test end_to_end deploy_assets::`.
 # Installs promtool (Debian package prometheus) when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

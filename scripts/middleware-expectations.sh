@@ -10,7 +10,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 echo "== tower"
-cargo test -q --features tower --test middleware_expectations
+cargo test -q --features tower --test end_to_end middleware_expectations::
 
 lib="$root/target/release/libapf.so"
 if [ ! -f "$lib" ]; then

@@ -1,16 +1,14 @@
 #!/usr/bin/env bash
-# Runs the shuttle tests (tests/shuttle_*.rs): randomised schedules of many
-# threads over the queueset, under --cfg shuttle (src/sync.rs swaps in
-# shuttle's types), in a target directory of their own. SHUTTLE_ITERATIONS
-# schedules per test (default 3000: about 6 s of schedules on 2 cores, after the build); set it
-# higher for a longer search, e.g. SHUTTLE_ITERATIONS=200000.
+# Runs the shuttle tests: the library's #[cfg(all(test, shuttle))]
+# `shuttle_tests` modules (src/queueset/shuttle_tests/), randomised
+# schedules of many threads over the queueset, under --cfg shuttle
+# (src/sync.rs swaps in shuttle's types), in a target directory of their
+# own. SHUTTLE_ITERATIONS schedules per test (default 3000: about 6 s of
+# schedules on 2 cores, after the build); set it higher for a longer search,
+# e.g. SHUTTLE_ITERATIONS=200000.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTFLAGS="--cfg shuttle -C debug-assertions"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/shuttle"
 export SHUTTLE_ITERATIONS="${SHUTTLE_ITERATIONS:-3000}"
-tests=()
-for f in tests/shuttle_*.rs; do
-  [ -e "$f" ] && tests+=(--test "$(basename "$f" .rs)")
-done
-cargo test -p apf --release --no-default-features "${tests[@]}" -- --test-threads=2 "$@"
+cargo test -p apf --release --no-default-features --lib shuttle_tests -- --test-threads=2 "$@"

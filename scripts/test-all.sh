@@ -38,11 +38,11 @@ cargo publish --dry-run -p apf -p apf-cli --allow-dirty --quiet
 
 step "tower layer: unit tests, the loopback load test, and the adaptive limit's real-server check"
 cargo test --features tower --lib tower::
-cargo test --features tower --test tower_load
+cargo test --features tower --test end_to_end tower_load::
 # ~7 s: a backend that slows past K in flight, behind a fixed limit 2x too
 # high and behind the adaptive limit (the Go middleware's twin runs in
 # bindings/go/run-tests.sh).
-cargo test --features tower --test adaptive_tower
+cargo test --features tower --test end_to_end adaptive_tower::
 cargo test --doc --features tower tower
 
 step "loom models"
@@ -51,7 +51,7 @@ scripts/loom.sh
 step "shuttle: randomised schedules of the queueset"
 scripts/shuttle.sh
 
-step "ThreadSanitizer: the real-thread soak (tests/soak.rs)"
+step "ThreadSanitizer: the real-thread soak (tests/end_to_end/soak.rs)"
 scripts/tsan.sh
 
 step "fuzz targets (short differential runs)"

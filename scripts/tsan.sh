@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the real-thread soak (tests/soak.rs) under ThreadSanitizer: nightly
+# Runs the real-thread soak (tests/end_to_end/soak.rs) under ThreadSanitizer: nightly
 # Rust, std rebuilt with the sanitizer, a target directory of its own.
 # TSAN_OPTIONS=halt_on_error=1 fails on the first report. SOAK_SECONDS sets
 # each soak's length (default 3 here: TSan slows the threads ~5-15x).
@@ -16,4 +16,4 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}/tsan"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 export SOAK_SECONDS="${SOAK_SECONDS:-3}"
 cargo +nightly test -p apf -Zbuild-std --target "$target" --no-default-features \
-  --test soak -- --test-threads=1 "$@"
+  --test end_to_end soak:: -- --test-threads=1 "$@"

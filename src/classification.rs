@@ -50,7 +50,7 @@ use sha2::{Digest, Sha256};
 use crate::config::{
     DistinguisherMethod, ValidConfig, ValidFlowSchema, ValidPriorityLevel, NAME_CATCH_ALL,
 };
-use matchers::{CompiledSchema, SubjectTables};
+use matchers::{Candidates, CompiledSchema, SubjectTables};
 
 /// What a request is, as far as classification cares. Every field borrows
 /// from the caller; empty strings stand for "none".
@@ -147,6 +147,9 @@ pub struct Classifier {
     tables: SubjectTables,
     /// In matching order; schemas that dangle are left out.
     compiled: Box<[CompiledSchema]>,
+    /// The schemas a request's subjects can match, by subject bit (at
+    /// most 64 compiled schemas; otherwise every prefilter is tested).
+    candidates: Option<Candidates>,
     catch_all: usize,
 }
 
@@ -157,7 +160,7 @@ impl Classifier {
         let levels: Box<[LevelInfo]> = config.priority_levels().iter().map(level_info).collect();
         let schemas: Box<[SchemaInfo]> = config.flow_schemas().iter().map(schema_info).collect();
         let mut tables = SubjectTables::default();
-        let compiled = config
+        let compiled: Box<[CompiledSchema]> = config
             .flow_schemas()
             .iter()
             .enumerate()
@@ -177,11 +180,13 @@ impl Classifier {
             .iter()
             .position(|s| s.name == NAME_CATCH_ALL && s.level.is_some())
             .unwrap_or(0);
+        let candidates = Candidates::new(&compiled);
         Classifier {
             schemas,
             levels,
             tables,
             compiled,
+            candidates,
             catch_all,
         }
     }
@@ -223,11 +228,26 @@ impl Classifier {
     ) -> (Classification<'c, 'r>, Option<&'c CompiledSchema>) {
         let key = self.tables.key(digest.user, digest.groups);
         let is_resource = digest.is_resource_request;
-        let (compiled, fallback) = match self
-            .compiled
-            .iter()
-            .find(|s| s.prefilter.passes(&key, is_resource) && s.matches(&key, digest))
-        {
+        let first = match &self.candidates {
+            Some(candidates) => {
+                let mut first = None;
+                let mut mask = candidates.of(&key, is_resource);
+                while mask != 0 {
+                    let s = &self.compiled[mask.trailing_zeros() as usize];
+                    if s.matches(&key, digest) {
+                        first = Some(s);
+                        break;
+                    }
+                    mask &= mask - 1;
+                }
+                first
+            }
+            None => self
+                .compiled
+                .iter()
+                .find(|s| s.prefilter.passes(&key, is_resource) && s.matches(&key, digest)),
+        };
+        let (compiled, fallback) = match first {
             Some(s) => (Some(s), false),
             None => (
                 self.compiled.iter().find(|s| s.index == self.catch_all),
@@ -306,5 +326,5 @@ fn schema_info(schema: &ValidFlowSchema) -> SchemaInfo {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;

@@ -18,10 +18,10 @@ use crate::config::{
     ValidPriorityLevel,
 };
 use crate::cost::{CostEstimator, CostKey};
-use crate::level::{Learn, Level, Schema, WaitingNote};
+use crate::level::{Learn, Lease, Leases, Level, Schema, WaitingNote};
 use crate::queueset::QueueSetConfig;
 use crate::stats::{tag_for_verb, ReadWriteHandle};
-use crate::sync::{lock, Arc, ArcCell, AtomicU64, Mutex, Ordering};
+use crate::sync::{lock, thread_index, Arc, ArcCell, AtomicU64, Mutex, Ordering};
 use crate::work_estimate::{level_max_seats, WorkEstimate};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -117,10 +117,11 @@ impl From<BorrowingConfigError> for DispatcherError {
 pub struct Decision {
     /// Execute now, wait, or rejected.
     pub outcome: Outcome,
-    /// The flow schema the request matched.
-    pub flow_schema: Arc<Schema>,
+    /// The flow schema the request matched (a [`Lease`]: holding it
+    /// writes no reference count that other cores write).
+    pub flow_schema: Lease<Schema>,
     /// The priority level it was sent to.
-    pub priority_level: Arc<Level>,
+    pub priority_level: Lease<Level>,
     /// The flow's 64-bit hash (Kubernetes' `hashFlowID` of the schema name and
     /// flow distinguisher), which picks the request's hand of queues.
     pub flow_hash: u64,
@@ -131,6 +132,11 @@ struct Snapshot {
     classifier: Classifier,
     levels: Vec<Arc<Level>>,
     schemas: Vec<Arc<Schema>>,
+    /// Per level and per schema, in the same order, the references a
+    /// request takes: one per shard, so that a request writes no
+    /// reference count that every core writes (src/level/lease.rs).
+    level_leases: Vec<Leases<Level>>,
+    schema_leases: Vec<Leases<Schema>>,
 }
 
 /// The APF controller. See the module documentation.
@@ -269,11 +275,14 @@ impl Dispatcher {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
     ) -> Decision {
+        // The snapshot is read without a shared write (arc-swap), and the
+        // request's references are its shard's leases.
         let (level, schema, flow_hash, distinguisher) = self.snapshot.with(|snap| {
             let c = snap.classifier.classify(digest);
+            let thread = thread_index();
             (
-                snap.levels[c.level_index].clone(),
-                snap.schemas[c.schema_index].clone(),
+                snap.level_leases[c.level_index].of_thread(thread).clone(),
+                snap.schema_leases[c.schema_index].of_thread(thread).clone(),
                 c.flow_hash,
                 c.flow_distinguisher,
             )
@@ -283,7 +292,7 @@ impl Dispatcher {
         let note = || WaitingNote::new(distinguisher, digest);
         let (estimate, learn) = self.learned(&schema, digest, estimate);
         let tag = tag_for_verb(schema.id, digest.verb);
-        let admitted = Level::admit(&level, tag, flow_hash, estimate, deadline, note);
+        let admitted = Level::admit_leased(level.clone(), tag, flow_hash, estimate, deadline, note);
         let outcome = admitted.learning(learn);
         Decision {
             outcome,
@@ -594,7 +603,7 @@ impl Snapshot {
     /// `ids` holds the schema ids by name; new names get free ids.
     fn new(config: ValidConfig, levels: Vec<Arc<Level>>, ids: &mut SchemaIds) -> Snapshot {
         let classifier = Classifier::new(&config);
-        let schemas = config
+        let schemas: Vec<Arc<Schema>> = config
             .flow_schemas()
             .iter()
             .map(|fs| {
@@ -606,11 +615,15 @@ impl Snapshot {
                 })
             })
             .collect();
+        let level_leases = levels.iter().map(Leases::new).collect();
+        let schema_leases = schemas.iter().map(Leases::new).collect();
         Snapshot {
             config,
             classifier,
             levels,
             schemas,
+            level_leases,
+            schema_leases,
         }
     }
 }

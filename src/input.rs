@@ -215,7 +215,7 @@ impl<'de> Visitor<'de> for Counted<'_> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -28,7 +28,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+mod lease;
 mod shared;
+pub use lease::Lease;
+pub(crate) use lease::Leases;
 // For the C API crate (capi/): not part of the Rust API.
 #[doc(hidden)]
 pub use shared::SharedRequest;
@@ -373,10 +376,33 @@ impl Level {
     /// tallied under `tag` (its flow schema's id, with the
     /// [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) bit for
     /// a read-only request). `note` is taken only if the request has to wait.
+    /// The outcome clones the level's shared `Arc` (see
+    /// [`Level::admit_leased`] for a reference of the thread's shard).
     // For the C API crate (capi/): not part of the Rust API.
     #[doc(hidden)]
     pub fn admit(
         level: &Arc<Level>,
+        tag: u32,
+        flow_hash: u64,
+        estimate: WorkEstimate,
+        deadline: Option<Instant>,
+        note: impl FnOnce() -> WaitingNote,
+    ) -> Outcome {
+        Level::admit_leased(
+            Lease::shared(level.clone()),
+            tag,
+            flow_hash,
+            estimate,
+            deadline,
+            note,
+        )
+    }
+
+    /// [`Level::admit`], the outcome keeping `level` (a [`Lease`]: the
+    /// dispatcher's are per shard, so holding one writes no reference
+    /// count that other cores write). Dropped on a rejection.
+    pub(crate) fn admit_leased(
+        level: Lease<Level>,
         tag: u32,
         flow_hash: u64,
         estimate: WorkEstimate,
@@ -392,7 +418,7 @@ impl Level {
                 let start = level.clock.now();
                 e.started(tag, start, seats);
                 Outcome::Execute(RequestGuard {
-                    level: level.clone(),
+                    level,
                     learn: None,
                     exec: Some(LevelExecution::Exempt { seats, start, tag }),
                 })
@@ -405,7 +431,7 @@ impl Level {
                 };
                 match qs.admit_tagged(&request, tag) {
                     RawAdmission::Execute(exec) => Outcome::Execute(RequestGuard {
-                        level: level.clone(),
+                        level,
                         learn: None,
                         exec: Some(LevelExecution::Queued(exec)),
                     }),
@@ -413,7 +439,7 @@ impl Level {
                         let note = note();
                         lock(&level.notes).insert(waiting.id(), note);
                         Outcome::Queued(RequestTicket {
-                            level: level.clone(),
+                            level,
                             learn: None,
                             waiting: Some(waiting),
                         })
@@ -519,7 +545,7 @@ impl std::error::Error for CostError {}
 // For the C API crate (capi/): not part of the Rust API.
 #[doc(hidden)]
 pub struct LevelRelease {
-    level: Arc<Level>,
+    level: Lease<Level>,
     kind: ReleaseKind,
 }
 
@@ -600,7 +626,7 @@ enum LevelExecution {
 /// handler cannot leak seats); [`RequestGuard::finish_at`] gives the end.
 #[must_use = "dropping the guard finishes the request at once"]
 pub struct RequestGuard {
-    level: Arc<Level>,
+    level: Lease<Level>,
     /// Where the cost reported at the finish is learned, if its flow
     /// schema learns (`apf.libapf.io/cost: learned`).
     learn: Option<Learn>,
@@ -668,6 +694,25 @@ impl RequestGuard {
     /// Finish now.
     pub fn finish(self) {}
 
+    /// The name of the level it holds (the lease model's checks).
+    #[cfg(all(test, loom))]
+    pub(crate) fn level_name(&self) -> &str {
+        &self.level.name
+    }
+
+    /// The seats in use at the level it holds (the lease model's checks).
+    #[cfg(all(test, loom))]
+    pub(crate) fn level_seats(&self) -> u64 {
+        self.level.seats_in_use()
+    }
+
+    /// The lease model's broken protocol: the request lets go of its own
+    /// lease and takes the one of the configuration in force.
+    #[cfg(all(test, loom))]
+    pub(crate) fn find_level_again(&mut self, level: Lease<Level>) {
+        self.level = level;
+    }
+
     /// Finish now, reporting what the request really cost, in seats (e.g.
     /// CPU time over the execution time, or objects processed over the
     /// objects one seat is worth). If its flow schema learns
@@ -728,7 +773,7 @@ impl fmt::Debug for RequestGuard {
 /// it cancels the request.
 #[must_use = "dropping the ticket cancels the request"]
 pub struct RequestTicket {
-    level: Arc<Level>,
+    level: Lease<Level>,
     learn: Option<Learn>,
     waiting: Option<Waiting>,
 }

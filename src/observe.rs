@@ -66,7 +66,7 @@ fn include_details(query: &str) -> bool {
         .is_some_and(|value| !value.is_empty())
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::clock::Clock;

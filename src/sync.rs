@@ -3,7 +3,7 @@
 //! Under `--cfg loom` everything here is loom's model type, so a loom test
 //! explores every interleaving of code that goes through this module; under
 //! `--cfg shuttle` it is shuttle's, so a shuttle test runs it under
-//! randomised schedules (tests/shuttle_*.rs). Code that imports `std::sync`
+//! randomised schedules (the `shuttle_tests` modules). Code that imports `std::sync`
 //! directly is invisible to both: do not.
 
 #[cfg(not(any(loom, shuttle)))]

@@ -59,7 +59,7 @@
 
 use crate::classification::OwnedDigest;
 use crate::dispatcher::{Decision, Dispatcher, Outcome};
-use crate::level::{Level, RequestGuard, RequestTicket, Schema};
+use crate::level::{Lease, Level, RequestGuard, RequestTicket, Schema};
 use crate::queueset::RejectReason;
 use crate::rejection::Rejection;
 use crate::retry_after::DroppedRequests;
@@ -258,8 +258,8 @@ impl PfHeaders {
 /// Kubernetes counts every request it did not serve.
 struct Waiting {
     ticket: Option<RequestTicket>,
-    level: Arc<Level>,
-    schema: Arc<Schema>,
+    level: Lease<Level>,
+    schema: Lease<Schema>,
     dispatcher: Arc<Dispatcher>,
 }
 

@@ -36,7 +36,7 @@ fn derived(resource: &str, name: &str) -> String {
         .to_string()
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -2,7 +2,7 @@ package apf
 
 // The adaptive limit in a real server (issue 26's real-server check): the
 // net/http middleware on loopback in front of a backend that slows down
-// under concurrency, as tests/adaptive_tower.rs does with the tower layer.
+// under concurrency, as tests/end_to_end/adaptive_tower.rs does with the tower layer.
 // The backend serves adaptiveK requests at full speed; a request that
 // arrives with n > K in flight (itself included) sleeps base × n / K, so
 // its service time is a deterministic function of the concurrency the

@@ -336,7 +336,9 @@ pub(crate) unsafe fn start(
     };
     let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
     let decision = d.inner.start_request(&rust_digest, estimate, deadline);
-    let (schema, level) = d.names.of(&decision.flow_schema, &decision.priority_level);
+    let (schema, level) = d
+        .names
+        .of(decision.flow_schema.arc(), decision.priority_level.arc());
     let (outcome, reason, request) = match decision.outcome {
         Outcome::Execute(guard) => match d.requests.insert(Entry::executing(guard)) {
             Ok(handle) => (

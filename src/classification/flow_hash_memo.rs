@@ -11,6 +11,7 @@
 use std::cell::RefCell;
 
 const SLOTS: usize = 64;
+const _: () = assert!(SLOTS.is_power_of_two());
 const MAX_KEY: usize = 62;
 
 #[derive(Clone, Copy)]
@@ -32,10 +33,26 @@ thread_local! {
     static MEMO: RefCell<[Slot; SLOTS]> = const { RefCell::new([EMPTY; SLOTS]) };
 }
 
+/// The key's slot: a multiplicative hash of the owner, the length and the
+/// key's first and last eight bytes. The index only spreads entries
+/// (equality is checked in full, so a collision only costs a miss); it is
+/// a few instructions where hashing every byte of the key cost as much as
+/// the rest of the look-up.
 fn slot_index(owner: u64, key: &[u8]) -> usize {
-    // Fixed seeds: the index only spreads entries; equality is checked in full.
-    let state = ahash::RandomState::with_seeds(0x243f_6a88, 0x85a3_08d3, 0x1319_8a2e, 0x0370_7344);
-    (state.hash_one((owner, key)) as usize) % SLOTS
+    let word = |bytes: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..bytes.len()].copy_from_slice(bytes);
+        u64::from_le_bytes(w)
+    };
+    let n = key.len();
+    let (head, tail) = if n >= 8 {
+        (word(&key[..8]), word(&key[n - 8..]))
+    } else {
+        (word(key), 0)
+    };
+    let mixed = owner ^ head.rotate_left(23) ^ tail ^ ((n as u64) << 56);
+    // The top bits of a Fibonacci hash: SLOTS is a power of two.
+    (mixed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 /// The flow hash of `distinguisher` under the schema hasher `owner` (a

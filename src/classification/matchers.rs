@@ -29,8 +29,16 @@ const SCAN_LIMIT: usize = 8;
 #[derive(Clone, Debug, Default)]
 struct NameTable {
     names: Vec<Box<str>>,
+    /// Bit `min(len, 63)` set for the length of every name: a name whose
+    /// length has no bit is not in the table, without a scan or a hash
+    /// (most users are in no table).
+    lengths: u64,
     /// Built once the table outgrows a scan.
     index: Option<AHashMap<Box<str>, u32>>,
+}
+
+fn length_bit(name: &str) -> u64 {
+    1 << name.len().min(63)
 }
 
 impl NameTable {
@@ -43,6 +51,7 @@ impl NameTable {
             return None;
         }
         self.names.push(name.into());
+        self.lengths |= length_bit(name);
         if self.names.len() > SCAN_LIMIT {
             self.index = Some(
                 self.names
@@ -59,6 +68,9 @@ impl NameTable {
     // three groups) each paid a call's register saves and restores.
     #[inline(always)]
     fn position(&self, name: &str) -> Option<usize> {
+        if self.lengths & length_bit(name) == 0 {
+            return None;
+        }
         match &self.index {
             Some(index) => index.get(name).map(|i| *i as usize),
             None => self.names.iter().position(|n| **n == *name),
@@ -91,9 +103,13 @@ pub(super) struct SubjectKey {
 impl SubjectTables {
     pub(super) fn key(&self, user: &str, groups: &[&str]) -> SubjectKey {
         let mut prefixes = 0;
-        for (i, p) in self.prefixes.names.iter().enumerate() {
-            if user.starts_with(&**p) {
-                prefixes |= 1 << i;
+        // Every prefix is a service account namespace's (see
+        // `SubjectMatcher::new`).
+        if user.starts_with(SERVICE_ACCOUNT_PREFIX) {
+            for (i, p) in self.prefixes.names.iter().enumerate() {
+                if user.starts_with(&**p) {
+                    prefixes |= 1 << i;
+                }
             }
         }
         SubjectKey {
@@ -129,6 +145,85 @@ impl Prefilter {
             || key.users & self.users != 0
             || key.prefixes & self.prefixes != 0
             || key.groups & self.groups != 0)
+    }
+}
+
+/// The schemas whose [`Prefilter`] a request passes, found from its
+/// [`SubjectKey`]'s few set bits instead of testing every schema's
+/// prefilter: bit `i` of a mask stands for the `i`-th compiled schema (in
+/// matching order), so walking a mask's set bits upward keeps the order.
+/// Built only when there are at most 64 compiled schemas.
+#[derive(Clone, Debug)]
+pub(super) struct Candidates {
+    /// Schemas that pass for anyone (`*` subjects, spilled names).
+    anyone: u64,
+    /// Schemas with resource rules, and with non-resource rules.
+    resource: u64,
+    non_resource: u64,
+    /// By bit of the subject tables: the schemas that name it.
+    users: Box<[u64; 64]>,
+    prefixes: Box<[u64; 64]>,
+    groups: Box<[u64; 64]>,
+}
+
+impl Candidates {
+    pub(super) fn new(compiled: &[CompiledSchema]) -> Option<Candidates> {
+        if compiled.len() > 64 {
+            return None;
+        }
+        let mut c = Candidates {
+            anyone: 0,
+            resource: 0,
+            non_resource: 0,
+            users: Box::new([0; 64]),
+            prefixes: Box::new([0; 64]),
+            groups: Box::new([0; 64]),
+        };
+        for (i, s) in compiled.iter().enumerate() {
+            let me = 1u64 << i;
+            let p = &s.prefilter;
+            if p.any_subject {
+                c.anyone |= me;
+            }
+            if p.resource_rules {
+                c.resource |= me;
+            }
+            if p.non_resource_rules {
+                c.non_resource |= me;
+            }
+            for (by_bit, bits) in [
+                (&mut c.users, p.users),
+                (&mut c.prefixes, p.prefixes),
+                (&mut c.groups, p.groups),
+            ] {
+                for_each_bit(bits, |b| by_bit[b] |= me);
+            }
+        }
+        Some(c)
+    }
+
+    /// The compiled schemas whose prefilter passes: exactly those for
+    /// which [`Prefilter::passes`] is true.
+    #[inline]
+    pub(super) fn of(&self, key: &SubjectKey, is_resource_request: bool) -> u64 {
+        let mut mask = self.anyone;
+        for_each_bit(key.users, |b| mask |= self.users[b]);
+        for_each_bit(key.prefixes, |b| mask |= self.prefixes[b]);
+        for_each_bit(key.groups, |b| mask |= self.groups[b]);
+        mask & if is_resource_request {
+            self.resource
+        } else {
+            self.non_resource
+        }
+    }
+}
+
+/// Calls `f` with the index of every set bit of `bits`, lowest first.
+#[inline(always)]
+pub(super) fn for_each_bit(mut bits: u64, mut f: impl FnMut(usize)) {
+    while bits != 0 {
+        f(bits.trailing_zeros() as usize);
+        bits &= bits - 1;
     }
 }
 
@@ -484,7 +579,7 @@ fn join_on_stack<'b>(buf: &'b mut [u8; 256], resource: &str, subresource: &str) 
     std::str::from_utf8(&buf[..len]).ok()
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

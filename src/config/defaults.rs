@@ -62,7 +62,7 @@ fn default_queuing(q: &mut QueuingConfiguration) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -183,5 +183,5 @@ impl Config {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;

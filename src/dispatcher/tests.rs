@@ -53,3 +53,65 @@ fn the_dispatcher_replaces_a_failed_level_when_it_reconfigures() {
     let served = d.start_request(&digest, one, None);
     assert!(matches!(served.outcome, Outcome::Execute(_)));
 }
+
+/// A request writes neither its level's nor its flow schema's shared
+/// reference count (issue 21: those are lines every core of the level
+/// writes): its decision and its guard hold its shard's leases. The counts
+/// are the same while it runs as before it started, and its level and
+/// schema stay the ones it started on across a reconfiguration.
+#[test]
+fn a_request_holds_its_level_and_schema_without_writing_their_shared_counts() {
+    let (clock, _manual) = Clock::manual();
+    let d = Dispatcher::builtin(DispatcherOptions::default(), clock);
+    let digest = RequestDigest {
+        user: "system:serviceaccount:shop:frontend",
+        groups: &["system:serviceaccounts", "system:authenticated"],
+        verb: "get",
+        is_resource_request: true,
+        resource: "configmaps",
+        namespace: "shop",
+        path: "/api/v1/namespaces/shop/configmaps",
+        ..RequestDigest::default()
+    };
+    let one = WorkEstimate::new(1, 0, Duration::ZERO);
+    let level = d.level("workload-low").expect("built in");
+    let schema = d
+        .flow_schemas()
+        .into_iter()
+        .find(|s| s.name == "service-accounts")
+        .expect("built in");
+    let (level_count, schema_count) = (Arc::strong_count(&level), Arc::strong_count(&schema));
+    let decision = d.start_request(&digest, one, None);
+    assert!(Arc::ptr_eq(decision.priority_level.arc(), &level));
+    assert!(Arc::ptr_eq(decision.flow_schema.arc(), &schema));
+    let Outcome::Execute(guard) = decision.outcome else {
+        panic!("free seats")
+    };
+    assert_eq!(
+        Arc::strong_count(&level),
+        level_count,
+        "level's shared count"
+    );
+    assert_eq!(
+        Arc::strong_count(&schema),
+        schema_count,
+        "schema's shared count"
+    );
+    // Removed by a reconfiguration, the level lives on for its request,
+    // which finishes there.
+    d.reconfigure(&Config::mandatory()).expect("valid");
+    assert!(d.level("workload-low").is_none());
+    assert_eq!(level.seats_in_use(), 1);
+    drop(guard);
+    assert_eq!(
+        level.seats_in_use(),
+        0,
+        "finished at the level it started on"
+    );
+    drop(decision.priority_level);
+    drop(decision.flow_schema);
+    // The snapshot's leases went with the old snapshot: only ours is left
+    // (and the retired list's, until a reconfiguration finds it idle).
+    d.reconfigure(&Config::mandatory()).expect("valid");
+    assert_eq!(Arc::strong_count(&level), 1, "no lease left behind");
+}

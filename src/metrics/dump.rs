@@ -262,7 +262,7 @@ fn format_duration(d: Duration) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 

@@ -237,7 +237,7 @@ mod loom_tests {
     //! The budget protocol alone, on an admission word and two shards'
     //! budgets: every interleaving of starts, finishes and the lock
     //! holder's fence and sweep. The level lock is a mutex here; the
-    //! queueset's own models are in tests/loom_shards.rs.
+    //! queueset's own models are in src/queueset/loom_tests/shards.rs.
     use super::*;
     use loom::sync::atomic::AtomicBool;
     use loom::sync::{Arc, Mutex};

@@ -29,8 +29,6 @@ mod deadlines;
 pub(crate) mod dispatch_gauges;
 mod finish;
 mod fused;
-#[cfg(all(test, not(loom)))]
-mod fused_tests;
 mod lingering;
 mod order;
 mod queues;
@@ -715,3 +713,6 @@ impl Core {
         );
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,6 +1,6 @@
 //! Test-only (`--cfg shuttle`): the order in which slow-path operations took
 //! effect, for the shuttle tests that replay a concurrent run into the
-//! reference model (tests/shuttle_queueset.rs).
+//! reference model (src/queueset/shuttle_tests/paths.rs).
 //!
 //! Each slow-path operation notes itself while it holds the level lock, at
 //! the instant it read for its decision, so the log is the order in which
@@ -10,6 +10,10 @@
 //! operation that advanced the clock. Shuttle runs all tasks of a test on
 //! the test's own OS thread, so the log lives in a thread-local and tests
 //! running side by side do not mix.
+// The reading side (`set_current`, `take`) is for the shuttle tests alone:
+// the library itself, built under --cfg shuttle as their dependency, only
+// notes.
+#![cfg_attr(not(test), allow(dead_code))]
 
 use crate::clock::Instant;
 use shuttle::current::TaskId;

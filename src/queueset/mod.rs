@@ -61,30 +61,24 @@ mod core;
 #[doc(hidden)]
 pub mod differential;
 mod dump;
-#[cfg(all(test, not(loom)))]
-mod failure_tests;
 mod flows;
 mod guard;
 mod held;
 #[cfg(shuttle)]
-#[doc(hidden)]
-pub mod history;
-// `Core::check_invariants` checks only in builds with debug assertions
-// (it walks every queue on each slow-path step), so its tests exist only
-// there: in a release build there is nothing for them to catch.
-#[cfg(all(test, debug_assertions, not(loom)))]
-mod invariant_tests;
+mod history;
 #[cfg(test)]
 mod ledger;
+#[cfg(all(test, loom))]
+mod loom_tests;
 #[cfg(all(test, not(loom)))]
 mod order_memory_tests;
 mod paths;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod reference;
-#[cfg(all(test, not(loom)))]
-mod reference_order_tests;
 mod shards;
+#[cfg(all(test, shuttle))]
+mod shuttle_tests;
 mod utilization;
 pub mod vtime;
 mod wait;
@@ -717,3 +711,6 @@ fn decision_result(decision: SlotState) -> Result<Execution, RejectReason> {
         SlotState::Waiting(_) | SlotState::Taken => Err(RejectReason::Cancelled),
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

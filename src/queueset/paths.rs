@@ -91,7 +91,7 @@ pub(super) struct Shared {
     /// Kubernetes' `enqueues`: the rotating offset into a flow's hand.
     /// Level-wide, not per shard: the slow path's choices, made in the
     /// lock's order, must follow Kubernetes' one sequence
-    /// (tests/shuttle_queueset.rs compares them with the reference model).
+    /// (src/queueset/shuttle_tests/paths.rs compares them with the reference model).
     pub(super) enqueues: CachePadded<AtomicU64>,
     /// The per-thread event rings.
     pub(super) shards: Shards,

@@ -12,7 +12,7 @@
 //! flow's hand) stays level-wide: the slow path's choices, made in the
 //! lock's order, must follow Kubernetes' one sequence, and hot-path and
 //! slow-path choices share it (a per-shard counter was tried and broke
-//! tests/shuttle_queueset.rs's comparison with the reference model).
+//! src/queueset/shuttle_tests/paths.rs's comparison with the reference model).
 //!
 //! A thread uses shard `thread_index() % shards` for every start; with one
 //! thread (every single-threaded test, the reference-model differential
@@ -88,7 +88,7 @@ use std::collections::VecDeque;
 
 /// Records a ring holds before the hot path replays it under the lock.
 // Two under loom, so a model with a few hot-path events fills the ring and
-// exercises the full-ring fallback (tests/loom_configs.rs).
+// exercises the full-ring fallback (src/queueset/loom_tests/configs.rs).
 pub(super) const RING_CAPACITY: usize = if cfg!(loom) { 2 } else { 256 };
 
 /// The most shards a level has: beyond this, more rings make the drain's

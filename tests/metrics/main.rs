@@ -26,6 +26,9 @@ use two_levels::{config, STRICT, TIGHT};
 mod balance;
 mod cardinality;
 mod dump;
+mod kinds;
+mod options;
+mod utilization;
 mod workload;
 mod workqueues;
 

@@ -1,5 +1,5 @@
-//! Kubernetes' uniform queueset scenario, as `tests/k8s_scenarios.rs` and
-//! `tests/k8s_departures.rs` run it on the simulation harness: clients,
+//! Kubernetes' uniform queueset scenario, as `tests/queueset/k8s_scenarios.rs` and
+//! `tests/queueset/k8s_departures.rs` run it on the simulation harness: clients,
 //! level, evaluation windows, the expected fairness and margin, and
 //! Kubernetes' final review.
 //!

@@ -1,5 +1,5 @@
-//! The fairness simulation harness shared by `tests/fairness.rs` and
-//! `tests/k8s_scenarios.rs`: closed-loop clients driven by a small
+//! The fairness simulation harness shared by `tests/queueset/fairness.rs` and
+//! `tests/queueset/k8s_scenarios.rs`: closed-loop clients driven by a small
 //! discrete-event simulator on the manual clock, each scenario run through
 //! both the queueset and the reference model (which must agree event for
 //! event), and the measures the scenarios assert on (average seats per

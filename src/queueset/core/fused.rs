@@ -18,7 +18,7 @@
 //! the last dispatch note, the round-robin position and the tallies), using
 //! each record's own fields, so it does not matter whether the finish is
 //! really the start's request: it only needs the same queue and tag. The
-//! property test `fused_replay_equals_two_step` in `fused_tests.rs` checks
+//! property test `fused_replay_equals_two_step` in `core/tests.rs` checks
 //! it against the two-step replay after every record; the differential
 //! tests check the whole queueset against the reference model.
 

@@ -208,7 +208,7 @@ impl Sim<'_> {
             .dispatcher
             .start_request(&self.digests[r as usize], estimate, deadline);
         debug_assert!(Arc::ptr_eq(
-            &decision.priority_level,
+            decision.priority_level.arc(),
             &self.levels[replica.level as usize]
         ));
         match decision.outcome {

@@ -5,7 +5,7 @@
 use apf::classification::{Classifier, RequestDigest};
 use apf::config::{Config, LevelKind, LimitPolicy, QueuingParams};
 
-const FIXTURE: &str = include_str!("data/kubectl-get-flowcontrol.yaml");
+const FIXTURE: &str = include_str!("../data/kubectl-get-flowcontrol.yaml");
 
 fn fixture() -> Config {
     Config::from_yaml_str(FIXTURE).unwrap_or_else(|e| panic!("fixture must load:\n{e}"))

@@ -1,14 +1,10 @@
 //! loom models of the queueset's lock-free protocols: the hot path's
 //! admission CAS and finish subtraction racing with the slow path's queuing,
 //! dispatch, cancellation and reconfiguration. Run with `scripts/loom.sh`.
-#![cfg(loom)]
-
-#[path = "support/loom.rs"]
-mod support;
-use apf::queueset::{Admission, QueueSet, QueueSetConfig, RejectReason, Request};
+use super::{assert_idle, config};
+use crate::queueset::{Admission, QueueSet, QueueSetConfig, RejectReason, Request};
 use loom::sync::Arc;
 use loom::thread;
-use support::{assert_idle, config};
 
 /// A level of `limit` seats and two queues; the models here never move
 /// its clock.
@@ -17,13 +13,13 @@ fn level(limit: u32) -> Arc<QueueSet> {
 }
 
 fn level_of(cfg: QueueSetConfig) -> Arc<QueueSet> {
-    let (qs, _) = support::level(cfg);
+    let (qs, _) = super::level(cfg);
     qs
 }
 
 /// A one-seat request of `flow`.
 fn request(flow: u64) -> Request {
-    support::request(flow, 1)
+    super::request(flow, 1)
 }
 
 /// Start, wait if queued, finish. Returns whether the request executed.
@@ -114,10 +110,10 @@ fn finish_against_reconfigure() {
 #[test]
 fn admit_against_finish_under_flow() {
     loom::model(|| {
-        let (qs, _manual) = support::level(QueueSetConfig {
+        let (qs, _manual) = super::level(QueueSetConfig {
             name: "loom-flow".into(),
             hand_size: 2,
-            fairness: apf::queueset::Fairness::Flow,
+            fairness: crate::queueset::Fairness::Flow,
             ..config(1, 2)
         });
         let other = qs.clone();

@@ -5,11 +5,9 @@
 //! Checks at every step that the seats in use stay within the limit and,
 //! at quiescence, that every start and finish was replayed exactly once.
 //! Run with `scripts/shuttle.sh` (SHUTTLE_ITERATIONS for longer runs).
-#![cfg(shuttle)]
-
-use apf::clock::Clock;
-use apf::queueset::{Execution, QueueSet, QueueSetConfig, RawAdmission, Request};
-use apf::work_estimate::WorkEstimate;
+use crate::clock::Clock;
+use crate::queueset::{Execution, QueueSet, QueueSetConfig, RawAdmission, Request};
+use crate::work_estimate::WorkEstimate;
 use shuttle::rand::Rng;
 use shuttle::sync::{Arc, Mutex};
 use shuttle::thread;

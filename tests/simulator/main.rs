@@ -2,7 +2,9 @@
 //! The simulator as a library: the example workloads, determinism, the
 //! built-in noisy-neighbour scenario's verdict, and the workload features
 //! (open and closed loops, phases, bursts, seats, additional latency,
-//! timeouts) measured against what they should produce.
+//! timeouts) measured against what they should produce. Modules: the
+//! adaptive limit judged in the simulator (`adaptive`) and seats that follow
+//! real cost (`cost`).
 
 use apf::config::Config;
 use apf::queueset::RejectReason;
@@ -521,3 +523,7 @@ fn the_charts_show_rejections_demand_phases_borrowing_and_queue_capacity() {
     let exempt = report.levels.iter().find(|l| l.name == "exempt").unwrap();
     assert_eq!(exempt.queue_capacity, None);
 }
+
+mod adaptive;
+mod adaptive_cost_reports;
+mod cost;

@@ -2,8 +2,7 @@
 //! embedding libapf is not an API server and may run several dispatchers.
 #![cfg(not(loom))]
 
-#[path = "support/openmetrics.rs"]
-mod openmetrics;
+use crate::openmetrics;
 use openmetrics::parse;
 
 use apf::clock::Clock;

@@ -9,12 +9,10 @@
 //! agree event for event); hand size 1, so a flow is a queue and the
 //! `flow` policy behaves as Kubernetes' does. docs/flow-fairness.md
 //! tabulates the rows these tests print
-//! (`cargo test --test maxmin -- --nocapture`).
+//! (`cargo test --test queueset maxmin:: -- --nocapture`).
 
-#[path = "support/measure.rs"]
-mod measure;
-#[path = "support/sim.rs"]
-mod sim;
+use crate::measure;
+use crate::sim;
 
 use apf::queueset::{Fairness, QueueSetConfig};
 use measure::*;
@@ -84,7 +82,7 @@ impl Case {
 
 #[test]
 fn windup_of_an_underusing_flow() {
-    // Kubernetes' windup test (tests/fairness.rs): 3 seats, flow 0 two
+    // Kubernetes' windup test (tests/queueset/fairness.rs): 3 seats, flow 0 two
     // threads, flow 1 one thread and a second one from the second minute;
     // each thread calls again 1 ns before its call ends. In the first
     // minute flow 1 uses 1 seat of the 1.5 equal division credits it;

@@ -23,7 +23,7 @@
 //! passed with three copies running at once beside two busy loops on 2
 //! cores, but for its goodput floor. Bounded: about 7 s.
 //!
-//! `cargo test --features tower --test adaptive_tower -- --nocapture`
+//! `cargo test --features tower --test end_to_end adaptive_tower:: -- --nocapture`
 //! prints the rows docs/adaptive-limit.md records.
 #![cfg(feature = "tower")]
 

@@ -14,16 +14,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[path = "support/openmetrics.rs"]
-mod openmetrics;
+use crate::openmetrics;
+use crate::two_levels;
 use openmetrics::parse;
-#[path = "support/two_levels.rs"]
-mod two_levels;
 use two_levels::{config, digest, execute, options, seats};
 
-const DASHBOARD: &str = include_str!("../deploy/grafana/apf-dashboard.json");
-const RULES: &str = include_str!("../deploy/prometheus/apf-alerts.yaml");
-const RULE_TESTS: &str = include_str!("../deploy/prometheus/apf-alerts.test.yaml");
+const DASHBOARD: &str = include_str!("../../deploy/grafana/apf-dashboard.json");
+const RULES: &str = include_str!("../../deploy/prometheus/apf-alerts.yaml");
+const RULE_TESTS: &str = include_str!("../../deploy/prometheus/apf-alerts.test.yaml");
 
 /// Every word of `text` that starts like one of libapf's metric names.
 fn metric_names(text: &str) -> BTreeSet<String> {

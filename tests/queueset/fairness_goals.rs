@@ -13,8 +13,8 @@
 //! watch-like requests that give their seats back early, and a
 //! reconfiguration mid-run (limit, queues and hand size).
 //!
-//! `cargo test --release --test fairness_goals measured_today -- --ignored
-//! --nocapture` prints the table (docs/flow-fairness.md, "Measured against
+//! `cargo test --release --test queueset fairness_goals::measured_today --
+//! --ignored --nocapture` prints the table (docs/flow-fairness.md, "Measured against
 //! issue 22's goals"), with the order before issue 22 (the reference model's
 //! `WaitingOrder::Queues`) beside today's. Each scenario carries its goal
 //! (5%, 10% where widths differ); with its `enforce` set,
@@ -26,10 +26,8 @@
 //! at 2,000 and 10,000 (docs/flow-fairness.md, "Thousands of flows active
 //! at once").
 
-#[path = "support/measure.rs"]
-mod measure;
-#[path = "support/sim.rs"]
-mod sim;
+use crate::measure;
+use crate::sim;
 
 use apf::queueset::reference::WaitingOrder;
 use apf::queueset::{Fairness, QueueSetConfig};
@@ -180,7 +178,7 @@ fn scenarios() -> Vec<Scenario> {
     let mut out = Vec::new();
     let half = |horizon: u64| (horizon / 2, horizon);
 
-    // Baselines that today's `flow` already meets (tests/flow_fairness.rs).
+    // Baselines that today's `flow` already meets (tests/queueset/flow_fairness.rs).
     let f = disjoint_flows(64, 6, 2);
     let (clients, flow_of) = one_each(vec![
         Client::new(f[0], 16, SEC, 0),
@@ -507,8 +505,9 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// The table of `cargo test --release --test fairness_goals measured_today
-/// -- --ignored --nocapture`: per scenario, the worst relative error under each policy
+/// The table of `cargo test --release --test queueset
+/// fairness_goals::measured_today -- --ignored --nocapture`: per scenario,
+/// the worst relative error under each policy
 /// (and, under `flow` and `flow-maxmin`, the flow with it, by its index in
 /// the scenario: its seats and its max-min share), before issue 22's order
 /// (reference model) and now (queueset and reference model agreeing).
@@ -519,8 +518,8 @@ fn measured_today() {
 }
 
 /// The rows of the scenarios with thousands of flows active at once:
-/// `cargo test --release --test fairness_goals measured_many_flows --
-/// --ignored --nocapture` (about six minutes on the 2-core machine, most of
+/// `cargo test --release --test queueset fairness_goals::measured_many_flows
+/// -- --ignored --nocapture` (about six minutes on the 2-core machine, most of
 /// it the reference model at 2,000 flows).
 #[test]
 #[ignore = "measurement: thousands of flows, minutes in a release build"]

@@ -1,11 +1,21 @@
-//! What the loom models (tests/loom_*.rs) set up alike: a small level on
-//! the manual clock, requests of a flow, and the check that a level is
-//! idle at the end of a model. Included with `#[path]`.
-#![allow(dead_code)] // not every model file uses every helper
+//! loom models of the queueset through its own API, one module a protocol:
+//! the hot path against the slow path (`paths`), the admission word on the
+//! paths that once broke it (`admission`), the protocols particular to a
+//! configuration (`configs`) and the sharded event rings and seat budgets
+//! (`shards`). The models of one mechanism alone sit in its file
+//! (`budget.rs`, `ledger.rs`). Run with `scripts/loom.sh`. Here: what the
+//! models set up alike, a small level on the manual clock, requests of a
+//! flow, and the check that a level is idle at the end of a model.
+#![allow(dead_code)] // not every model uses every helper
 
-use apf::clock::{Clock, ManualClock};
-use apf::queueset::{QueueSet, QueueSetConfig, Request};
-use apf::work_estimate::WorkEstimate;
+mod admission;
+mod configs;
+mod paths;
+mod shards;
+
+use crate::clock::{Clock, ManualClock};
+use crate::queueset::{QueueSet, QueueSetConfig, Request};
+use crate::work_estimate::WorkEstimate;
 use loom::sync::Arc;
 use std::time::Duration;
 

@@ -7,19 +7,15 @@
 //! the end that every seat is back and the counts balance. Run with
 //! `scripts/loom.sh`; docs/verification.md lists the broken code each model
 //! was checked to fail on.
-#![cfg(loom)]
-
-#[path = "support/loom.rs"]
-mod support;
-use apf::clock::{Instant, ManualClock};
-use apf::queueset::{
+use super::{lingering, request};
+use crate::clock::{Instant, ManualClock};
+use crate::queueset::{
     Execution, QueueSet, QueueSetConfig, QueueSetStats, RawAdmission, RejectReason, Request,
 };
 use loom::sync::Arc;
 use loom::thread;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::time::Duration;
-use support::{lingering, request};
 
 /// The test's own count of seats held by executing requests: raised after a
 /// start is granted, lowered before the finish. A plain std atomic, so it
@@ -42,17 +38,17 @@ impl Executing {
     }
 }
 
-/// A level of `limit` seats and `queues` queues (see [`support::config`])
+/// A level of `limit` seats and `queues` queues (see [`super::config`])
 /// whose waiters time out after a second.
 fn config(limit: u32, queues: u32) -> QueueSetConfig {
     QueueSetConfig {
         wait_limit: Duration::from_secs(1),
-        ..support::config(limit, queues)
+        ..super::config(limit, queues)
     }
 }
 
 fn level(limit: u32, queues: u32) -> (Arc<QueueSet>, ManualClock) {
-    support::level(config(limit, queues))
+    super::level(config(limit, queues))
 }
 
 fn execute_now(qs: &QueueSet, req: &Request) -> Execution {
@@ -139,9 +135,9 @@ fn ring_full_fallback() {
 fn lingering_against_finish_and_dispatch() {
     loom::model(|| {
         // B must not time out while A's seat lingers.
-        let (qs, manual) = support::level(QueueSetConfig {
+        let (qs, manual) = super::level(QueueSetConfig {
             wait_limit: Duration::from_secs(10),
-            fairness: apf::queueset::Fairness::Kubernetes,
+            fairness: crate::queueset::Fairness::Kubernetes,
             ..config(2, 1)
         });
         let ex = std::sync::Arc::new(Executing::default());

@@ -18,10 +18,8 @@
 //! computes the queue-level allocation; scenarios that depend on the
 //! difference say so.
 
-#[path = "support/measure.rs"]
-mod measure;
-#[path = "support/sim.rs"]
-mod sim;
+use crate::measure;
+use crate::sim;
 
 use measure::*;
 use sim::*;

@@ -4,18 +4,16 @@
 //! checks at every step that the executing seats stay within the limit and
 //! that no request is both waiting and executing, and at quiescence that the
 //! counts balance. `slow_path_matches_reference` also replays the run, in
-//! the order the level's lock saw it (`apf::queueset::history`), into the
+//! the order the level's lock saw it (`crate::queueset::history`), into the
 //! reference model and requires the same decisions and the same final
 //! state. Run with `scripts/shuttle.sh` (SHUTTLE_ITERATIONS for longer runs).
-#![cfg(shuttle)]
-
-use apf::clock::{Clock, Instant, ManualClock};
-use apf::queueset::history::{self, Site};
-use apf::queueset::reference::{Event, Outcome, ReferenceQueueSet};
-use apf::queueset::{
+use crate::clock::{Clock, Instant, ManualClock};
+use crate::queueset::history::{self, Site};
+use crate::queueset::reference::{Event, Outcome, ReferenceQueueSet};
+use crate::queueset::{
     Fairness, QueueSet, QueueSetConfig, RawAdmission, RejectReason, Request, RequestId,
 };
-use apf::work_estimate::WorkEstimate;
+use crate::work_estimate::WorkEstimate;
 use shuttle::rand::Rng;
 use shuttle::sync::Arc;
 use shuttle::thread;
@@ -39,7 +37,7 @@ fn config(limit: u32, queues: u32, hand: u32) -> QueueSetConfig {
         hand_size: hand,
         queue_length_limit: 2,
         wait_limit: Duration::from_millis(3),
-        fairness: apf::queueset::Fairness::Kubernetes,
+        fairness: crate::queueset::Fairness::Kubernetes,
         ..QueueSetConfig::default()
     }
 }
@@ -330,7 +328,7 @@ fn any_request(rng: &mut shuttle::rand::rngs::ThreadRng, _id: u64) -> Request {
 /// reference model: same decisions, same fates, same final state. (It found
 /// that the core bounded a queue after each of several simultaneous
 /// time-outs instead of once after all of them; see
-/// `queueset_rules::requests_timing_out_together_leave_their_queue_unbounded_by_each_other`.)
+/// `rules::requests_timing_out_together_leave_their_queue_unbounded_by_each_other`.)
 #[test]
 fn slow_path_matches_reference() {
     shuttle::check_random(
@@ -468,7 +466,7 @@ fn non_queuing_level_keeps_invariants() {
 /// `config` under the flow fairness policy.
 fn flow(cfg: QueueSetConfig) -> QueueSetConfig {
     QueueSetConfig {
-        fairness: apf::queueset::Fairness::Flow,
+        fairness: crate::queueset::Fairness::Flow,
         ..cfg
     }
 }

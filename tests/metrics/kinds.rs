@@ -11,11 +11,9 @@ use apf::dispatcher::{Dispatcher, Outcome};
 use apf::level::{RequestGuard, RequestTicket};
 use std::time::Duration;
 
-#[path = "support/openmetrics.rs"]
-mod openmetrics;
+use crate::openmetrics;
+use crate::two_levels;
 use openmetrics::{parse, Exposition};
-#[path = "support/two_levels.rs"]
-mod two_levels;
 // tight and strict get NominalCL 8 each of 18 seats, at most 2 seats a
 // request (see `two_levels`); the mandatory exempt level takes
 // `system:masters`.

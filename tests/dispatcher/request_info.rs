@@ -9,7 +9,7 @@ use serde_json::Value;
 
 #[test]
 fn every_shared_case() {
-    let text = include_str!("data/request-info-cases.json");
+    let text = include_str!("../data/request-info-cases.json");
     let doc: Value = serde_json::from_str(text).unwrap();
     let cases = doc["cases"].as_array().unwrap();
     assert!(cases.len() >= 70);

@@ -1,6 +1,10 @@
-//! The APF controller end to end, on the built-in configuration and the
-//! manual clock: classification to levels, isolation between levels,
-//! reconfiguration, borrowing.
+//! The APF controller (the dispatcher) end to end, on the manual clock.
+//! This file: the built-in configuration, classification to levels,
+//! isolation between levels, reconfiguration, borrowing. One module a
+//! concept besides: the dispatcher at the edges of its input (`edges`), a
+//! configuration as a cluster prints it (`config_roundtrip`), learned cost
+//! (`cost_learned`), the adaptive limit (`adaptive_limit`) and the
+//! request-to-digest helper (`request_info`).
 #![cfg(not(loom))]
 
 use apf::classification::RequestDigest;
@@ -315,3 +319,10 @@ fn a_configuration_with_no_objects_is_refused_and_the_old_one_stays() {
         .expect("only the mandatory ones, on purpose");
     assert!(d.level("workload-low").is_none());
 }
+
+mod adaptive_cost;
+mod adaptive_limit;
+mod config_roundtrip;
+mod cost_learned;
+mod edges;
+mod request_info;

@@ -7,27 +7,23 @@
 //! loom; the first thread of a model run that admits gets shard 0, the
 //! next shard 1; a limit of 8 gives budgets of one seat, a limit under 8
 //! none).
-#![cfg(loom)]
-
-#[path = "support/loom.rs"]
-mod support;
-use apf::clock::Clock;
-use apf::queueset::{Execution, QueueSet, RawAdmission, Request};
+use super::{assert_idle, config};
+use crate::clock::Clock;
+use crate::queueset::{Execution, QueueSet, RawAdmission, Request};
 use loom::sync::Arc;
 use loom::thread;
-use support::{assert_idle, config};
 
 /// A level of `limit` seats and two queues, and its clock (which the models
 /// read, never move).
 fn level(limit: u32) -> (Arc<QueueSet>, Clock) {
-    let (qs, _) = support::level(config(limit, 2));
+    let (qs, _) = super::level(config(limit, 2));
     let clock = qs.clock().clone();
     (qs, clock)
 }
 
 /// A one-seat request of `flow`.
 fn request(flow: u64) -> Request {
-    support::request(flow, 1)
+    super::request(flow, 1)
 }
 
 /// Seats executing requests hold, as the model's threads saw them: at
@@ -143,7 +139,7 @@ fn budget_refill_and_return_against_a_queued_request() {
             limit: 8,
             seats: loom::sync::Mutex::new(0),
         });
-        let big = run_to_start(&qs, &seen, &support::request(1, 6)).expect("an idle level admits");
+        let big = run_to_start(&qs, &seen, &super::request(1, 6)).expect("an idle level admits");
         let (other, other_seen, other_clock) = (qs.clone(), seen.clone(), clock.clone());
         let t = thread::spawn(move || {
             if let Some(e) = run_to_start(&other, &other_seen, &request(2)) {
@@ -152,7 +148,7 @@ fn budget_refill_and_return_against_a_queued_request() {
             end(&other, &other_seen, big, &other_clock);
         });
         let mine =
-            run_to_start(&qs, &seen, &support::request(3, 2)).expect("queued, then dispatched");
+            run_to_start(&qs, &seen, &super::request(3, 2)).expect("queued, then dispatched");
         end(&qs, &seen, mine, &clock);
         t.join().unwrap();
         assert_idle(&qs);

@@ -15,12 +15,8 @@
 //! - A level that does not queue (`catch-all`) puts no per-request cap on
 //!   seats (Kubernetes computes its max seats only for queuing levels).
 
-#[path = "support/k8s.rs"]
-mod k8s;
-#[path = "support/measure.rs"]
-mod measure;
-#[path = "support/sim.rs"]
-mod sim;
+use crate::k8s;
+use crate::sim;
 
 use apf::classification::RequestDigest;
 use apf::clock::Clock;

@@ -20,14 +20,11 @@
 //!
 //! The scenarios where libapf still departs from Kubernetes (a request
 //! wider than the limit, levels whose limit is 0, the per-request seat cap
-//! of non-queuing levels) are in `tests/k8s_departures.rs`.
+//! of non-queuing levels) are in `tests/queueset/k8s_departures.rs`.
 
-#[path = "support/k8s.rs"]
-mod k8s;
-#[path = "support/measure.rs"]
-mod measure;
-#[path = "support/sim.rs"]
-mod sim;
+use crate::k8s;
+use crate::measure;
+use crate::sim;
 
 use apf::clock::Clock;
 use apf::queueset::vtime::{to_seat_seconds, total_work};

@@ -6,12 +6,10 @@
 //! must be within 5% of its max-min fair share (10% where widths differ);
 //! under the default the same workload must show Kubernetes' unfairness
 //! (queues, not flows, compete fairly). docs/flow-fairness.md tabulates the
-//! numbers these tests print (`cargo test --test flow_fairness -- --nocapture`).
+//! numbers these tests print (`cargo test --test queueset flow_fairness:: -- --nocapture`).
 
-#[path = "support/measure.rs"]
-mod measure;
-#[path = "support/sim.rs"]
-mod sim;
+use crate::measure;
+use crate::sim;
 
 use apf::queueset::{Fairness, QueueSetConfig};
 use measure::*;

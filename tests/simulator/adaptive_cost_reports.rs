@@ -1,4 +1,3 @@
-#![cfg(all(feature = "simulator", not(loom)))]
 //! The adaptive limit with requests of unequal cost (issue 26's optional
 //! cost reported at finish): `examples/workloads/adaptive-mixed-cost.yaml`,
 //! the noisy neighbour with costly lists (40 ms) and cheap gets (15 ms),

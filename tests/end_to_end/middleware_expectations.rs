@@ -164,7 +164,7 @@ fn check(step: &str, response: &Response<String>, expect: &Value) {
 #[test]
 fn the_tower_layer_meets_the_shared_expectations() {
     let doc: Value =
-        serde_json::from_str(include_str!("data/middleware-expectations.json")).expect("JSON");
+        serde_json::from_str(include_str!("../data/middleware-expectations.json")).expect("JSON");
     let mut h = Harness::new(&doc);
     let steps = doc["steps"].as_array().expect("steps");
     assert!(steps.len() >= 10);

@@ -9,15 +9,11 @@
 //! Each model checks the invariants at every step an executing request can
 //! observe, through an independent record of what executes (`Observed`),
 //! not only at the end. Run with `scripts/loom.sh`.
-#![cfg(loom)]
-
-#[path = "support/loom.rs"]
-mod support;
-use apf::queueset::{Admission, Fairness, Guard, QueueSet, QueueSetConfig};
+use super::{assert_idle, config, request};
+use crate::queueset::{Admission, Fairness, Guard, QueueSet, QueueSetConfig};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use std::time::Duration;
-use support::{assert_idle, config, request};
 
 /// What the model's threads saw executing: seats and requests, updated by
 /// each request right after it is admitted and right before it finishes.
@@ -77,7 +73,7 @@ fn level(limit: u32, queues: u32) -> Arc<QueueSet> {
 }
 
 fn level_of(cfg: QueueSetConfig) -> Arc<QueueSet> {
-    let (qs, _) = support::level(cfg);
+    let (qs, _) = super::level(cfg);
     qs
 }
 
@@ -279,7 +275,7 @@ fn an_early_release_under_the_flow_policy_gives_every_seat_back_once() {
 fn an_early_release_beside_a_hold_of_another_flow() {
     for fairness in [Fairness::Flow, Fairness::FlowMaxMin] {
         loom::model(move || {
-            let (qs, manual) = support::level(QueueSetConfig {
+            let (qs, manual) = super::level(QueueSetConfig {
                 name: "loom-two-flows".into(),
                 hand_size: 2,
                 fairness,
@@ -290,7 +286,7 @@ fn an_early_release_beside_a_hold_of_another_flow() {
                 2,
                 move |qs, seen| {
                     let ran = run(qs, seen, 5, 1);
-                    manual.advance(apf::queueset::MAX_ANTICIPATION + Duration::from_millis(1));
+                    manual.advance(crate::queueset::MAX_ANTICIPATION + Duration::from_millis(1));
                     ran
                 },
                 |qs, seen| run_releasing(qs, seen, 6, 2, 1),

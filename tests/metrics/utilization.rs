@@ -8,11 +8,9 @@ use apf::dispatcher::Outcome;
 use apf::level::RequestGuard;
 use std::time::Duration;
 
-#[path = "support/openmetrics.rs"]
-mod openmetrics;
+use crate::openmetrics;
+use crate::two_levels;
 use openmetrics::parse;
-#[path = "support/two_levels.rs"]
-mod two_levels;
 use two_levels::{digest, dispatcher, execute, seats, STRICT, TIGHT};
 
 const P: &str = "apiserver_flowcontrol_";

@@ -4,7 +4,7 @@
 //! timeout; no sleeps for synchronisation (barriers and channels), and no
 //! assertion on timing.
 //!
-//! `cargo test --features tower --test tower_load`
+//! `cargo test --features tower --test end_to_end tower_load::`
 #![cfg(feature = "tower")]
 
 use apf::classification::OwnedDigest;
