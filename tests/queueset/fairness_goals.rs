@@ -465,30 +465,40 @@ fn scenarios() -> Vec<Scenario> {
 /// alone and leave the "before" and Kubernetes columns out.
 fn many_flow_scenarios() -> Vec<Scenario> {
     vec![
-        many_flows(500, 4, 20, 32, true),
-        many_flows(2_000, 4, 80, 32, true),
-        many_flows(10_000, 20, 400, 128, false),
+        many_flows(500, 4, 16, 20, 32, true),
+        many_flows(2_000, 4, 16, 80, 32, true),
+        many_flows(10_000, 20, 16, 400, 128, false),
+        // How the shortfall at 10,000 grows with the heavy flows' threads.
+        many_flows(10_000, 20, 4, 400, 128, false),
+        many_flows(10_000, 20, 8, 400, 128, false),
     ]
 }
 
-/// `light` flows of one thread and `heavy` of 16 threads, every request
+/// `light` flows of one thread and `heavy` of `threads`, every request
 /// 0.1 s with no think time, so that every flow always has a request
 /// waiting or executing: all `light + heavy` flows are active at once.
 /// `queues` queues, hand 8, limit `limit`; max-min: an equal share each
 /// (every demand is above it). The window spans ten rounds in which each
 /// flow is served once.
-fn many_flows(light: usize, heavy: usize, limit: u32, queues: u32, differential: bool) -> Scenario {
+fn many_flows(
+    light: usize,
+    heavy: usize,
+    threads: u32,
+    limit: u32,
+    queues: u32,
+    differential: bool,
+) -> Scenario {
     let n = light + heavy;
     let h = hashes(n);
     let (clients, flow_of) = one_each(
         (0..n)
-            .map(|i| Client::new(h[i], if i < heavy { 16 } else { 1 }, SEC / 10, 0))
+            .map(|i| Client::new(h[i], if i < heavy { threads } else { 1 }, SEC / 10, 0))
             .collect(),
     );
     let round = n as u64 * SEC / 10 / limit as u64;
     Scenario {
         name: format!(
-            "{light} light (1 thread) + {heavy} heavy (16 threads) flows active at once, 0.1 s requests; limit {limit}, {queues} queues, hand 8"
+            "{light} light (1 thread) + {heavy} heavy ({threads} threads) flows active at once, 0.1 s requests; limit {limit}, {queues} queues, hand 8"
         ),
         cfg: config(limit, queues, 8, 500),
         clients,
