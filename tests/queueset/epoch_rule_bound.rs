@@ -206,7 +206,18 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(4000))]
 
     /// The design's bound holds on random unsaturated epochs.
+    ///
+    /// Ignored since 2026-11-27: CI found a counterexample after 915
+    /// cases (seed in epoch_rule_bound.proptest-regressions; docs/scaling.md
+    /// "The next core"): in an epoch of zero length, a held request's
+    /// refund and a later finish partly cancel in the core's lead, so
+    /// `D_q` taken at the end (1.30 ms) is smaller than the divergence
+    /// (1.70 ms; their sum is one `G`). `D_q` must count each refund's
+    /// size, not their net. The core on main does not use the rule yet
+    /// (branch `ledger-int` does, with its own bound checked against the
+    /// reference model); run on demand until the bound is restated.
     #[test]
+    #[ignore = "counterexample found 2026-11-27: D_q must count refunds, not their net (issue 21)"]
     fn the_epoch_rule_stays_within_its_bound(sc in scenario()) {
         check(&sc)?;
     }

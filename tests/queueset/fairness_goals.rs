@@ -13,14 +13,18 @@
 //! watch-like requests that give their seats back early, and a
 //! reconfiguration mid-run (limit, queues and hand size).
 //!
-//! `cargo test --release --test queueset fairness_goals:: -- --ignored --nocapture`
-//! prints the table (docs/flow-fairness.md, "Measured against issue 22's
-//! goals"), with the order before issue 22 (the reference model's
+//! `cargo test --release --test queueset fairness_goals::measured_today --
+//! --ignored --nocapture` prints the table (docs/flow-fairness.md, "Measured against
+//! issue 22's goals"), with the order before issue 22 (the reference model's
 //! `WaitingOrder::Queues`) beside today's. Each scenario carries its goal
 //! (5%, 10% where widths differ); with its `enforce` set,
 //! `enforced_scenarios_meet_their_goals`, which runs in the test command,
 //! asserts it under `flow` and `flow-maxmin`, and `flow-maxmin` no more
-//! than a tenth of a point worse than `flow`. Every scenario is enforced.
+//! than a tenth of a point worse than `flow`. Every scenario of the table
+//! is enforced. Apart from it, `measured_many_flows` measures thousands of
+//! flows active at once (500, 2,000 and 10,000), on demand: not yet met
+//! at 2,000 and 10,000 (docs/flow-fairness.md, "Thousands of flows active
+//! at once").
 
 use crate::measure;
 use crate::sim;
@@ -32,7 +36,7 @@ use sim::*;
 
 /// One scenario of the harness.
 struct Scenario {
-    name: &'static str,
+    name: String,
     /// Limit, queues, hand size (queue length limit 50, G 3 ms, wait
     /// limit 60 s: `sim::config`).
     cfg: QueueSetConfig,
@@ -49,6 +53,10 @@ struct Scenario {
     /// A reconfiguration during the run: when, and the new limit, queues
     /// and hand size (the window then measures after it).
     then: Option<(u64, u32, u32, u32)>,
+    /// Run the reference model beside the queueset (event for event);
+    /// off only for thousands of flows, where the model's work per event
+    /// grows with the flows waiting.
+    differential: bool,
 }
 
 /// What a scenario measured under one policy.
@@ -116,6 +124,7 @@ impl Scenario {
             opts.reconfigure.push((at, next));
         }
         let trace = match order {
+            None if !self.differential => simulate_queueset(&cfg, &self.clients, &opts),
             None => simulate_with(&cfg, &self.clients, &opts),
             Some(order) => simulate_reference(&cfg, &self.clients, &opts, order),
         };
@@ -176,7 +185,7 @@ fn scenarios() -> Vec<Scenario> {
         Client::new(f[1], 1, SEC, 0),
     ]);
     out.push(Scenario {
-        name: "elephant (16 threads) vs mouse (1); limit 4, 64 queues, hand 6",
+        name: "elephant (16 threads) vs mouse (1); limit 4, 64 queues, hand 6".into(),
         cfg: config(4, 64, 6, 50),
         clients,
         flow_of,
@@ -184,13 +193,14 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
     let (clients, flow_of) = one_each(vec![
         Client::new(f[0], 16, SEC, 0),
         Client::new(f[1], 2, SEC / 10, 0),
     ]);
     out.push(Scenario {
-        name: "long (16 × 1 s) vs short (2 × 0.1 s); limit 4, 64 queues, hand 6",
+        name: "long (16 × 1 s) vs short (2 × 0.1 s); limit 4, 64 queues, hand 6".into(),
         cfg: config(4, 64, 6, 50),
         clients,
         flow_of,
@@ -198,6 +208,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Many flows over few queues: 60 light flows (0.1 seat each) and 60
@@ -212,7 +223,7 @@ fn scenarios() -> Vec<Scenario> {
             .collect(),
     );
     out.push(Scenario {
-        name: "120 flows over 8 queues (hand 2), half 4× as busy; limit 24",
+        name: "120 flows over 8 queues (hand 2), half 4× as busy; limit 24".into(),
         cfg: config(24, 8, 2, 50),
         clients,
         flow_of,
@@ -220,6 +231,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Hundreds of flows: 20 heavy (4 threads, no think) and 180 light
@@ -237,7 +249,7 @@ fn scenarios() -> Vec<Scenario> {
             .collect(),
     );
     out.push(Scenario {
-        name: "20 heavy + 180 light flows over 64 queues (hand 8); limit 40",
+        name: "20 heavy + 180 light flows over 64 queues (hand 8); limit 40".into(),
         cfg: config(40, 64, 8, 50),
         clients,
         flow_of,
@@ -245,6 +257,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Shared queues, small hand: 5 flows of 3 threads over 4 queues,
@@ -252,7 +265,7 @@ fn scenarios() -> Vec<Scenario> {
     let h = hashes(5);
     let (clients, flow_of) = one_each(h.iter().map(|&h| Client::new(h, 3, SEC, 0)).collect());
     out.push(Scenario {
-        name: "5 flows over 4 queues (hand 2), 3 threads each; limit 5",
+        name: "5 flows over 4 queues (hand 2), 3 threads each; limit 5".into(),
         cfg: config(5, 4, 2, 50),
         clients,
         flow_of,
@@ -260,6 +273,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // One-seat vs three-seat requests; max-min: 3 and 3.
@@ -269,7 +283,7 @@ fn scenarios() -> Vec<Scenario> {
         Client::new(f[1], 4, SEC, 0).width(3),
     ]);
     out.push(Scenario {
-        name: "one-seat (8 threads) vs three-seat (4 threads); limit 6",
+        name: "one-seat (8 threads) vs three-seat (4 threads); limit 6".into(),
         cfg: config(6, 64, 6, 50),
         clients,
         flow_of,
@@ -277,6 +291,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.10,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Mixed widths and service times, and a polite flow (0.5 seat);
@@ -288,7 +303,7 @@ fn scenarios() -> Vec<Scenario> {
         Client::new(f[3], 1, SEC, SEC as i64),
     ]);
     out.push(Scenario {
-        name: "mixed: 1 seat × 0.05 s, 4 × 2 s, 2 × 0.5 s, polite 0.5; limit 10",
+        name: "mixed: 1 seat × 0.05 s, 4 × 2 s, 2 × 0.5 s, polite 0.5; limit 10".into(),
         cfg: config(10, 64, 6, 50),
         clients,
         flow_of,
@@ -296,6 +311,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.10,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Wide vs narrow vs short; max-min: 2 each.
@@ -305,7 +321,7 @@ fn scenarios() -> Vec<Scenario> {
         Client::new(f[2], 8, SEC / 10, 0),
     ]);
     out.push(Scenario {
-        name: "4-seat vs 1-seat vs short (0.1 s) 1-seat; limit 6",
+        name: "4-seat vs 1-seat vs short (0.1 s) 1-seat; limit 6".into(),
         cfg: config(6, 64, 6, 50),
         clients,
         flow_of,
@@ -313,6 +329,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.10,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Bursts: 4 threads of 1 s requests calling together every 4 s (1 seat
@@ -324,7 +341,7 @@ fn scenarios() -> Vec<Scenario> {
         Client::new(f[2], 4, SEC, 3 * SEC as i64),
     ]);
     out.push(Scenario {
-        name: "bursts of 4 × 1 s every 4 s vs a mouse and a flood of 16; limit 4",
+        name: "bursts of 4 × 1 s every 4 s vs a mouse and a flood of 16; limit 4".into(),
         cfg: config(4, 64, 6, 50),
         clients,
         flow_of,
@@ -332,13 +349,38 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
+    });
+
+    // Bursts over shared queues: 12 bursty flows (4 threads of 1 s
+    // requests calling together every 4 s: 1 seat on average, 4 at once),
+    // each starting 1/3 s after the one before so that three bursts
+    // overlap, beside 4 floods (16 threads of 0.3 s requests), 16 flows
+    // over 4 queues with hand 2; max-min at limit 24: 1 each bursty, 3
+    // each flood. The window spans 30 bursts of each bursty flow.
+    let h = hashes(16);
+    let mut clients: Vec<Client> = (0..12)
+        .map(|i| Client::new(h[i], 4, SEC, 3 * SEC as i64).starting_at(i as u64 * SEC / 3))
+        .collect();
+    clients.extend((12..16).map(|i| Client::new(h[i], 16, 3 * SEC / 10, 0)));
+    let (clients, flow_of) = one_each(clients);
+    out.push(Scenario {
+        name: "12 bursty flows (4 × 1 s every 4 s, overlapping) + 4 floods of 16 over 4 queues (hand 2); limit 24".into(),
+        cfg: config(24, 4, 2, 50),
+        clients,
+        flow_of,
+        window: (20 * SEC, 140 * SEC),
+        goal: 0.05,
+        enforce: true,
+        then: None,
+        differential: true,
     });
 
     // Idle and return: flow 1 (4 threads) makes 20 calls a thread, is idle
     // until 60 s, then returns; the 5 s after its return are measured
     // against a flood of 16; max-min: 2 and 2.
     out.push(Scenario {
-        name: "a flow idle from ~40 s returns at 60 s (5 s after) vs a flood; limit 4",
+        name: "a flow idle from ~40 s returns at 60 s (5 s after) vs a flood; limit 4".into(),
         cfg: config(4, 64, 6, 50),
         clients: vec![
             Client::new(f[0], 16, SEC, 0),
@@ -350,6 +392,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Idle and return after using less than its share: flow 1 is polite
@@ -357,7 +400,7 @@ fn scenarios() -> Vec<Scenario> {
     // then returns with 4 threads; the 5 s after its return are measured
     // against a flood of 16; max-min: 2 and 2.
     out.push(Scenario {
-        name: "a polite flow idle from ~30 s returns at 40 s with 4 threads (5 s after) vs a flood; limit 4",
+        name: "a polite flow idle from ~30 s returns at 40 s with 4 threads (5 s after) vs a flood; limit 4".into(),
         cfg: config(4, 64, 6, 50),
         clients: vec![
             Client::new(f[0], 16, SEC, 0),
@@ -369,6 +412,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Watch-like early release: 8 threads of 2 s requests that give their
@@ -380,7 +424,8 @@ fn scenarios() -> Vec<Scenario> {
         Client::new(f[2], 1, SEC, 0),
     ]);
     out.push(Scenario {
-        name: "watch-like (8 × 2 s, seat given back after 0.5 s) vs a flood and a mouse; limit 4",
+        name: "watch-like (8 × 2 s, seat given back after 0.5 s) vs a flood and a mouse; limit 4"
+            .into(),
         cfg: config(4, 64, 6, 50),
         clients,
         flow_of,
@@ -388,6 +433,7 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: None,
+        differential: true,
     });
 
     // Reconfiguration mid-run: limit 4 -> 6, 64 queues -> 2, hand 6 -> 1
@@ -399,7 +445,7 @@ fn scenarios() -> Vec<Scenario> {
         Client::new(f[2], 1, SEC, 0),
     ]);
     out.push(Scenario {
-        name: "reconfigured at 30 s (limit 4 -> 6, 64 queues -> 2, hand 6 -> 1): flood, 3 threads, mouse",
+        name: "reconfigured at 30 s (limit 4 -> 6, 64 queues -> 2, hand 6 -> 1): flood, 3 threads, mouse".into(),
         cfg: config(4, 64, 6, 50),
         clients,
         flow_of,
@@ -407,29 +453,104 @@ fn scenarios() -> Vec<Scenario> {
         goal: 0.05,
         enforce: true,
         then: Some((30 * SEC, 6, 2, 1)),
+        differential: true,
     });
     out
+}
+
+/// Scenarios with thousands of flows active at once in one level (issue
+/// 22: "up to at least 10,000 concurrently active flows per level"),
+/// measured on demand by `measured_many_flows`: the reference model's work
+/// per event grows with the flows waiting, so the largest run the queueset
+/// alone and leave the "before" and Kubernetes columns out.
+fn many_flow_scenarios() -> Vec<Scenario> {
+    vec![
+        many_flows(500, 4, 16, 20, 32, true),
+        many_flows(2_000, 4, 16, 80, 32, true),
+        many_flows(10_000, 20, 16, 400, 128, false),
+        // How the shortfall at 10,000 grows with the heavy flows' threads.
+        many_flows(10_000, 20, 4, 400, 128, false),
+        many_flows(10_000, 20, 8, 400, 128, false),
+    ]
+}
+
+/// `light` flows of one thread and `heavy` of `threads`, every request
+/// 0.1 s with no think time, so that every flow always has a request
+/// waiting or executing: all `light + heavy` flows are active at once.
+/// `queues` queues, hand 8, limit `limit`; max-min: an equal share each
+/// (every demand is above it). The window spans ten rounds in which each
+/// flow is served once.
+fn many_flows(
+    light: usize,
+    heavy: usize,
+    threads: u32,
+    limit: u32,
+    queues: u32,
+    differential: bool,
+) -> Scenario {
+    let n = light + heavy;
+    let h = hashes(n);
+    let (clients, flow_of) = one_each(
+        (0..n)
+            .map(|i| Client::new(h[i], if i < heavy { threads } else { 1 }, SEC / 10, 0))
+            .collect(),
+    );
+    let round = n as u64 * SEC / 10 / limit as u64;
+    Scenario {
+        name: format!(
+            "{light} light (1 thread) + {heavy} heavy ({threads} threads) flows active at once, 0.1 s requests; limit {limit}, {queues} queues, hand 8"
+        ),
+        cfg: config(limit, queues, 8, 500),
+        clients,
+        flow_of,
+        window: (4 * round, 14 * round),
+        goal: 0.05,
+        enforce: false,
+        then: None,
+        differential,
+    }
 }
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)
 }
 
-/// The table of `cargo test --release --test queueset fairness_goals:: -- --ignored
-/// --nocapture`: per scenario, the worst relative error under each policy
+/// The table of `cargo test --release --test queueset
+/// fairness_goals::measured_today -- --ignored --nocapture`: per scenario,
+/// the worst relative error under each policy
 /// (and, under `flow` and `flow-maxmin`, the flow with it, by its index in
 /// the scenario: its seats and its max-min share), before issue 22's order
 /// (reference model) and now (queueset and reference model agreeing).
 #[test]
 #[ignore = "measurement: prints the table of docs/flow-fairness.md"]
 fn measured_today() {
+    print_table(scenarios());
+}
+
+/// The rows of the scenarios with thousands of flows active at once:
+/// `cargo test --release --test queueset fairness_goals::measured_many_flows
+/// -- --ignored --nocapture` (about six minutes on the 2-core machine, most of
+/// it the reference model at 2,000 flows).
+#[test]
+#[ignore = "measurement: thousands of flows, minutes in a release build"]
+fn measured_many_flows() {
+    print_table(many_flow_scenarios());
+}
+
+/// Per scenario, the worst relative error under each policy (and, under
+/// `flow` and `flow-maxmin`, the flow with it, by its index in the
+/// scenario: its seats and its max-min share), before issue 22's order
+/// (reference model) and now (queueset and reference model agreeing, or
+/// the queueset alone where `differential` is off: then without the
+/// Kubernetes and "before" columns). `FAIRNESS_ONLY=text` keeps the
+/// scenarios whose name contains it.
+fn print_table(scenarios: Vec<Scenario>) {
+    let only = std::env::var("FAIRNESS_ONLY").unwrap_or_default();
     eprintln!("| scenario | goal | Kubernetes | `flow` before | `flow-maxmin` before | `flow` | `flow-maxmin` |");
     eprintln!("| --- | --- | --- | --- | --- | --- | --- |");
-    for s in scenarios() {
+    for s in scenarios.into_iter().filter(|s| s.name.contains(&only)) {
+        let started = std::time::Instant::now();
         let fair = s.fair();
-        let [kube, flow, max_min] = Fairness::ALL.map(|p| s.run(p));
-        let flow_before = s.run_before(Fairness::Flow);
-        let max_min_before = s.run_before(Fairness::FlowMaxMin);
         let detail = |m: &Measured| {
             let cell = format!(
                 "{} (flow {}: {:.2} of {:.2})",
@@ -444,16 +565,27 @@ fn measured_today() {
                 cell
             }
         };
+        let [flow, max_min] = [Fairness::Flow, Fairness::FlowMaxMin].map(|p| s.run(p));
+        let [kube, flow_before, max_min_before] = if s.differential {
+            [
+                pct(s.run(Fairness::Kubernetes).error),
+                detail(&s.run_before(Fairness::Flow)),
+                detail(&s.run_before(Fairness::FlowMaxMin)),
+            ]
+        } else {
+            ["not run".into(), "not run".into(), "not run".into()]
+        };
         eprintln!(
             "| {} | {} | {} | {} | {} | {} | {} |",
             s.name,
             pct(s.goal),
-            pct(kube.error),
-            detail(&flow_before),
-            detail(&max_min_before),
+            kube,
+            flow_before,
+            max_min_before,
             detail(&flow),
             detail(&max_min)
         );
+        eprintln!("({:.1} s)", started.elapsed().as_secs_f64());
     }
 }
 
@@ -514,7 +646,12 @@ fn the_max_min_shares_are_the_ones_worked_by_hand() {
     let busy = 9.5 / 3.0;
     assert!(close(&by_name("mixed").fair(), &[busy, busy, busy, 0.5]));
     assert!(close(&by_name("4-seat").fair(), &[2.0, 2.0, 2.0]));
-    assert!(close(&by_name("bursts").fair(), &[2.0, 1.0, 1.0]));
+    assert!(close(&by_name("bursts of 4").fair(), &[2.0, 1.0, 1.0]));
+    let fair = by_name("bursty").fair();
+    assert!(
+        close(&fair, &[&[1.0; 12][..], &[3.0; 4]].concat()),
+        "{fair:?}"
+    );
     assert!(close(&by_name("a flow idle").fair(), &[2.0, 2.0]));
     assert!(close(&by_name("a polite flow idle").fair(), &[2.0, 2.0]));
     assert!(close(&by_name("watch-like").fair(), &[1.5, 1.5, 1.0]));
