@@ -123,17 +123,18 @@ impl<E: Copy, C: Default> Ledger<E, C> {
         Some(ticket)
     }
 
-    /// A hot finish: close the ticket's slot and add its completion to the
-    /// sums, or report that a fold took it.
+    /// A hot finish: close the ticket's slot and add its completion (with
+    /// its start number on this shard) to the sums, or report that a fold
+    /// took it.
     pub(crate) fn close(
         &self,
         ticket: LedgerTicket,
-        complete: impl FnOnce(&mut C, E),
+        complete: impl FnOnce(&mut C, u64, E),
     ) -> Result<(), Folded> {
         let mut st = lock(&self.state);
-        let entry = st.open_entry(ticket).ok_or(Folded)?;
+        let (seq, entry) = st.open_entry(ticket).ok_or(Folded)?;
         st.free_slot(ticket.slot);
-        complete(&mut st.completed, entry);
+        complete(&mut st.completed, seq, entry);
         Ok(())
     }
 
@@ -195,11 +196,13 @@ impl<E: Copy, C> State<E, C> {
         LedgerTicket { slot, generation }
     }
 
-    fn open_entry(&self, ticket: LedgerTicket) -> Option<E> {
+    fn open_entry(&self, ticket: LedgerTicket) -> Option<(u64, E)> {
         match self.slots.get(ticket.slot as usize)? {
             Slot::Open {
-                generation, entry, ..
-            } if *generation == ticket.generation => Some(*entry),
+                generation,
+                seq,
+                entry,
+            } if *generation == ticket.generation => Some((*seq, *entry)),
             _ => None,
         }
     }
@@ -223,7 +226,7 @@ mod tests {
         seats: u64,
     }
 
-    fn add(c: &mut Sums, seats: u32) {
+    fn add(c: &mut Sums, _seq: u64, seats: u32) {
         c.requests += 1;
         c.seats += u64::from(seats);
     }
@@ -285,12 +288,12 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     fn close_in_two_steps(
         &self,
         ticket: LedgerTicket,
-        complete: impl FnOnce(&mut C, E),
+        complete: impl FnOnce(&mut C, u64, E),
     ) -> Result<(), Folded> {
-        let entry = lock(&self.state).open_entry(ticket).ok_or(Folded)?;
+        let (seq, entry) = lock(&self.state).open_entry(ticket).ok_or(Folded)?;
         let mut st = lock(&self.state);
         st.free_slot(ticket.slot);
-        complete(&mut st.completed, entry);
+        complete(&mut st.completed, seq, entry);
         Ok(())
     }
 }
@@ -377,7 +380,7 @@ mod loom_tests {
         }
 
         fn finish(&self, ticket: LedgerTicket, protocol: Protocol) {
-            let complete = |c: &mut Sums, _| c.requests += 1;
+            let complete = |c: &mut Sums, _, _| c.requests += 1;
             let closed = if protocol == Protocol::CloseInTwoSteps {
                 self.ledger.close_in_two_steps(ticket, complete)
             } else {

@@ -212,6 +212,10 @@ pub struct ReferenceQueueSet {
     hot_last: Option<(Instant, Duration)>,
     /// Epoch accounting: the hot starts' order.
     hot_seq: u64,
+    /// [`Accounting::Epoch`]: the latest-starting hot finish since the
+    /// last merge whose start dealt its queue (Kubernetes' policy),
+    /// `(start order, queue)`.
+    hot_last_start: Option<(u64, usize)>,
 }
 
 impl ReferenceQueueSet {
@@ -245,6 +249,7 @@ impl ReferenceQueueSet {
             ledger_seat_nanos: 0,
             hot_last: None,
             hot_seq: 0,
+            hot_last_start: None,
         })
     }
 
@@ -1280,6 +1285,9 @@ impl ReferenceQueueSet {
         self.hot_last = self
             .hot_last
             .max(Some((now, now.saturating_since(ex.start))));
+        if let Some(q) = ex.queue {
+            self.hot_last_start = self.hot_last_start.max(Some((ex.seq, q)));
+        }
         self.seats_in_use -= ex.held;
         self.requests_executing -= 1;
         true
@@ -1339,7 +1347,9 @@ impl ReferenceQueueSet {
         // Fold each open request into its queue; F_q and whether the
         // queue was active before, per queue touched.
         let mut lead: Vec<(usize, bool, VTime)> = Vec::new();
-        for (_, id) in ids {
+        // The epoch's last dispatch: every hot start was one (at once).
+        let mut last_start = self.hot_last_start.take();
+        for (seq, id) in ids {
             let mut ex = self.executing[&id].clone();
             ex.in_ledger = false;
             if ex.flow_pending {
@@ -1372,8 +1382,15 @@ impl ReferenceQueueSet {
                 }
                 self.queues[q].executing += 1;
                 self.queues[q].seats_in_use += ex.held;
+                last_start = last_start.max(Some((seq, q)));
             }
             self.executing.insert(id, ex);
+        }
+        if let Some((_, q)) = last_start {
+            if q >= self.queues.len() {
+                self.queues.resize_with(q + 1, Queue::default);
+            }
+            self.robin = Some(q);
         }
         let active = if by_flow {
             let mut a = active_before.clone();

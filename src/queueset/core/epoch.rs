@@ -74,18 +74,27 @@ pub(crate) struct Completed {
     /// The latest-ending one's `(end, end − start)` (ties: the longest):
     /// the level's last service time under per-flow order, order-free.
     pub(crate) last: Option<(Instant, u64)>,
+    /// The latest-starting one whose queue its start dealt (Kubernetes'
+    /// policy), as `(start, shard, start number on the shard, queue)`: the
+    /// fold's order, so the merge finds the epoch's last dispatch
+    /// (the round-robin position), order-free.
+    pub(crate) last_start: Option<(Instant, u32, u64, u32)>,
 }
 
 impl Completed {
-    /// A hot-path request `e` finished at `end`.
+    /// A hot-path request `e`, the `seq`-th start of shard `shard`,
+    /// finished at `end`.
     #[inline]
-    pub(crate) fn add(&mut self, e: &Entry, end: Instant) {
+    pub(crate) fn add(&mut self, e: &Entry, shard: u32, seq: u64, end: Instant) {
         let seats = e.estimate.max_seats();
         let ran = end.as_nanos().saturating_sub(e.start.as_nanos());
         self.requests += 1;
         self.seat_nanos += u128::from(seats) * u128::from(ran);
         self.executed_nanos[usize::from(e.tag & READ_ONLY_TAG != 0)] += u128::from(ran);
         self.last = self.last.max(Some((end, ran)));
+        if e.queue < FLOW_QUEUE {
+            self.last_start = self.last_start.max(Some((e.start, shard, seq, e.queue)));
+        }
         let tally = self.tallies.get(e.tag);
         tally.begin_at_once(seats, e.queue != NO_QUEUE);
         tally.stats.work_estimated_seats.observe(seats.into());
@@ -106,6 +115,7 @@ impl Completed {
             *a += std::mem::take(b);
         }
         self.last = self.last.max(other.last.take());
+        self.last_start = self.last_start.max(other.last_start.take());
         other.requests = 0;
         other.seat_nanos = 0;
     }
@@ -238,6 +248,20 @@ impl Core {
         }
         for &(q, _) in &held_before {
             self.queues.bound_and_reindex(q);
+        }
+        // Every hot start was a dispatch at once in Kubernetes' queueset,
+        // so the round-robin position is the queue of the epoch's last
+        // start whose queue is known (folded, or finished under Kubernetes'
+        // policy, which dealt its card at the start): ties between equal
+        // virtual finishes are then broken as per-event replay breaks them.
+        let last_folded = folded
+            .iter()
+            .rev()
+            .find(|&&(_, _, _, e)| e.queue != NO_QUEUE)
+            .map(|&(start, shard, seq, e)| (start, shard, seq, e.queue));
+        if let Some((.., q)) = last_folded.max(completed.last_start.take()) {
+            let q = self.queues.ensure(q as usize);
+            self.queues.set_robin(q);
         }
         self.tallies.absorb(&mut completed.tallies);
         let [mutating, read_only] = std::mem::take(&mut completed.executed_nanos);

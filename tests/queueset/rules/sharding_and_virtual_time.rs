@@ -144,6 +144,44 @@ fn equal_virtual_finishes_are_served_round_robin_after_the_last_chosen_queue() {
     }
 }
 
+/// The same after a request that started last and finished on the hot path
+/// (nothing waited then): in Kubernetes' queueset it was dispatched at
+/// once, so its queue is the last one chosen, though the epoch rule
+/// accounts it only in its shard's sums.
+#[test]
+fn equal_virtual_finishes_go_round_robin_after_a_request_that_finished_on_the_hot_path() {
+    for last in 0..4u32 {
+        let l = level(cfg(2, 4, 1, 10));
+        let flow = |q| flow_to(4, 1, q);
+        let busy = (last + 2) % 4;
+        // The occupant starts first and holds its seat; the last request
+        // to start finishes at once, on the hot path.
+        let occupant = l.exec(flow(busy), est(1));
+        drop(l.exec(flow(last), est(1)));
+        // Two-seat requests wait behind the occupant, at R = 0 with equal
+        // work: equal virtual finishes.
+        let mut tickets: Vec<(u32, Ticket<'_>)> = (0..4)
+            .rev()
+            .filter(|&q| q != busy)
+            .map(|q| (q, l.queue(flow(q), est(2))))
+            .collect();
+        drop(occupant);
+        let mut order = Vec::new();
+        while !tickets.is_empty() {
+            let i = tickets
+                .iter_mut()
+                .position(|(_, t)| matches!(t.poll(), Some(Ok(_))))
+                .expect("one ticket is dispatched per finish");
+            order.push(tickets.remove(i).0);
+        }
+        let expected: Vec<u32> = (1..=4)
+            .map(|i| (last + i) % 4)
+            .filter(|&q| q != busy)
+            .collect();
+        assert_eq!(order, expected, "after queue {last}");
+    }
+}
+
 #[test]
 fn the_service_time_guess_is_charged_at_dispatch_and_is_configurable() {
     assert_eq!(QueueSetConfig::default().service_time_guess, 3 * MS);
@@ -165,22 +203,51 @@ fn the_service_time_guess_is_charged_at_dispatch_and_is_configurable() {
     }
 }
 
+/// Kubernetes' per-event finish: the queue of a request its core holds is
+/// corrected by the difference between the guess and the actual service
+/// time. A request waiting elsewhere keeps the level saturated (`SLOW`),
+/// so the request is folded into the core at its start's instant (charged
+/// as Kubernetes' dispatch charged it) and finishes through the core.
 #[test]
 fn finishing_corrects_the_queue_by_the_actual_service_time() {
-    let l = level(cfg(4, 4, 1, 10));
+    let l = level(cfg(2, 4, 1, 10));
     let f = flow_to(4, 1, 1);
     let g = l.exec(f, est(2));
+    let waiter = l.queue(flow_to(4, 1, 2), est(1));
     assert_eq!(l.ndr(1), seat_s(2, G));
     l.advance_ms(10);
     drop(g); // ran 10 ms: the 2 × 3 ms guess becomes 2 × 10 ms
     assert_eq!(l.ndr(1), seat_s(2, 10 * MS));
+    drop(waiter);
 
     // finish_at: the correction uses the given end, not the clock.
-    let l = level(cfg(4, 4, 1, 10));
+    let l = level(cfg(3, 4, 1, 10));
     let g = l.exec(f, est(3));
+    let waiter = l.queue(flow_to(4, 1, 2), est(1));
     l.advance_ms(10);
     g.finish_at(l.at(1));
     assert_eq!(l.ndr(1), seat_s(3, MS), "ran 1 ms, shorter than G");
+    drop(waiter);
+}
+
+/// A request that starts and finishes on the hot path within one epoch
+/// (nothing waits) leaves no trace in its queue's virtual time: the epoch
+/// rule charges the service a level gives while it has free seats nothing
+/// (docs/differences-from-kubernetes.md), so the queue's next request
+/// starts level with R whatever the guess and the actual time; R advances
+/// by the epoch's seat-time, measured to the end `finish_at` gives.
+#[test]
+fn a_hot_request_finished_within_its_epoch_costs_its_queue_nothing() {
+    let l = level(cfg(4, 4, 1, 10));
+    let f = flow_to(4, 1, 1);
+    let g = l.exec(f, est(3));
+    l.advance_ms(10);
+    g.finish_at(l.at(1));
+    // W = 3 seats × 1 ms (the given end), one queue at most: R = W.
+    let r = l.r_now();
+    assert_eq!(r, seat_s(3, MS));
+    let _next = l.exec(f, est(1));
+    assert_eq!(l.ndr(1), r + seat_s(1, G), "no debt, no credit");
 }
 
 /// An end time after now (a caller passing another clock's time, or a bogus
@@ -199,31 +266,51 @@ fn an_end_time_in_the_future_counts_as_now() {
     pending(&mut t);
     l.advance_ms(1);
     let _served = dispatched(&mut t);
-    // Without lingering: the correction uses now (ran 2 ms), not the future.
+    // Without lingering, a request the core holds (a request waiting
+    // elsewhere saturates the level): the correction uses now (ran 2 ms),
+    // not the future.
+    let l = level(cfg(3, 4, 1, 10));
+    let g = l.exec(f, est(3));
+    let waiter = l.queue(flow_to(4, 1, 2), est(1));
+    l.advance_ms(2);
+    g.finish_at(Instant::from_nanos(u64::MAX));
+    assert_eq!(l.ndr(1), seat_s(3, 2 * MS));
+    drop(waiter);
+    assert_eq!(l.qs.stats().seats_in_use, 0);
+    // On the hot path (nothing waits), the seat-time the epoch rule
+    // advances R by ends now too: 3 seats × 2 ms, not the limit's 4 × 2 ms
+    // that a far end would claim.
     let l = level(cfg(4, 4, 1, 10));
     let g = l.exec(f, est(3));
     l.advance_ms(2);
     g.finish_at(Instant::from_nanos(u64::MAX));
-    assert_eq!(l.ndr(1), seat_s(3, 2 * MS));
+    assert_eq!(l.r_now(), seat_s(3, 2 * MS));
     assert_eq!(l.qs.stats().seats_in_use, 0);
 }
 
 #[test]
 fn a_request_at_an_idle_queue_restarts_it_at_the_current_r() {
-    // A lagging queue: served little while another ran long.
-    let l = level(cfg(4, 4, 1, 10));
-    let (fa, fb) = (flow_to(4, 1, 0), flow_to(4, 1, 1));
+    // A lagging queue: served little while another ran long. The level is
+    // saturated throughout (a request waits, or every seat is taken and
+    // the newcomer waits), so every step is Kubernetes' per-event one.
+    let l = level(cfg(2, 4, 1, 10));
+    let (fa, fb, fx) = (flow_to(4, 1, 0), flow_to(4, 1, 1), flow_to(4, 1, 2));
     let a = l.exec(fa, est(1));
+    let x = l.exec(fx, est(1));
+    let mut tb = l.queue(fb, est(2));
     l.advance_ms(1);
     drop(a);
     assert_eq!(l.ndr(0), seat_s(1, MS));
-    let b = l.exec(fb, est(1));
+    drop(x);
+    let b = dispatched(&mut tb);
     l.advance_ms(10_000);
     let r = l.r_now();
     assert!(r > seat_s(1, Duration::from_secs(9)));
-    let _a = l.exec(fa, est(1));
-    assert_eq!(l.ndr(0), r + seat_s(1, G), "no credit for the idle time");
+    let mut ta = l.queue(fa, est(1));
+    assert_eq!(l.ndr(0), r, "no credit for the idle time");
     drop(b);
+    let _a = dispatched(&mut ta);
+    assert_eq!(l.ndr(0), r + seat_s(1, G));
 
     // A leading queue: charged for additional latency, during which (idle,
     // nothing executing) R does not move. It forgets its lead when it
