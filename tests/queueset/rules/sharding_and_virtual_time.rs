@@ -314,7 +314,8 @@ fn a_request_at_an_idle_queue_restarts_it_at_the_current_r() {
 
     // A leading queue: charged for additional latency, during which (idle,
     // nothing executing) R does not move. It forgets its lead when it
-    // becomes active again, as Kubernetes does.
+    // becomes active again, as Kubernetes does: its request arrives at a
+    // saturated level (every seat taken), so the arrival is per event.
     let l = level(cfg(4, 4, 1, 10));
     let a = l.exec(fa, est_lat(1, 1, Duration::from_secs(1)));
     l.advance_ms(2);
@@ -322,7 +323,11 @@ fn a_request_at_an_idle_queue_restarts_it_at_the_current_r() {
     l.advance_ms(2000);
     let r = l.r_now();
     assert!(l.ndr(0) > r + seat_s(1, Duration::from_millis(900)));
-    let _a = l.exec(fa, est(1));
+    let occupant = l.exec(fx, est(4));
+    let mut ta = l.queue(fa, est(1));
+    assert_eq!(l.ndr(0), r, "no debt for the lead either");
+    drop(occupant);
+    let _a = dispatched(&mut ta);
     assert_eq!(l.ndr(0), r + seat_s(1, G));
 }
 
