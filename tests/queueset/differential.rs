@@ -3,6 +3,7 @@
 //! operation sequences (see `apf::queueset::differential`).
 use apf::queueset::differential::{check, check_with_epochs, Op};
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -18,7 +19,15 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(512), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(512),
+        // The seeds beside this file (proptest's default for a module of a
+        // test binary is tests/proptest-regressions/, where none are kept).
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/queueset/differential.proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     // The hand's high bit starts two thirds of the cases under the flow

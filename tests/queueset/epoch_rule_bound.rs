@@ -9,14 +9,17 @@
 //! duration), and the epoch rule applied once at the epoch's end `T`. For
 //! every queue active at `T` the two leads `S_q − R` must differ by at
 //! most `W_q + W + D_q` (the queue's and the level's seat-time in the
-//! epoch, and, for a queue the core held requests of, the core's own lead
-//! `|S_q^core − R(T0)|`: its lead at the epoch's start less the refunds of
-//! those requests' finishes). Plain f64 arithmetic in seat-nanoseconds: this
+//! epoch, and, for a queue the core held requests of, `D_q = |S_q − R(T0)|
+//! + Σ |c_i × (G − ran_i)|`: the core's lead at the epoch's start plus the
+//! size of each correction of its held requests that finished in the
+//! epoch, refund or charge; their net is not enough, since replay applies
+//! them around its own `max` with R). Plain f64 arithmetic in seat-nanoseconds: this
 //! checks the design's claim, not the core's integers; when the core is
 //! wired to the ledger, the differential tests compare it with the
 //! reference model under the rule event for event.
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 const G: f64 = 3_000_000.0; // the service-time guess, 3 ms in ns
 
@@ -82,6 +85,9 @@ struct Run {
     s: Vec<f64>,
     /// The core's own S for its held requests (their corrections only).
     s_core: Vec<f64>,
+    /// Per queue, the sizes of its held requests' corrections in the epoch
+    /// (each one's `|c × (G − ran)|`, refund or charge).
+    refunds: Vec<f64>,
     /// Seat-time in the epoch, the level's and each queue's.
     w: f64,
     w_q: Vec<f64>,
@@ -113,6 +119,7 @@ fn check(sc: &Scenario) -> Result<(), TestCaseError> {
         r: 0.0,
         s: sc.leads.clone(),
         s_core: sc.leads.clone(),
+        refunds: vec![0.0; sc.queues],
         w: 0.0,
         w_q: vec![0.0; sc.queues],
     };
@@ -160,6 +167,7 @@ fn check(sc: &Scenario) -> Result<(), TestCaseError> {
                 run.s[req.queue] -= correction;
                 if req.held_by_core {
                     run.s_core[req.queue] -= correction;
+                    run.refunds[req.queue] += correction.abs();
                 }
             }
         }
@@ -181,12 +189,14 @@ fn check(sc: &Scenario) -> Result<(), TestCaseError> {
         } else {
             r_rule + f_q
         };
-        // The core's own lead for a queue it held requests of: debt or
-        // credit (the refunds of its held requests' finishes), which the
-        // rule cuts (`max` with R, or the idle restart) where replay keeps
-        // it through an overlap.
+        // The core's own lead for a queue it held requests of: its lead at
+        // the epoch's start and each of its held requests' corrections in
+        // the epoch, counted by size (replay applies them between its own
+        // `max` with R and idle restarts, the rule to their net, so they do
+        // not cancel in the divergence: a refund cut by a later start's
+        // `max` and a later charge both count).
         let d_q = if held_at_start[q] {
-            run.s_core[q].abs()
+            sc.leads[q].abs() + run.refunds[q]
         } else {
             0.0
         };
@@ -203,22 +213,43 @@ fn check(sc: &Scenario) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(4000))]
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(4000),
+        // The seeds beside this file (proptest's default place for a
+        // module of a test binary is tests/proptest-regressions/).
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/queueset/epoch_rule_bound.proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
-    /// The design's bound holds on random unsaturated epochs.
-    ///
-    /// Ignored since 2026-11-27: CI found a counterexample after 915
-    /// cases (seed in epoch_rule_bound.proptest-regressions; docs/scaling.md
-    /// "The next core"): in an epoch of zero length, a held request's
-    /// refund and a later finish partly cancel in the core's lead, so
-    /// `D_q` taken at the end (1.30 ms) is smaller than the divergence
-    /// (1.70 ms; their sum is one `G`). `D_q` must count each refund's
-    /// size, not their net. The core on main does not use the rule yet
-    /// (branch `ledger-int` does, with its own bound checked against the
-    /// reference model); run on demand until the bound is restated.
+    /// The design's bound holds on random unsaturated epochs (with `D_q`
+    /// counting each held request's correction by its size: the first
+    /// statement, with their net, failed on the seed kept in
+    /// epoch_rule_bound.proptest-regressions, CI 2026-11-27).
     #[test]
-    #[ignore = "counterexample found 2026-11-27: D_q must count refunds, not their net (issue 21)"]
     fn the_epoch_rule_stays_within_its_bound(sc in scenario()) {
         check(&sc)?;
     }
+}
+
+/// The counterexample to the first statement of `D_q`, by hand: one queue,
+/// two held requests, an epoch of zero length. A held request's refund
+/// (3 ms) takes replay's lead below R; a start lifts it back with `max`;
+/// the other held request's finish then charges 1.7 ms. Replay and the
+/// rule differ by 1.7 ms, the net lead is 1.3 ms, the sizes sum to 4.7 ms.
+#[test]
+fn a_refund_and_a_later_charge_count_by_their_sizes() {
+    let sc = Scenario {
+        limit: 4,
+        queues: 1,
+        leads: vec![0.0],
+        held: vec![(0, 1, 0), (0, 1, 4_700_000)],
+        ops: vec![
+            Op::Finish { pick: 0 },
+            Op::Start { queue: 0, seats: 1 },
+            Op::Finish { pick: 0 },
+        ],
+    };
+    check(&sc).unwrap();
 }

@@ -7,9 +7,14 @@
 //! the epoch, every queue active in both must have leads `S_q − R` that
 //! differ by at most `W_q + W + D_q` (docs/differences-from-kubernetes.md):
 //! here `W_q ≤ W`, so the check is `2W + D_q`, with `W` the level's
-//! seat-time in the epoch and `D_q` the queue's lead at the epoch's start
-//! (no request the core held finishes inside an epoch here: such a finish
-//! takes the level lock, which merges). And with no hot request in an
+//! seat-time in the epoch and `D_q = |S_q − R(T0)| + Σ |c_i × (G − ran_i)|`
+//! (the queue's lead at the epoch's start, plus the size of each
+//! correction of a request the core held that finished in the epoch). The
+//! sum is empty here, as in the core: such a finish takes the level lock,
+//! which merges first (`ReferenceQueueSet::finish` does the same), so it
+//! ends the epoch and its correction is in the next epoch's lead at `T0`
+//! (tests/queueset/epoch_rule_bound.rs checks the sum on a plain model
+//! where held requests finish inside an epoch). And with no hot request in an
 //! epoch the two stay identical (the rule applies only to epochs the hot
 //! path served).
 use apf::clock::Instant;
@@ -18,6 +23,7 @@ use apf::queueset::vtime::VTime;
 use apf::queueset::{Fairness, QueueSetConfig};
 use apf::work_estimate::WorkEstimate;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -200,9 +206,15 @@ fn check(limit: u32, queues: u32, fairness: Fairness, ops: &[Op]) -> Result<f64,
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(
-        std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1000)
-    ))]
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(1000),
+        // The seeds beside this file (proptest's default for a module of a
+        // test binary is tests/proptest-regressions/, where none are kept).
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/queueset/epoch_rule_reference.proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     /// Every policy: the rule's leads stay within the bound of replay's.
     #[test]
