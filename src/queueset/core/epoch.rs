@@ -166,11 +166,15 @@ impl Core {
         // Per-flow order: the flows active at T (R divides among them).
         let by_flow = self.order.is_on();
         let mut newly_active_flows: Vec<u64> = Vec::new();
-        let mut of_flow: Vec<bool> = Vec::with_capacity(if by_flow { folded.len() } else { 0 });
+        // Which folded requests a flow policy admitted: each enters its
+        // flow's state, whatever the policy now (a start that read the
+        // flow policy can slip past a switch to Kubernetes' policy, whose
+        // merge folds it later; its finish leaves its flow's state, which
+        // must exist: the shuttle history
+        // `mixed_paths_keep_invariants_under_flow` found it missing).
+        let mut of_flow: Vec<bool> = Vec::with_capacity(folded.len());
         for (_, _, _, e) in folded.iter_mut() {
-            if by_flow {
-                of_flow.push(e.queue == FLOW_QUEUE);
-            }
+            of_flow.push(e.queue == FLOW_QUEUE);
             if by_flow
                 && e.queue == FLOW_QUEUE
                 && !self.flow_is_active(e.flow_hash)
@@ -242,7 +246,7 @@ impl Core {
                 self.note_dispatch(q);
                 self.queues[q].next_dispatch_r += f;
             }
-            if by_flow && of_flow[i] {
+            if of_flow[i] {
                 self.order_fold(e.flow_hash, &e.estimate, e.start, t);
             }
         }

@@ -164,3 +164,37 @@ fn a_release_of_a_flow_gone_from_the_table_is_reported() {
     core.finish(&released_one(estimate), at(2));
     core.release_early(&flow_held(estimate), 1, at(3));
 }
+
+/// A hot start that read the flow policy and slipped past a switch to
+/// Kubernetes' policy is folded by a later merge, under Kubernetes'
+/// policy: it still enters its flow's state, which its finish leaves (the
+/// shuttle history `mixed_paths_keep_invariants_under_flow` found the
+/// finish with no state: "ended without a state", debug builds).
+#[test]
+fn a_flow_request_folded_after_a_switch_to_kubernetes_finishes_cleanly() {
+    let cfg = QueueSetConfig {
+        name: "invariants".into(),
+        concurrency_limit: 4,
+        queues: 2,
+        hand_size: 1,
+        fairness: super::Fairness::Kubernetes,
+        ..QueueSetConfig::default()
+    };
+    let dealer = cfg.validate().expect("valid config");
+    let mut core = Core::new(cfg, dealer, Instant::ZERO);
+    let estimate = WorkEstimate::new(2, 0, Duration::ZERO);
+    let entry = super::core::Entry {
+        queue: FLOW_QUEUE,
+        flow_hash: FLOW,
+        tag: 0,
+        estimate,
+        start: Instant::ZERO,
+    };
+    let mut folded = vec![(Instant::ZERO, 0, 0, entry)];
+    core.merge_ledgers(at(1), &mut folded, &mut Default::default());
+    core.check_invariants();
+    core.finish(&flow_held(estimate), at(2));
+    core.check_invariants();
+    assert!(core.queues.iter().all(|q| q.seats_in_use == 0));
+    assert_eq!(core.seats.in_use, 0);
+}
