@@ -9,14 +9,14 @@
 //! duration), and the epoch rule applied once at the epoch's end `T`. For
 //! every queue active at `T` the two leads `S_q − R` must differ by at
 //! most `W_q + W + D_q` (the queue's and the level's seat-time in the
-//! epoch, and, for a queue the core held requests of, `D_q = |S_q − R(T0)|
-//! + Σ |c_i × (G − ran_i)|`: the core's lead at the epoch's start plus the
-//! size of each correction of its held requests that finished in the
-//! epoch, refund or charge; their net is not enough, since replay applies
-//! them around its own `max` with R). Plain f64 arithmetic in seat-nanoseconds: this
-//! checks the design's claim, not the core's integers; when the core is
-//! wired to the ledger, the differential tests compare it with the
-//! reference model under the rule event for event.
+//! epoch, and, for a queue the core held requests of,
+//! `D_q = |S_q − R(T0)| + Σ |c_i × (G − ran_i)|`: the core's lead at the
+//! epoch's start plus the size of each correction of its held requests
+//! that finished in the epoch, refund or charge; their net is not enough,
+//! since replay applies them around its own `max` with R). Plain f64
+//! arithmetic in seat-nanoseconds: this checks the design's claim, not the
+//! core's integers; the differential tests compare the core (wired to the
+//! ledger) with the reference model under the rule event for event.
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
