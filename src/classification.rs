@@ -41,6 +41,7 @@ mod owned;
 #[doc(hidden)]
 pub mod reference;
 mod request_info;
+mod words;
 
 pub use owned::OwnedDigest;
 pub use request_info::RequestInfo;
