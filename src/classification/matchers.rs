@@ -181,6 +181,7 @@ fn is_service_account(user: &[u8]) -> bool {
 }
 
 impl SubjectTables {
+    #[inline]
     pub(super) fn key(&self, user: &str, groups: &[&str]) -> SubjectKey {
         let mut prefixes = 0;
         // Every prefix is a service account namespace's
