@@ -388,6 +388,7 @@ impl CompiledSchema {
         }
     }
 
+    #[inline]
     pub(super) fn flow_hash(&self, distinguisher: &str) -> u64 {
         match &self.flow_hasher {
             Some(hasher) => super::flow_hash_memo::memoized(self.hasher_id, distinguisher, || {
