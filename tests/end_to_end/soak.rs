@@ -457,7 +457,7 @@ fn soak_fifo_workqueue(keys: usize, capacity: usize, consumers: u64, timed: bool
                 let mut taken = 0u64;
                 let mut rng = Rng::new(c + 201);
                 let mut next = || {
-                    if !timed || rng.next() % 2 == 0 {
+                    if !timed || rng.next().is_multiple_of(2) {
                         return queue.get();
                     }
                     let wait = Duration::from_micros(1 + rng.next() % 1000);
