@@ -41,8 +41,9 @@
 //!    pushed, so its decrement (by a claimer that popped it, or by itself)
 //!    comes after its increment. Counted after the push, a claimer could
 //!    pop and claim it first and its decrement would, for a moment, hide
-//!    another parked worker from a pusher (the loom model
-//!    `handshake::no_worker_sleeps_while_an_item_is_ready` deadlocked so).
+//!    another parked worker from a pusher (the loom models
+//!    `a_timed_out_worker_withdrawing_beside_a_parked_one_and_two_adds`
+//!    and `two_parked_workers_and_a_producer` fail so).
 //! 3. **Oldest first.** The list is FIFO and claims pop from its front, so
 //!    with more workers than items none is passed over by later parkers.
 //!    Withdrawn waiters stay on the list until popped (and skipped); when
