@@ -300,7 +300,7 @@ table() {
             print ""; print "get+done+add over all consumers, each round: " s
         }
         if ("handoff_add" in lops) {
-            print ""; print "Workqueue parked hand-off (1,000 consumers, 1,000 items, one full-speed producer whose every add finds consumers parked), medians of the rounds"; print ""
+            print ""; print "Workqueue parked hand-off (1,000 consumers, 1,000 items, one full-speed producer; most consumers are parked, so an add hands its item to one), medians of the rounds"; print ""
             print "| call | p50 | p99 | p99.9 | max |"; print "| --- | ---: | ---: | ---: | ---: |"
             oprow("handoff_add", "add (the producer)"); oprow("handoff_done", "done (a consumer)")
             s = ""; for (i = 1; i <= nh; i++) s = s (i > 1 ? ", " : "") rate(hrate[i])
