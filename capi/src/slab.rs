@@ -1,5 +1,6 @@
 //! Handles: one generic, sharded slab of generation-checked slots, used for
-//! both request handles (`Entry`) and workqueue item handles.
+//! the process's request handles (one slab, [`requests`]) and for each
+//! workqueue's item handles (one slab per queue).
 //!
 //! # Handle encoding
 //! A handle is a `u64`: the slot's generation XORed with the slab's salt in
@@ -7,11 +8,14 @@
 //! is never issued (the low half is at least 1), so C code can use 0 for
 //! "no request" / "no item".
 //!
-//! The salt is drawn per slab (per dispatcher, per queue): two dispatchers
-//! both hand out slot 0 first, and without the salt their first handles
-//! would be equal, so a handle given to the wrong dispatcher would finish
-//! that dispatcher's live request. With it, a foreign handle names a live
-//! slot only if the salts happen to agree on the generation (1 in 2^32).
+//! The salt is drawn per slab (per queue, and once for the request slab):
+//! two workqueues both hand out slot 0 first, and without the salt their
+//! first handles would be equal, so an item handle given to the wrong queue
+//! would finish that queue's live item. With it, a foreign handle names a
+//! live slot only if the salts happen to agree on the generation (1 in
+//! 2^32). Request handles need no such luck: they all come from one slab,
+//! so no two live requests of the process share a handle, and each entry
+//! records its owner ([`Request`]), which the ABI checks exactly.
 //!
 //! The index interleaves shards: `index = local * SHARDS + shard`, so a
 //! handle names its shard without a lookup. Each thread inserts into one
@@ -34,11 +38,48 @@ use apf::level::{RequestGuard, RequestTicket, SharedRequest};
 use apf::queueset::RejectReason;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::sync::LazyLock;
 
 use super::completion::RequestWaker;
 
 /// Number of shards (a power of two).
 pub(crate) const SHARDS: usize = 16;
+
+/// A live request in the request slab: the object it was started at and
+/// its state.
+pub(crate) struct Request {
+    pub(crate) owner: Owner,
+    pub(crate) entry: Entry,
+}
+
+/// The dispatcher or queueset a request was started at, by a process-wide
+/// unique id (never reused, so an owner freed and a new one allocated at
+/// the same address are told apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner {
+    id: NonZeroU64,
+    kind: OwnerKind,
+}
+
+/// What kind of object owns a request (for error messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnerKind {
+    Dispatcher,
+    QueueSet,
+}
+
+impl Owner {
+    /// A new owner, distinct from every other of the process.
+    pub(crate) fn new(kind: OwnerKind) -> Owner {
+        let id = NonZeroU64::new(crate::sync::unique_id()).expect("unique ids start at 1");
+        Owner { id, kind }
+    }
+
+    pub(crate) fn kind(self) -> OwnerKind {
+        self.kind
+    }
+}
 
 /// What a request handle refers to while it is live.
 pub(crate) enum Entry {
@@ -71,10 +112,49 @@ pub(crate) enum Retired {
     Finished,
     Cancelled,
     Rejected(RejectReason),
+    /// Its dispatcher or queueset was freed while it was live (an executing
+    /// request was finished then, a waiting one cancelled).
+    OwnerFreed,
 }
 
-/// A dispatcher's request handles.
-pub(crate) type RequestSlab = Slab<Entry, Retired>;
+/// A retired request slot's record: how, and whose it was (so a handle
+/// just retired is still refused to another owner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gone {
+    pub(crate) how: Retired,
+    pub(crate) owner: Owner,
+}
+
+/// The request slab: every request handle of the process, whoever started
+/// it.
+///
+/// # Invariants
+/// 1. A handle names at most one live request in the process (one slab,
+///    generation-checked slots), and that request records its [`Owner`].
+/// 2. Every live request's owner is live: an owner's `Drop` retires its
+///    requests (`request::close_requests`, which walks the slab with
+///    [`Slab::drain_where`] for those whose owner matches) before any of
+///    its fields are dropped, and
+///    no request is started at an owner once its free began (the free is
+///    the last call on it, by the ABI's contract). Each request is retired
+///    exactly once: by its finish, cancel or rejection, or by that walk,
+///    whichever takes it under its shard lock first.
+/// 3. A handle whose owner was freed names a retired slot
+///    ([`Retired::OwnerFreed`]) or, once the slot is reused, a different
+///    generation: an error, never another owner's request.
+///
+/// Walking the slab at a free costs time in proportion to the slab's slots
+/// (its peak of live requests, all owners together), one shard lock at a
+/// time; a per-owner list would make the free proportional to the owner's
+/// requests but cost the start and finish of every request a list update,
+/// and frees are rare.
+pub(crate) type RequestSlab = Slab<Request, Gone>;
+
+/// The process's request slab (see [`RequestSlab`]).
+pub(crate) fn requests() -> &'static RequestSlab {
+    static REQUESTS: LazyLock<RequestSlab> = LazyLock::new(RequestSlab::default);
+    &REQUESTS
+}
 
 /// Why a handle does not name a live occupant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,16 +323,24 @@ impl<T, R: Copy> Slab<T, R> {
         self.with(handle, |occupied| occupied.retire(how))
     }
 
-    /// Every live occupant, retired as `how` and removed (for tearing the
-    /// owner down).
-    pub(crate) fn drain(&self, how: R) -> Vec<T> {
+    /// Every live occupant for which `pick` holds, retired as `how` says and
+    /// removed (for tearing its owner down). Walks every slot, one shard
+    /// lock at a time.
+    pub(crate) fn drain_where(
+        &self,
+        mut pick: impl FnMut(&T) -> bool,
+        how: impl Fn(&T) -> R,
+    ) -> Vec<T> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let mut shard = lock(shard);
-            let busy: Vec<u32> = (0..shard.slots.len() as u32)
-                .filter(|&i| matches!(shard.slots[i as usize].state, State::Busy(_)))
+            let picked: Vec<(u32, R)> = (0..shard.slots.len() as u32)
+                .filter_map(|i| match &shard.slots[i as usize].state {
+                    State::Busy(entry) if pick(entry) => Some((i, how(entry))),
+                    _ => None,
+                })
                 .collect();
-            for local in busy {
+            for (local, how) in picked {
                 out.push(
                     Occupied {
                         shard: &mut shard,
@@ -263,6 +351,20 @@ impl<T, R: Copy> Slab<T, R> {
             }
         }
         out
+    }
+
+    /// Live occupants for which `pick` holds.
+    pub(crate) fn count_where(&self, mut pick: impl FnMut(&T) -> bool) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = lock(s);
+                s.slots
+                    .iter()
+                    .filter(|slot| matches!(&slot.state, State::Busy(entry) if pick(entry)))
+                    .count()
+            })
+            .sum()
     }
 
     /// Occupants live in the slab.
@@ -322,6 +424,24 @@ mod tests {
         assert_ne!(h2, h);
         assert_eq!(slab.remove(h, Gone), Err(Stale::Unknown));
         assert_eq!(slab.remove(h2, Gone), Ok("b"));
+    }
+
+    #[test]
+    fn drain_where_retires_exactly_the_picked_occupants() {
+        let slab: Slab<(char, u8), char> = Slab::default();
+        let handles: Vec<u64> = [('a', 1), ('b', 2), ('a', 3), ('b', 4)]
+            .into_iter()
+            .map(|e| slab.insert(e).unwrap())
+            .collect();
+        assert_eq!(slab.count_where(|e| e.0 == 'a'), 2);
+        let mut drained = slab.drain_where(|e| e.0 == 'a', |e| e.0);
+        drained.sort();
+        assert_eq!(drained, [('a', 1), ('a', 3)]);
+        assert_eq!(slab.count_where(|e| e.0 == 'a'), 0);
+        assert_eq!(slab.live(), 2, "the others stay");
+        assert_eq!(slab.remove(handles[0], '?'), Err(Stale::Retired('a')));
+        assert_eq!(slab.remove(handles[1], '?'), Ok(('b', 2)));
+        assert_eq!(slab.drain_where(|e| e.0 == 'a', |e| e.0), []);
     }
 
     #[test]
