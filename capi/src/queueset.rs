@@ -17,7 +17,7 @@ use super::request::{
     too_many,
 };
 use super::sized::{read_growable, Growable};
-use super::slab::{requests, Entry, Owner, OwnerKind, Request};
+use super::slab::{requests, Entry, Owner, OwnerKind};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
 use crate::error::apf_error;
@@ -476,10 +476,7 @@ pub unsafe extern "C" fn apf_queueset_start(
             WaitingNote::new("", &RequestDigest::default())
         });
         let (outcome, reason, request, waiting) = match outcome {
-            Outcome::Execute(guard) => match requests().insert(Request {
-                owner: q.owner,
-                entry: Entry::executing(guard),
-            }) {
+            Outcome::Execute(guard) => match requests().insert_owned(q.owner, Entry::executing(guard)) {
                 Ok(h) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, h, None),
                 Err(entry) => return too_many(entry),
             },

@@ -4,9 +4,7 @@ use super::cast::bytes_from_raw;
 use super::completion::{Completion, RequestWaker};
 use super::dispatcher::{apf_dispatcher, FfiDispatcher};
 use super::names::{apf_str, NamePair};
-use super::slab::{
-    requests, Entry, Gone, Occupied, Owner, OwnerKind, Request, Retired, Stale, Waiting,
-};
+use super::slab::{requests, Entry, Occupied, Owner, OwnerKind, Refused, Retired, Stale, Waiting};
 use super::status::{apf_status, fail};
 use crate::sync::Arc;
 use apf::classification::RequestDigest;
@@ -187,19 +185,13 @@ pub(crate) fn to_estimate(e: Option<&apf_work_estimate>) -> WorkEstimate {
     }
 }
 
-/// Why a lifecycle call refuses a handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refused {
-    /// Zero, unknown, or retired (see [`Stale`]).
-    Stale(Stale<Retired>),
-    /// The request (live or just retired) is another owner's than the
-    /// dispatcher the call named.
-    NotOwner(Owner),
-}
+/// Why a lifecycle call refuses a handle: stale, or the request (live or
+/// just retired) is another owner's than the dispatcher the call named.
+type Refusal = Refused<Retired, Owner>;
 
-fn refusal_error(handle: u64, refused: Refused, action: &str) -> apf_status {
+fn refusal_error(handle: u64, refused: Refusal, action: &str) -> apf_status {
     let stale = match refused {
-        Refused::NotOwner(owner) => {
+        Refused::Foreign(owner) => {
             let whose = match owner.kind() {
                 OwnerKind::Dispatcher => "another dispatcher",
                 OwnerKind::QueueSet => "a queueset (pass NULL as the dispatcher)",
@@ -381,17 +373,16 @@ pub(crate) unsafe fn start(
         .names
         .of(decision.flow_schema.arc(), decision.priority_level.arc());
     let (outcome, reason, request) = match decision.outcome {
-        Outcome::Execute(guard) => match requests().insert(Request {
-            owner: d.owner,
-            entry: Entry::executing(guard),
-        }) {
-            Ok(handle) => (
-                apf_outcome::APF_OUTCOME_EXECUTE,
-                apf_reject_reason::APF_REJECT_NONE,
-                handle,
-            ),
-            Err(entry) => return Err(too_many(entry)),
-        },
+        Outcome::Execute(guard) => {
+            match requests().insert_owned(d.owner, Entry::executing(guard)) {
+                Ok(handle) => (
+                    apf_outcome::APF_OUTCOME_EXECUTE,
+                    apf_reject_reason::APF_REJECT_NONE,
+                    handle,
+                ),
+                Err(entry) => return Err(too_many(entry)),
+            }
+        }
         Outcome::Queued(ticket) => enqueue(d.owner, &d.completion, ticket)?,
         Outcome::Rejected(reason) => (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0),
     };
@@ -404,9 +395,9 @@ pub(crate) unsafe fn start(
     })
 }
 
-pub(crate) fn too_many(request: Request) -> apf_status {
+pub(crate) fn too_many(entry: Entry) -> apf_status {
     // Dropping the entry finishes (or cancels) the request at once.
-    drop(request);
+    drop(entry);
     fail(
         apf_status::APF_ERR_TOO_MANY_REQUESTS,
         "no request handle left: too many requests in flight",
@@ -422,14 +413,11 @@ pub(crate) fn enqueue(
     ticket: RequestTicket,
 ) -> Result<(apf_outcome, apf_reject_reason, u64), apf_status> {
     let waker = RequestWaker::new(completion.clone());
-    let request = Request {
-        owner,
-        entry: Entry::Waiting(Box::new(Waiting {
-            ticket,
-            waker: waker.clone(),
-        })),
-    };
-    let handle = requests().insert(request).map_err(too_many)?;
+    let entry = Entry::Waiting(Box::new(Waiting {
+        ticket,
+        waker: waker.clone(),
+    }));
+    let handle = requests().insert_owned(owner, entry).map_err(too_many)?;
     waker.set_handle(handle);
     let std_waker = Waker::from(waker);
     let early = live(handle, Some(owner), |mut occ| {
@@ -744,8 +732,7 @@ fn release_request_seats(
             // The slot stays this request's until the release ends: no
             // finish retires it while a release is in flight (so no owner
             // check is needed again).
-            let last = requests().with(request, |occ| {
-                let mut occ = Live(occ);
+            let last = requests().with_owned(request, |_| true, |mut occ| {
                 let Entry::Executing(shared) = occ.entry() else {
                     unreachable!("a request releasing seats stays executing");
                 };
@@ -856,46 +843,28 @@ fn finish_request(
     }
 }
 
-/// A live request under its shard's lock, as the lifecycle calls see it.
-struct Live<'a>(Occupied<'a, Request, Gone>);
-
-impl Live<'_> {
-    fn entry(&mut self) -> &mut Entry {
-        &mut self.0.entry().entry
-    }
-
-    /// Retire the request (see [`Occupied::retire`]), recording its owner.
-    fn retire(mut self, how: Retired) -> Entry {
-        let owner = self.0.entry().owner;
-        self.0.retire(Gone { how, owner }).entry
-    }
-}
+/// A live request under its shard's lock.
+type Live<'a> = Occupied<'a, Entry, Retired, Owner>;
 
 /// Run `f` on the live request `handle` names, under its shard's lock, if
 /// `owner` (when given) started it; a request whose finish was asked for
 /// (and waits for a release to end) reads as already finished. A handle
-/// just retired is refused to another owner too, so the check is exact
-/// while the slot remembers its last occupant.
-fn live<X>(handle: u64, owner: Option<Owner>, f: impl FnOnce(Live<'_>) -> X) -> Result<X, Refused> {
-    let named = |actual: Owner| owner.is_none_or(|asked| asked == actual);
-    let result = requests().with(handle, |mut occ| {
-        let request = occ.entry();
-        if !named(request.owner) {
-            return Err(Refused::NotOwner(request.owner));
-        }
-        match &request.entry {
-            Entry::Executing(shared) if shared.finishing() => {
-                Err(Refused::Stale(Stale::Retired(Retired::Finished)))
-            }
-            _ => Ok(f(Live(occ))),
-        }
-    });
-    match result {
-        Ok(x) => x,
-        Err(Stale::Retired(gone)) if !named(gone.owner) => Err(Refused::NotOwner(gone.owner)),
-        Err(Stale::Retired(gone)) => Err(Refused::Stale(Stale::Retired(gone.how))),
-        Err(Stale::Unknown) => Err(Refused::Stale(Stale::Unknown)),
-    }
+/// just retired is refused to another owner too (see
+/// [`Slab::with_owned`](super::slab::Slab::with_owned)).
+#[inline]
+fn live<X>(handle: u64, owner: Option<Owner>, f: impl FnOnce(Live<'_>) -> X) -> Result<X, Refusal> {
+    requests()
+        .with_owned(
+            handle,
+            |actual| owner.is_none_or(|asked| asked == actual),
+            |mut occ| match occ.entry() {
+                Entry::Executing(shared) if shared.finishing() => {
+                    Err(Refused::Stale(Stale::Retired(Retired::Finished)))
+                }
+                _ => Ok(f(occ)),
+            },
+        )
+        .and_then(|x| x)
 }
 
 /// Retire every live request of a dispatcher or queueset being freed (see
@@ -903,22 +872,15 @@ fn live<X>(handle: u64, owner: Option<Owner>, f: impl FnOnce(Live<'_>) -> X) -> 
 /// are finished, waiting ones cancelled without a completion notification.
 pub(crate) fn close_requests(owner: Owner, completion: &Completion) {
     completion.close();
-    let retired = requests().drain_where(
-        |r| r.owner == owner,
-        |r| Gone {
-            how: Retired::OwnerFreed,
-            owner: r.owner,
-        },
-    );
-    for request in retired {
-        if let Entry::Waiting(w) = &request.entry {
+    for entry in requests().drain_where(|o, _| o == owner, Retired::OwnerFreed) {
+        if let Entry::Waiting(w) = &entry {
             w.waker.silence();
         }
-        drop(request);
+        drop(entry);
     }
 }
 
 /// Live requests started at `owner`.
 pub(crate) fn live_requests(owner: Owner) -> usize {
-    requests().count_where(|r| r.owner == owner)
+    requests().count_where(|o, _| o == owner)
 }
