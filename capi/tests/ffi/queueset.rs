@@ -2,14 +2,10 @@
 //! errors naming the field, NULL pointers, the request protocol (execute,
 //! queue, dispatch on finish, deadline on the manual clock, cancel, stale
 //! handles), completion notification, stats and the JSON dump.
-#![cfg(not(loom))]
-
 use apf_capi::*;
 use std::ptr::{null, null_mut};
 
-#[path = "support/text.rs"]
-mod text;
-use text::{err, last_error, take_text};
+use crate::support::{err, last_error, take_text};
 
 fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> apf_queueset_config {
     let mut c = std::mem::MaybeUninit::uninit();

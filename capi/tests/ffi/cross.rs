@@ -6,16 +6,12 @@
 //! callbacks replacing each other's on two threads, and a clock advance by
 //! `UINT64_MAX`. Each would hang or misbehave silently when broken, so the
 //! ones that could hang run under a watchdog thread.
-#![cfg(not(loom))]
-
-#[path = "support/ffi.rs"]
-mod support;
+use crate::support::{self, *};
 use apf_capi::*;
 use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 use std::sync::{mpsc, Barrier};
 use std::time::Duration;
-use support::*;
 
 /// A dispatcher of the [`Tiny`] configuration: one seat and one queue
 /// for alice's requests.

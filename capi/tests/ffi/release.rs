@@ -5,16 +5,10 @@
 //! a NULL dispatcher) is a clear error that changes nothing; and a release
 //! racing the finish of the same request on another thread leaves no seat
 //! behind on any queue (issue 22).
-#![cfg(not(loom))]
-
-#[allow(dead_code)] // the request dumps' columns are not read here
-#[path = "../../tests/support/dumps.rs"]
-mod dumps;
-#[path = "support/ffi.rs"]
-mod support;
+use crate::dumps;
+use crate::support::{self, *};
 use apf_capi::*;
 use std::ptr::null_mut;
-use support::*;
 
 /// A watch of pods by `alice`, who has `tiny`'s one seat to herself.
 fn start(d: &D) -> apf_decision {
