@@ -54,7 +54,7 @@
 /* The version of libapf this header belongs to (capi/Cargo.toml's); compare
  * APF_VERSION_NUMBER with apf_abi_version() at start-up. */
 #define APF_VERSION_MAJOR 0
-#define APF_VERSION_MINOR 2
+#define APF_VERSION_MINOR 3
 #define APF_VERSION_PATCH 0
 #define APF_VERSION_NUMBER ((APF_VERSION_MAJOR << 16) | (APF_VERSION_MINOR << 8) | APF_VERSION_PATCH)
 
@@ -75,7 +75,8 @@ enum apf_status
  {
   // Success.
   APF_OK = 0,
-  // An argument is out of range (also: an unknown status code).
+  // An argument is out of range (also: an unknown status code, and a
+  // request handle given with a dispatcher that did not start it).
   APF_ERR_INVALID_PARAMETER = 7000,
   // A required pointer argument is NULL.
   APF_ERR_NULL_POINTER = 7001,
@@ -85,9 +86,9 @@ enum apf_status
   // the library stays usable. Please report it.
   APF_ERR_PANIC = 7003,
   // The request handle is 0, unknown, or stale: its request was already
-  // finished, cancelled or rejected (a second finish lands here), or it
-  // belongs to another dispatcher. Also a workqueue item handle that is
-  // 0, already done, or of another queue.
+  // finished, cancelled or rejected (a second finish lands here), or its
+  // dispatcher or queueset was freed. Also a workqueue item handle that
+  // is 0, already done, or of another queue.
   APF_ERR_INVALID_HANDLE = 7004,
   // The request is still waiting in a queue: it cannot be finished until
   // `apf_request_wait` or `apf_request_poll` reported it dispatched
@@ -624,8 +625,10 @@ typedef struct apf_queueset_decision {
   uint32_t outcome;
   // An `apf_reject_reason`.
   uint32_t reject_reason;
-  // The request's handle (0 when rejected), used with the
-  // `apf_queueset_request_*` functions and `apf_queueset_finish`.
+  // The request's handle (0 when rejected), used with `apf_request_wait`,
+  // `apf_request_poll`, `apf_request_cancel`,
+  // `apf_request_release_seats` and `apf_finish`, with NULL as their
+  // dispatcher.
   uint64_t request;
   // For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
   // `apf_queueset_dump_json` lists it while it waits; otherwise 0.
@@ -1200,45 +1203,14 @@ apf_status apf_queueset_reconfigure(struct apf_queueset *qs, const struct apf_qu
 // (`apf_queueset_now`) at which it may still start, 0 for none. `tag`: the
 // caller's number for the request's kind (e.g. its flow schema), shown by
 // dumps. On `APF_OK`, `*out`: `APF_OUTCOME_EXECUTE` (run it, then
-// `apf_queueset_finish`), `APF_OUTCOME_QUEUED` (wait, poll, take
-// its completion, or cancel it) or `APF_OUTCOME_REJECTED`.
+// `apf_finish(NULL, request, ...)`), `APF_OUTCOME_QUEUED` (wait, poll,
+// take its completion, or cancel it, with NULL as the dispatcher) or
+// `APF_OUTCOME_REJECTED`. The handle is unique in the process; a
+// dispatcher passed with it is refused (`APF_ERR_INVALID_PARAMETER`).
 //
 // # Safety
 // `qs` NULL or live; `estimate` NULL or readable; `out` NULL or writable.
 apf_status apf_queueset_start(struct apf_queueset *qs, uint64_t flow_hash, const struct apf_work_estimate *estimate, uint64_t deadline_nanos, uint32_t tag, struct apf_queueset_decision *out);
-
-// `apf_request_wait` for a queueset's request.
-//
-// # Safety
-// `qs` NULL or live; `out_outcome`, `out_reason` NULL or writable.
-apf_status apf_queueset_request_wait(struct apf_queueset *qs, uint64_t request, uint64_t timeout_nanos, uint32_t *out_outcome, uint32_t *out_reason);
-
-// `apf_request_poll` for a queueset's request.
-//
-// # Safety
-// `qs` NULL or live; `out_outcome`, `out_reason` NULL or writable.
-apf_status apf_queueset_request_poll(struct apf_queueset *qs, uint64_t request, uint32_t *out_outcome, uint32_t *out_reason);
-
-// `apf_request_cancel` for a queueset's request.
-//
-// # Safety
-// `qs` NULL or live; `out_cancelled` NULL or writable.
-apf_status apf_queueset_request_cancel(struct apf_queueset *qs, uint64_t request, bool *out_cancelled);
-
-// `apf_finish` for a queueset's request (`end_nanos` on the
-// queueset's clock, 0 for now).
-//
-// # Safety
-// `qs` NULL or live.
-apf_status apf_queueset_finish(struct apf_queueset *qs, uint64_t request, uint64_t end_nanos);
-
-// `apf_request_release_seats` for a queueset's request: give back
-// `seats` of its seats (0: all it still holds) while it keeps executing;
-// its finish gives back only the rest. Same errors.
-//
-// # Safety
-// `qs` NULL or live.
-apf_status apf_queueset_release_seats(struct apf_queueset *qs, uint64_t request, uint32_t seats);
 
 // A file descriptor readable while decided requests wait in the
 // queueset's completion queue (see `apf_dispatcher_completion_fd`).
@@ -1312,6 +1284,11 @@ apf_status apf_start_request(struct apf_dispatcher *dispatcher, const struct apf
 // Block until a queued request is decided or `timeout_nanos` of real time
 // pass (`UINT64_MAX`: no limit; 0: do not block, as `apf_request_poll`).
 //
+// `dispatcher` is the dispatcher the request was started at, or NULL for a
+// request started at a queueset (or to skip the check); a dispatcher that
+// did not start it gets `APF_ERR_INVALID_PARAMETER`. The same holds for
+// every call on a request handle.
+//
 // `*out_outcome` is then `APF_OUTCOME_EXECUTE` (run it, then finish it),
 // `APF_OUTCOME_REJECTED` with the reason in `*out_reason`, or
 // `APF_OUTCOME_QUEUED` if the timeout passed first (the request still
@@ -1326,7 +1303,8 @@ apf_status apf_request_wait(struct apf_dispatcher *dispatcher, uint64_t request,
 // Without blocking: the state of a request. `APF_OUTCOME_QUEUED` while it
 // waits; `APF_OUTCOME_EXECUTE` once dispatched (run it, then finish it);
 // `APF_OUTCOME_REJECTED` with the reason if it was rejected while waiting
-// (the handle is then retired).
+// (the handle is then retired). `dispatcher`: the one the request was
+// started at, or NULL (see `apf_request_wait`).
 //
 // Every call reports the state anew, to any thread: if two threads poll or
 // wait on one handle, both learn `APF_OUTCOME_EXECUTE`; let one of them
@@ -1341,8 +1319,9 @@ apf_status apf_request_poll(struct apf_dispatcher *dispatcher, uint64_t request,
 // cancelled). On `APF_OK` the handle is retired either way:
 // `*out_cancelled` is true if it was still waiting, false if it had just
 // been decided (a dispatch you were not told about is finished at once).
-// No completion notification follows a cancellation. Errors:
-// `APF_ERR_REQUEST_EXECUTING` (finish it instead),
+// No completion notification follows a cancellation. `dispatcher`: the
+// one the request was started at, or NULL (see `apf_request_wait`).
+// Errors: `APF_ERR_REQUEST_EXECUTING` (finish it instead),
 // `APF_ERR_REQUEST_REJECTED`, `APF_ERR_INVALID_HANDLE`.
 //
 // # Safety
@@ -1350,11 +1329,15 @@ apf_status apf_request_poll(struct apf_dispatcher *dispatcher, uint64_t request,
 apf_status apf_request_cancel(struct apf_dispatcher *dispatcher, uint64_t request, bool *out_cancelled);
 
 // Finish an executing request, with `end_nanos` the actual end of its
-// execution on the dispatcher's clock (0: now), so the additional latency
-// of its work estimate counts from then. The handle is retired. Errors:
+// execution on its dispatcher's (or queueset's) clock (0: now), so the
+// additional latency of its work estimate counts from then. The handle is
+// retired. `dispatcher`: the one the request was started at, or NULL for
+// a request started at a queueset (or to skip the check); another
+// dispatcher gets `APF_ERR_INVALID_PARAMETER`. Errors:
 // `APF_ERR_REQUEST_QUEUED` (not dispatched yet, or its dispatch not yet
 // reported by wait/poll: cancel it instead), `APF_ERR_REQUEST_REJECTED`,
-// `APF_ERR_INVALID_HANDLE` (unknown, or already finished).
+// `APF_ERR_INVALID_HANDLE` (unknown, already finished, or its dispatcher
+// or queueset was freed).
 //
 // # Safety
 // `dispatcher` NULL or live.
@@ -1365,10 +1348,10 @@ apf_status apf_finish(struct apf_dispatcher *dispatcher, uint64_t request, uint6
 // processed over the objects one seat is worth). If its flow schema has
 // the annotation `apf.libapf.io/cost: learned`, later requests of the same
 // flow schema, verb and resource get their seats from these reports (a
-// bounded table, see docs/cost.md); otherwise the cost is ignored.
-// Errors: those of `apf_finish`, and `APF_ERR_INVALID_PARAMETER` when
-// `cost` is not a finite number of 0 or more (the request is then not
-// finished).
+// bounded table, see docs/cost.md); otherwise (and for a queueset's
+// request) the cost is ignored. Errors: those of `apf_finish`, and
+// `APF_ERR_INVALID_PARAMETER` when `cost` is not a finite number of 0 or
+// more (the request is then not finished).
 //
 // # Safety
 // `dispatcher` NULL or live.
@@ -1379,12 +1362,14 @@ apf_status apf_finish_with_cost(struct apf_dispatcher *dispatcher, uint64_t requ
 // phase); 0 gives back every seat it still holds. Waiting requests that
 // now fit are dispatched (their completions may be notified from this
 // call), and the request's `apf_finish` later gives back only what it
-// still holds. Errors (nothing changes): `APF_ERR_INVALID_PARAMETER` when
-// the request already released every seat (a second release of all) or
-// holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
-// its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
-// `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
-// the finish).
+// still holds. `dispatcher`: the one the request was started at, or NULL
+// (see `apf_request_wait`). Errors (nothing changes):
+// `APF_ERR_INVALID_PARAMETER` when the request already released every
+// seat (a second release of all) or holds fewer than `seats`, or
+// `dispatcher` did not start it; `APF_ERR_REQUEST_QUEUED` (not
+// dispatched, or its dispatch not yet reported);
+// `APF_ERR_REQUEST_REJECTED`; `APF_ERR_INVALID_HANDLE` (unknown, or
+// already finished: a release after the finish).
 //
 // # Safety
 // `dispatcher` NULL or live.

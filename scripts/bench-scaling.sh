@@ -4,7 +4,10 @@
 # interleave), takes each case's median over the rounds and prints Markdown
 # tables: requests per second at each thread count, the N / 1 ratio, and
 # with work per request the share of the work-alone throughput. Also runs
-# the workqueue latency case (examples/workqueue_latency.rs) once a round.
+# the workqueue latency cases (examples/workqueue_latency.rs) once a round:
+# a deep queue (every call finds an item ready) and the parked hand-off
+# (1,000 consumers, 1,000 items, one full-speed producer: most consumers
+# are parked, so each add hands its item to one; src/workqueue/parking.rs).
 # Timing never decides anything here: this is a report, not a test.
 #
 # From a checkout (needs cargo; valgrind adds the callgrind rows):
@@ -123,9 +126,10 @@ else
     crit=(--warm-up-time 0.1 --measurement-time 0.4)
     wq=(--items 1000000 --consumers 1000 --rounds 2000)
 fi
+handoff=(--items 1000 --consumers 1000 --rounds 100 --producer true)
 
 mkdir -p "$out"
-rm -f "$out"/round-*.txt "$out"/latency-*.txt "$out/cases.txt" "$out/table.md"
+rm -f "$out"/round-*.txt "$out"/latency-*.txt "$out"/handoff-*.txt "$out/cases.txt" "$out/table.md"
 crit_home="$(mktemp -d "${TMPDIR:-/tmp}/bench-scaling-criterion.XXXXXX")"
 trap 'rm -rf "$crit_home"' EXIT
 
@@ -169,6 +173,21 @@ latency_lines() { # ROUND FILE
         /^workqueue: / { r = $(NF - 1); sub(/^\(/, "", r); print round, "rate", r }
         $2 == "p50" && $5 == "p99" { print round, $1, $3, $6, $9, $12 }
         /^  dones over/ { print round, "slow_dones", $5 }' "$2"
+}
+
+# The parked hand-off run's lines: "round handoff_add p50 p99 p99.9 max"
+# (the producer's adds), "round handoff_done ..." and "round handoff_rate R".
+handoff_lines() { # ROUND FILE
+    awk -v round="$1" '
+        $1 == "done" && $2 == "p50" { print round, "handoff_done", $3, $6, $9, $12 }
+        $1 == "producer:" {
+            for (i = 1; i <= NF; i++) {
+                if ($i == "adds/s") { r = $(i - 1); sub(/^\(/, "", r) }
+                if ($i == "p50") a = $(i + 1); if ($i == "p99") b = $(i + 1)
+                if ($i == "p99.9") c = $(i + 1); if ($i == "max") d = $(i + 1)
+            }
+            print round, "handoff_add", a, b, c, d; print round, "handoff_rate", r
+        }' "$2"
 }
 
 table() {
@@ -231,7 +250,16 @@ table() {
         if (!($4 in tseen)) { tseen[$4] = 1; ts[++nt] = $4 + 0 }
         next
     }
-    { if ($2 == "slow_dones") slow[++ns] = $3; else if ($2 == "rate") lrate[++nl] = $3; else for (k = 3; k <= 6; k++) { lk = $2 SUBSEP k; lv[lk, ++lc[lk]] = $k; if (!($2 in lops)) nops++; lops[$2] = 1 } }
+    function oprow(op, label,   line, k, lk, n, m, a, b, x) {
+        if (!(op in lops)) return
+        line = "| " label
+        for (k = 3; k <= 6; k++) { lk = op SUBSEP k; delete tmp; n = lc[lk]
+            for (m = 1; m <= n; m++) tmp[m] = lv[lk, m]
+            for (a = 2; a <= n; a++) for (b = a; b > 1 && tmp[b - 1] > tmp[b]; b--) { x = tmp[b]; tmp[b] = tmp[b - 1]; tmp[b - 1] = x }
+            line = line " | " dur(n % 2 ? tmp[(n + 1) / 2] : (tmp[n / 2] + tmp[n / 2 + 1]) / 2) }
+        print line " |"
+    }
+    { if ($2 == "slow_dones") slow[++ns] = $3; else if ($2 == "rate") lrate[++nl] = $3; else if ($2 == "handoff_rate") hrate[++nh] = $3; else for (k = 3; k <= 6; k++) { lk = $2 SUBSEP k; lv[lk, ++lc[lk]] = $k; if (!($2 in lops)) nops++; lops[$2] = 1 } }
     END {
         for (i = 2; i <= nt; i++) for (j = i; j > 1 && ts[j - 1] > ts[j]; j--) { t = ts[j]; ts[j] = ts[j - 1]; ts[j - 1] = t }
         nr = 0; for (r in rounds) nr++
@@ -265,20 +293,18 @@ table() {
         if (nops > 0) {
             print ""; print "Workqueue latency (examples/workqueue_latency.rs, workqueue side), medians of the rounds"; print ""
             print "| call | p50 | p99 | p99.9 | max |"; print "| --- | ---: | ---: | ---: | ---: |"
-            split("add get done", order, " ")
-            for (i = 1; i <= 3; i++) {
-                op = order[i]; if (!(op in lops)) continue
-                line = "| " op
-                for (k = 3; k <= 6; k++) { lk = op SUBSEP k; delete tmp; n = lc[lk]
-                    for (m = 1; m <= n; m++) tmp[m] = lv[lk, m]
-                    for (a = 2; a <= n; a++) for (b = a; b > 1 && tmp[b - 1] > tmp[b]; b--) { x = tmp[b]; tmp[b] = tmp[b - 1]; tmp[b - 1] = x }
-                    line = line " | " dur(n % 2 ? tmp[(n + 1) / 2] : (tmp[n / 2] + tmp[n / 2 + 1]) / 2) }
-                print line " |"
-            }
+            oprow("add", "add"); oprow("get", "get"); oprow("done", "done")
             s = ""; for (i = 1; i <= ns; i++) s = s (i > 1 ? ", " : "") slow[i]
             print ""; print "dones over 1 ms, each round: " s
             s = ""; for (i = 1; i <= nl; i++) s = s (i > 1 ? ", " : "") rate(lrate[i])
             print ""; print "get+done+add over all consumers, each round: " s
+        }
+        if ("handoff_add" in lops) {
+            print ""; print "Workqueue parked hand-off (1,000 consumers, 1,000 items, one full-speed producer; most consumers are parked, so an add hands its item to one), medians of the rounds"; print ""
+            print "| call | p50 | p99 | p99.9 | max |"; print "| --- | ---: | ---: | ---: | ---: |"
+            oprow("handoff_add", "add (the producer)"); oprow("handoff_done", "done (a consumer)")
+            s = ""; for (i = 1; i <= nh; i++) s = s (i > 1 ? ", " : "") rate(hrate[i])
+            print ""; print "adds/s by the producer, each round: " s
         }
     }' "$out/cases.txt" "$out/latency.tsv"
 }
@@ -305,6 +331,9 @@ for round in $(seq "$rounds"); do
     "$latency" "${wq[@]}" --only workqueue >"$out/latency-$round.txt" 2>&1 ||
         echo "bench-scaling: the latency run failed, see $out/latency-$round.txt" >&2
     latency_lines "$round" "$out/latency-$round.txt" >>"$out/latency.tsv"
+    "$latency" "${handoff[@]}" --only workqueue >"$out/handoff-$round.txt" 2>&1 ||
+        echo "bench-scaling: the hand-off run failed, see $out/handoff-$round.txt" >&2
+    handoff_lines "$round" "$out/handoff-$round.txt" >>"$out/latency.tsv"
     table >"$out/table.md"
 done
 echo "wall $((SECONDS - started)) s for the rounds; load after $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"

@@ -41,6 +41,7 @@ mod owned;
 #[doc(hidden)]
 pub mod reference;
 mod request_info;
+mod words;
 
 pub use owned::OwnedDigest;
 pub use request_info::RequestInfo;
@@ -204,6 +205,7 @@ impl Classifier {
     /// The best matching schema: the first in order of matching precedence,
     /// then name, whose rules accept the request; the catch-all schema when
     /// none does. Computes the flow hash too.
+    #[inline]
     pub fn classify<'c, 'r>(&'c self, digest: &RequestDigest<'r>) -> Classification<'c, 'r> {
         let (mut c, compiled) = self.find(digest);
         if let Some(s) = compiled {
@@ -222,6 +224,7 @@ impl Classifier {
         self.find(digest).0
     }
 
+    #[inline]
     fn find<'c, 'r>(
         &'c self,
         digest: &RequestDigest<'r>,

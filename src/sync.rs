@@ -118,6 +118,11 @@ impl<T> SegQueue<T> {
     pub fn len(&self) -> usize {
         self.0.len()
     }
+    /// Whether the queue is empty now (a snapshot: two atomic loads).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 #[cfg(any(loom, shuttle))]
@@ -137,6 +142,9 @@ impl<T> SegQueue<T> {
     }
     pub fn len(&self) -> usize {
         lock(&self.0).len()
+    }
+    pub fn is_empty(&self) -> bool {
+        lock(&self.0).is_empty()
     }
 }
 

@@ -259,21 +259,23 @@ static void test_null_pointers(void) {
   dg.groups = NULL; /* with n_groups 1 */
   CHECK_STATUS(apf_start_request(d, &dg, NULL, 0, &dec),
                APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_request_wait(NULL, 1, 0, &out32, &reason),
-               APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_wait(d, 1, 0, NULL, &reason),
                APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_wait(d, 1, 0, &out32, NULL),
                APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_request_poll(NULL, 1, &out32, &reason),
-               APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_poll(d, 1, NULL, &reason), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_poll(d, 1, &out32, NULL), APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_request_cancel(NULL, 1, &b), APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_request_cancel(d, 1, NULL), APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_finish(NULL, 1, 0), APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_finish_with_cost(NULL, 1, 0, 1.0), APF_ERR_NULL_POINTER);
-  CHECK_STATUS(apf_request_release_seats(NULL, 1, 0), APF_ERR_NULL_POINTER);
+  /* A NULL dispatcher is no pointer error for a request call: it names no
+   * owner (a queueset's request, or no check); handle 0 is never issued. */
+  CHECK_STATUS(apf_request_wait(NULL, 0, 0, &out32, &reason),
+               APF_ERR_INVALID_HANDLE);
+  CHECK_STATUS(apf_request_poll(NULL, 0, &out32, &reason),
+               APF_ERR_INVALID_HANDLE);
+  CHECK_STATUS(apf_request_cancel(NULL, 0, &b), APF_ERR_INVALID_HANDLE);
+  CHECK_STATUS(apf_finish(NULL, 0, 0), APF_ERR_INVALID_HANDLE);
+  CHECK_STATUS(apf_finish_with_cost(NULL, 0, 0, 1.0), APF_ERR_INVALID_HANDLE);
+  CHECK_STATUS(apf_request_release_seats(NULL, 0, 0), APF_ERR_INVALID_HANDLE);
   CHECK_STATUS(apf_dispatcher_set_completion_callback(NULL, NULL, NULL),
                APF_ERR_NULL_POINTER);
   CHECK_STATUS(apf_dispatcher_completion_fd(NULL, &fd), APF_ERR_NULL_POINTER);

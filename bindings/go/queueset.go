@@ -5,16 +5,22 @@ package apf
 // libapf's queueset has no callbacks (decisions reach Go through the
 // completion fd), so their out-parameters stay on the goroutine's stack
 // and a request costs no allocation here.
+//
+// A queueset's requests go through the same lifecycle calls as a
+// dispatcher's (apf_finish, apf_request_poll, ...), with a NULL dispatcher:
+// request handles are unique in the process, and NULL names no owner to
+// check. The queueset is still entered around each call (q.c.enter), so a
+// call after Close is ErrClosed rather than a stale handle.
 
 /*
 #cgo noescape apf_queueset_start
 #cgo nocallback apf_queueset_start
-#cgo noescape apf_queueset_finish
-#cgo nocallback apf_queueset_finish
-#cgo noescape apf_queueset_request_poll
-#cgo nocallback apf_queueset_request_poll
-#cgo noescape apf_queueset_request_cancel
-#cgo nocallback apf_queueset_request_cancel
+#cgo noescape apf_finish
+#cgo nocallback apf_finish
+#cgo noescape apf_request_poll
+#cgo nocallback apf_request_poll
+#cgo noescape apf_request_cancel
+#cgo nocallback apf_request_cancel
 #cgo noescape apf_queueset_take_completion
 #cgo nocallback apf_queueset_take_completion
 
@@ -305,7 +311,7 @@ func (q *QueueSet) Finish(t *QueueSetTicket) error {
 		return ErrClosed
 	}
 	defer q.c.exit()
-	st := C.apf_queueset_finish(p, C.uint64_t(t.handle), 0)
+	st := C.apf_finish(nil, C.uint64_t(t.handle), 0)
 	if err := statusErr(st); err != nil {
 		runtime.KeepAlive(q)
 		return err
@@ -341,38 +347,38 @@ func (q *QueueSet) Finish(t *QueueSetTicket) error {
 // still queued, StatusRequestQueued; after Finish, StatusInvalidHandle.
 func (q *QueueSet) ReleaseSeats(t *QueueSetTicket, seats uint32) error {
 	maybeGC()
-	p, ok := q.c.enter()
+	_, ok := q.c.enter()
 	if !ok {
 		return ErrClosed
 	}
 	defer q.c.exit()
-	st := C.apf_queueset_release_seats(p, C.uint64_t(t.handle), C.uint32_t(seats))
+	st := C.apf_request_release_seats(nil, C.uint64_t(t.handle), C.uint32_t(seats))
 	runtime.KeepAlive(q)
 	return statusErr(st)
 }
 
 func (q *QueueSet) pollC(h uint64) (uint32, RejectReason, error) {
 	maybeGC()
-	p, ok := q.c.enter()
+	_, ok := q.c.enter()
 	if !ok {
 		return 0, 0, ErrClosed
 	}
 	defer q.c.exit()
 	var o, r C.uint32_t
-	st := C.apf_queueset_request_poll(p, C.uint64_t(h), &o, &r)
+	st := C.apf_request_poll(nil, C.uint64_t(h), &o, &r)
 	runtime.KeepAlive(q)
 	return uint32(o), RejectReason(r), statusErr(st)
 }
 
 func (q *QueueSet) cancelC(h uint64) (bool, error) {
 	maybeGC()
-	p, ok := q.c.enter()
+	_, ok := q.c.enter()
 	if !ok {
 		return false, ErrClosed
 	}
 	defer q.c.exit()
 	var cancelled C.bool
-	st := C.apf_queueset_request_cancel(p, C.uint64_t(h), &cancelled)
+	st := C.apf_request_cancel(nil, C.uint64_t(h), &cancelled)
 	runtime.KeepAlive(q)
 	return bool(cancelled), statusErr(st)
 }

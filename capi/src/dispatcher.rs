@@ -6,7 +6,7 @@ use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::{apf_completion_callback, Completion};
 use super::names::Names;
 use super::sized::{read_growable, Growable};
-use super::slab::RequestSlab;
+use super::slab::{Owner, OwnerKind};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
 use crate::error::apf_error;
@@ -135,9 +135,9 @@ impl Growable for apf_dispatcher_options {
 
 /// What an `apf_dispatcher` pointer really points to.
 pub(crate) struct FfiDispatcher {
-    /// First, so live requests are finished or cancelled (in `Drop`)
-    /// while the dispatcher is intact.
-    pub(crate) requests: RequestSlab,
+    /// Its requests' owner in the process's request slab; its `Drop`
+    /// finishes or cancels them while the dispatcher is intact.
+    pub(crate) owner: Owner,
     pub(crate) inner: Dispatcher,
     manual: Option<ManualClock>,
     pub(crate) names: Names,
@@ -150,7 +150,7 @@ impl Castable for apf_dispatcher {
 
 impl Drop for FfiDispatcher {
     fn drop(&mut self) {
-        super::request::close_requests(&self.requests, &self.completion);
+        super::request::close_requests(self.owner, &self.completion);
     }
 }
 
@@ -168,7 +168,7 @@ impl FfiDispatcher {
         let inner = Dispatcher::new(config, rust_options, clock)
             .map_err(|e| fail(apf_status::APF_ERR_CONFIG, e))?;
         Ok(FfiDispatcher {
-            requests: RequestSlab::default(),
+            owner: Owner::new(OwnerKind::Dispatcher),
             names: Names::new(&inner),
             inner,
             manual,
@@ -186,7 +186,7 @@ impl FfiDispatcher {
             out,
             "now_ns {} requests_live {} completions_pending {}",
             self.now().as_nanos(),
-            self.requests.live(),
+            super::request::live_requests(self.owner),
             self.completion.pending()
         );
         for level in self.inner.levels() {

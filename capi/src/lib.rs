@@ -11,7 +11,7 @@
 //! directly,
 //! [`workqueue`] with its limiter descriptions and item handles), the
 //! status codes ([`status`]), the owned error object ([`error`]), and private plumbing: pointer casts and their contract
-//! (`cast`), the panic boundary (`panic`), request handles (`slab`),
+//! (`cast`), the panic boundary (`panic`), handles (`slab`: the process's one request slab, each workqueue's item slab),
 //! completion notification (`completion`) and interned names (`names`).
 //!
 //! # Conventions
@@ -31,9 +31,13 @@
 //! - Test-only exports (`apf_test_panic`, `apf_workqueue_test_*`) exist only with
 //!   the `test-hooks` feature; the installed library has none.
 //! - Every exported body runs inside the panic boundary; every pointer is
-//!   checked for NULL; strings are `(ptr, len)` pairs checked for UTF-8.
+//!   checked for NULL (except the request calls' dispatcher, where NULL
+//!   means a queueset's request, or no owner check); strings are
+//!   `(ptr, len)` pairs checked for UTF-8.
 //! - Request handles and workqueue item handles are `u64`s carrying a
 //!   generation, so a stale handle is detected rather than misused.
+//!   Request handles are unique in the process (one slab for every
+//!   dispatcher and queueset), and each records its owner.
 //!
 //! The ABI is not built under loom (its waker implements std's `Wake`,
 //! which needs std's `Arc`); the loom models cover the structures below it.

@@ -4,19 +4,20 @@
 //! `k8s.io/apiserver`'s own controller: see `bindings/go/k8sfq`).
 //!
 //! A queueset is a limited [`Level`] without a dispatcher around it: its
-//! requests live in the same handle slab as a dispatcher's
-//! (`capi/src/slab.rs`), are waited for, polled, cancelled and finished by the
-//! same code ([`super::request`]), and announce their decisions through the
-//! same completion queue and fd (`capi/src/completion.rs`).
+//! requests live in the process's one request slab beside the dispatchers'
+//! (`capi/src/slab.rs`), and are waited for, polled, cancelled, released
+//! and finished by the same calls (`apf_request_wait`, `apf_finish`, ...,
+//! with NULL as the dispatcher); it announces its decisions through a
+//! completion queue and fd of its own (`capi/src/completion.rs`).
 
 use super::cast::{free_box, to_boxed_mut_ptr, Castable};
 use super::completion::Completion;
 use super::request::{
-    apf_outcome, apf_reject_reason, apf_work_estimate, cancel_request, close_requests, enqueue,
-    finish_request, poll_request, release_request_seats, to_estimate, too_many, wait_request,
+    apf_outcome, apf_reject_reason, apf_work_estimate, close_requests, enqueue, to_estimate,
+    too_many,
 };
 use super::sized::{read_growable, Growable};
-use super::slab::{Entry, RequestSlab};
+use super::slab::{requests, Entry, Owner, OwnerKind};
 use super::status::{apf_status, fail};
 use super::text::{apf_text, text_out};
 use crate::error::apf_error;
@@ -100,8 +101,10 @@ pub struct apf_queueset_decision {
     pub outcome: u32,
     /// An `apf_reject_reason`.
     pub reject_reason: u32,
-    /// The request's handle (0 when rejected), used with the
-    /// `apf_queueset_request_*` functions and `apf_queueset_finish`.
+    /// The request's handle (0 when rejected), used with `apf_request_wait`,
+    /// `apf_request_poll`, `apf_request_cancel`,
+    /// `apf_request_release_seats` and `apf_finish`, with NULL as their
+    /// dispatcher.
     pub request: u64,
     /// For `APF_OUTCOME_QUEUED`: the request's arrival number, by which
     /// `apf_queueset_dump_json` lists it while it waits; otherwise 0.
@@ -149,9 +152,9 @@ pub struct apf_queueset_stats {
 
 /// What an `apf_queueset` pointer really points to.
 pub(crate) struct FfiQueueSet {
-    /// First, so live requests are retired (in `Drop`) while the level is
-    /// intact.
-    requests: RequestSlab,
+    /// Its requests' owner in the process's request slab; its `Drop`
+    /// retires them while the level is intact.
+    owner: Owner,
     level: Arc<Level>,
     manual: Option<ManualClock>,
     completion: Arc<Completion>,
@@ -163,7 +166,7 @@ impl Castable for apf_queueset {
 
 impl Drop for FfiQueueSet {
     fn drop(&mut self) {
-        close_requests(&self.requests, &self.completion);
+        close_requests(self.owner, &self.completion);
     }
 }
 
@@ -385,7 +388,7 @@ pub unsafe extern "C" fn apf_queueset_new(
         };
         let level = Arc::new(Level::limited(name.to_owned(), None, qs, clock));
         out.write(to_boxed_mut_ptr(FfiQueueSet {
-            requests: RequestSlab::default(),
+            owner: Owner::new(OwnerKind::QueueSet),
             level,
             manual,
             completion: Arc::new(Completion::default()),
@@ -447,8 +450,10 @@ pub unsafe extern "C" fn apf_queueset_reconfigure(
 /// (`apf_queueset_now`) at which it may still start, 0 for none. `tag`: the
 /// caller's number for the request's kind (e.g. its flow schema), shown by
 /// dumps. On `APF_OK`, `*out`: `APF_OUTCOME_EXECUTE` (run it, then
-/// `apf_queueset_finish`), `APF_OUTCOME_QUEUED` (wait, poll, take
-/// its completion, or cancel it) or `APF_OUTCOME_REJECTED`.
+/// `apf_finish(NULL, request, ...)`), `APF_OUTCOME_QUEUED` (wait, poll,
+/// take its completion, or cancel it, with NULL as the dispatcher) or
+/// `APF_OUTCOME_REJECTED`. The handle is unique in the process; a
+/// dispatcher passed with it is refused (`APF_ERR_INVALID_PARAMETER`).
 ///
 /// # Safety
 /// `qs` NULL or live; `estimate` NULL or readable; `out` NULL or writable.
@@ -471,13 +476,13 @@ pub unsafe extern "C" fn apf_queueset_start(
             WaitingNote::new("", &RequestDigest::default())
         });
         let (outcome, reason, request, waiting) = match outcome {
-            Outcome::Execute(guard) => match q.requests.insert(Entry::executing(guard)) {
+            Outcome::Execute(guard) => match requests().insert_owned(q.owner, Entry::executing(guard)) {
                 Ok(h) => (apf_outcome::APF_OUTCOME_EXECUTE, apf_reject_reason::APF_REJECT_NONE, h, None),
                 Err(entry) => return too_many(entry),
             },
             Outcome::Queued(ticket) => {
                 let waiting = ticket.waiting_id().zip(ticket.joined());
-                match enqueue(&q.requests, &q.completion, ticket) {
+                match enqueue(q.owner, &q.completion, ticket) {
                     Ok((o, r, h)) => {
                         let waiting = waiting.filter(|_| o == apf_outcome::APF_OUTCOME_QUEUED);
                         (o, r, h, waiting)
@@ -503,117 +508,6 @@ pub unsafe extern "C" fn apf_queueset_start(
             current_r,
         });
         apf_status::APF_OK
-    }
-}
-
-/// `apf_request_wait` for a queueset's request.
-///
-/// # Safety
-/// `qs` NULL or live; `out_outcome`, `out_reason` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn apf_queueset_request_wait(
-    qs: *mut apf_queueset,
-    request: u64,
-    timeout_nanos: u64,
-    out_outcome: *mut u32,
-    out_reason: *mut u32,
-) -> apf_status {
-    ffi_panic_boundary! {
-        let q = try_ref_from_ptr!(qs);
-        let out_outcome = try_out!(out_outcome);
-        let out_reason = try_out!(out_reason);
-        match wait_request(&q.requests, request, timeout_nanos, "apf_queueset_request_wait") {
-            Ok((outcome, reason)) => {
-                out_outcome.write(outcome as u32);
-                out_reason.write(reason as u32);
-                apf_status::APF_OK
-            }
-            Err(status) => status,
-        }
-    }
-}
-
-/// `apf_request_poll` for a queueset's request.
-///
-/// # Safety
-/// `qs` NULL or live; `out_outcome`, `out_reason` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn apf_queueset_request_poll(
-    qs: *mut apf_queueset,
-    request: u64,
-    out_outcome: *mut u32,
-    out_reason: *mut u32,
-) -> apf_status {
-    ffi_panic_boundary! {
-        let q = try_ref_from_ptr!(qs);
-        let out_outcome = try_out!(out_outcome);
-        let out_reason = try_out!(out_reason);
-        match poll_request(&q.requests, request, "apf_queueset_request_poll") {
-            Ok((outcome, reason)) => {
-                out_outcome.write(outcome as u32);
-                out_reason.write(reason as u32);
-                apf_status::APF_OK
-            }
-            Err(status) => status,
-        }
-    }
-}
-
-/// `apf_request_cancel` for a queueset's request.
-///
-/// # Safety
-/// `qs` NULL or live; `out_cancelled` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn apf_queueset_request_cancel(
-    qs: *mut apf_queueset,
-    request: u64,
-    out_cancelled: *mut bool,
-) -> apf_status {
-    ffi_panic_boundary! {
-        let q = try_ref_from_ptr!(qs);
-        let out = try_out!(out_cancelled);
-        match cancel_request(&q.requests, request, "apf_queueset_request_cancel") {
-            Ok(cancelled) => {
-                out.write(cancelled);
-                apf_status::APF_OK
-            }
-            Err(status) => status,
-        }
-    }
-}
-
-/// `apf_finish` for a queueset's request (`end_nanos` on the
-/// queueset's clock, 0 for now).
-///
-/// # Safety
-/// `qs` NULL or live.
-#[no_mangle]
-pub unsafe extern "C" fn apf_queueset_finish(
-    qs: *mut apf_queueset,
-    request: u64,
-    end_nanos: u64,
-) -> apf_status {
-    ffi_panic_boundary! {
-        let q = try_ref_from_ptr!(qs);
-        finish_request(&q.requests, request, end_nanos, || q.now(), "apf_queueset_finish")
-    }
-}
-
-/// `apf_request_release_seats` for a queueset's request: give back
-/// `seats` of its seats (0: all it still holds) while it keeps executing;
-/// its finish gives back only the rest. Same errors.
-///
-/// # Safety
-/// `qs` NULL or live.
-#[no_mangle]
-pub unsafe extern "C" fn apf_queueset_release_seats(
-    qs: *mut apf_queueset,
-    request: u64,
-    seats: u32,
-) -> apf_status {
-    ffi_panic_boundary! {
-        let q = try_ref_from_ptr!(qs);
-        release_request_seats(&q.requests, request, seats, "apf_queueset_release_seats")
     }
 }
 

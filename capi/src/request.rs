@@ -4,7 +4,7 @@ use super::cast::bytes_from_raw;
 use super::completion::{Completion, RequestWaker};
 use super::dispatcher::{apf_dispatcher, FfiDispatcher};
 use super::names::{apf_str, NamePair};
-use super::slab::{Entry, RequestSlab, Retired, Stale, Waiting};
+use super::slab::{requests, Entry, Occupied, Owner, OwnerKind, Refused, Retired, Stale, Waiting};
 use super::status::{apf_status, fail};
 use crate::sync::Arc;
 use apf::classification::RequestDigest;
@@ -185,7 +185,26 @@ pub(crate) fn to_estimate(e: Option<&apf_work_estimate>) -> WorkEstimate {
     }
 }
 
-fn stale_error(handle: u64, stale: Stale<Retired>, action: &str) -> apf_status {
+/// Why a lifecycle call refuses a handle: stale, or the request (live or
+/// just retired) is another owner's than the dispatcher the call named.
+type Refusal = Refused<Retired, Owner>;
+
+fn refusal_error(handle: u64, refused: Refusal, action: &str) -> apf_status {
+    let stale = match refused {
+        Refused::Foreign(owner) => {
+            let whose = match owner.kind() {
+                OwnerKind::Dispatcher => "another dispatcher",
+                OwnerKind::QueueSet => "a queueset (pass NULL as the dispatcher)",
+            };
+            return fail(
+                apf_status::APF_ERR_INVALID_PARAMETER,
+                format_args!(
+                    "{action}: request {handle:#x} was started at {whose}, not at this dispatcher"
+                ),
+            );
+        }
+        Refused::Stale(stale) => stale,
+    };
     match stale {
         Stale::Retired(Retired::Rejected(_)) => fail(
             apf_status::APF_ERR_REQUEST_REJECTED,
@@ -199,11 +218,25 @@ fn stale_error(handle: u64, stale: Stale<Retired>, action: &str) -> apf_status {
             apf_status::APF_ERR_INVALID_HANDLE,
             format_args!("{action}: request {handle:#x} was cancelled"),
         ),
+        Stale::Retired(Retired::OwnerFreed) => fail(
+            apf_status::APF_ERR_INVALID_HANDLE,
+            format_args!("{action}: request {handle:#x}: its dispatcher or queueset was freed"),
+        ),
         Stale::Unknown => fail(
             apf_status::APF_ERR_INVALID_HANDLE,
             format_args!("{action}: unknown or stale request handle {handle:#x}"),
         ),
     }
+}
+
+/// The owner a lifecycle call names: the dispatcher's, or none (NULL: a
+/// request started at a queueset, or no check).
+///
+/// # Safety
+/// `dispatcher` NULL or live.
+unsafe fn named_owner(dispatcher: *const apf_dispatcher) -> Option<Owner> {
+    // SAFETY: NULL or live (contract above).
+    unsafe { super::cast::try_from(dispatcher) }.map(|d| d.owner)
 }
 
 /// Poll a ticket once with `waker`.
@@ -340,15 +373,17 @@ pub(crate) unsafe fn start(
         .names
         .of(decision.flow_schema.arc(), decision.priority_level.arc());
     let (outcome, reason, request) = match decision.outcome {
-        Outcome::Execute(guard) => match d.requests.insert(Entry::executing(guard)) {
-            Ok(handle) => (
-                apf_outcome::APF_OUTCOME_EXECUTE,
-                apf_reject_reason::APF_REJECT_NONE,
-                handle,
-            ),
-            Err(entry) => return Err(too_many(entry)),
-        },
-        Outcome::Queued(ticket) => enqueue(&d.requests, &d.completion, ticket)?,
+        Outcome::Execute(guard) => {
+            match requests().insert_owned(d.owner, Entry::executing(guard)) {
+                Ok(handle) => (
+                    apf_outcome::APF_OUTCOME_EXECUTE,
+                    apf_reject_reason::APF_REJECT_NONE,
+                    handle,
+                ),
+                Err(entry) => return Err(too_many(entry)),
+            }
+        }
+        Outcome::Queued(ticket) => enqueue(d.owner, &d.completion, ticket)?,
         Outcome::Rejected(reason) => (apf_outcome::APF_OUTCOME_REJECTED, reason.into(), 0),
     };
     Ok(Started {
@@ -373,7 +408,7 @@ pub(crate) fn too_many(entry: Entry) -> apf_status {
 /// before the waker was registered, report it as the start's outcome.
 /// Shared by dispatchers and bare queuesets (`super::queueset`).
 pub(crate) fn enqueue(
-    requests: &RequestSlab,
+    owner: Owner,
     completion: &Arc<Completion>,
     ticket: RequestTicket,
 ) -> Result<(apf_outcome, apf_reject_reason, u64), apf_status> {
@@ -382,10 +417,10 @@ pub(crate) fn enqueue(
         ticket,
         waker: waker.clone(),
     }));
-    let handle = requests.insert(entry).map_err(too_many)?;
+    let handle = requests().insert_owned(owner, entry).map_err(too_many)?;
     waker.set_handle(handle);
     let std_waker = Waker::from(waker);
-    let early = requests.with(handle, |mut occ| {
+    let early = live(handle, Some(owner), |mut occ| {
         let Entry::Waiting(w) = occ.entry() else {
             unreachable!("just inserted as waiting");
         };
@@ -424,11 +459,11 @@ pub(crate) fn enqueue(
 
 /// The current state of a request, taking the decision if there is one.
 pub(crate) fn poll_request(
-    requests: &RequestSlab,
+    owner: Option<Owner>,
     handle: u64,
     action: &str,
 ) -> Result<(apf_outcome, apf_reject_reason), apf_status> {
-    let result = live(requests, handle, |mut occ| match occ.entry() {
+    let result = live(handle, owner, |mut occ| match occ.entry() {
         Entry::Executing(_) => (
             apf_outcome::APF_OUTCOME_EXECUTE,
             apf_reject_reason::APF_REJECT_NONE,
@@ -462,15 +497,20 @@ pub(crate) fn poll_request(
         }
         // A rejection already reported is reported again, as long as the
         // handle's slot has not been reused.
-        Err(Stale::Retired(Retired::Rejected(reason))) => {
+        Err(Refused::Stale(Stale::Retired(Retired::Rejected(reason)))) => {
             Ok((apf_outcome::APF_OUTCOME_REJECTED, reason.into()))
         }
-        Err(stale) => Err(stale_error(handle, stale, action)),
+        Err(refused) => Err(refusal_error(handle, refused, action)),
     }
 }
 
 /// Block until a queued request is decided or `timeout_nanos` of real time
 /// pass (`UINT64_MAX`: no limit; 0: do not block, as `apf_request_poll`).
+///
+/// `dispatcher` is the dispatcher the request was started at, or NULL for a
+/// request started at a queueset (or to skip the check); a dispatcher that
+/// did not start it gets `APF_ERR_INVALID_PARAMETER`. The same holds for
+/// every call on a request handle.
 ///
 /// `*out_outcome` is then `APF_OUTCOME_EXECUTE` (run it, then finish it),
 /// `APF_OUTCOME_REJECTED` with the reason in `*out_reason`, or
@@ -490,10 +530,11 @@ pub unsafe extern "C" fn apf_request_wait(
     out_reason: *mut u32,
 ) -> apf_status {
     ffi_panic_boundary! {
-        let d = try_ref_from_ptr!(dispatcher);
+        // SAFETY: NULL or live, per the contract.
+        let owner = unsafe { named_owner(dispatcher) };
         let out_outcome = try_out!(out_outcome);
         let out_reason = try_out!(out_reason);
-        match wait_request(&d.requests, request, timeout_nanos, "apf_request_wait") {
+        match wait_request(owner, request, timeout_nanos, "apf_request_wait") {
             Ok((outcome, reason)) => {
                 out_outcome.write(outcome as u32);
                 out_reason.write(reason as u32);
@@ -507,7 +548,8 @@ pub unsafe extern "C" fn apf_request_wait(
 /// Without blocking: the state of a request. `APF_OUTCOME_QUEUED` while it
 /// waits; `APF_OUTCOME_EXECUTE` once dispatched (run it, then finish it);
 /// `APF_OUTCOME_REJECTED` with the reason if it was rejected while waiting
-/// (the handle is then retired).
+/// (the handle is then retired). `dispatcher`: the one the request was
+/// started at, or NULL (see `apf_request_wait`).
 ///
 /// Every call reports the state anew, to any thread: if two threads poll or
 /// wait on one handle, both learn `APF_OUTCOME_EXECUTE`; let one of them
@@ -524,10 +566,11 @@ pub unsafe extern "C" fn apf_request_poll(
     out_reason: *mut u32,
 ) -> apf_status {
     ffi_panic_boundary! {
-        let d = try_ref_from_ptr!(dispatcher);
+        // SAFETY: NULL or live, per the contract.
+        let owner = unsafe { named_owner(dispatcher) };
         let out_outcome = try_out!(out_outcome);
         let out_reason = try_out!(out_reason);
-        match poll_request(&d.requests, request, "apf_request_poll") {
+        match poll_request(owner, request, "apf_request_poll") {
             Ok((outcome, reason)) => {
                 out_outcome.write(outcome as u32);
                 out_reason.write(reason as u32);
@@ -542,8 +585,9 @@ pub unsafe extern "C" fn apf_request_poll(
 /// cancelled). On `APF_OK` the handle is retired either way:
 /// `*out_cancelled` is true if it was still waiting, false if it had just
 /// been decided (a dispatch you were not told about is finished at once).
-/// No completion notification follows a cancellation. Errors:
-/// `APF_ERR_REQUEST_EXECUTING` (finish it instead),
+/// No completion notification follows a cancellation. `dispatcher`: the
+/// one the request was started at, or NULL (see `apf_request_wait`).
+/// Errors: `APF_ERR_REQUEST_EXECUTING` (finish it instead),
 /// `APF_ERR_REQUEST_REJECTED`, `APF_ERR_INVALID_HANDLE`.
 ///
 /// # Safety
@@ -555,9 +599,10 @@ pub unsafe extern "C" fn apf_request_cancel(
     out_cancelled: *mut bool,
 ) -> apf_status {
     ffi_panic_boundary! {
-        let d = try_ref_from_ptr!(dispatcher);
+        // SAFETY: NULL or live, per the contract.
+        let owner = unsafe { named_owner(dispatcher) };
         let out = try_out!(out_cancelled);
-        match cancel_request(&d.requests, request, "apf_request_cancel") {
+        match cancel_request(owner, request, "apf_request_cancel") {
             Ok(cancelled) => {
                 out.write(cancelled);
                 apf_status::APF_OK
@@ -568,11 +613,15 @@ pub unsafe extern "C" fn apf_request_cancel(
 }
 
 /// Finish an executing request, with `end_nanos` the actual end of its
-/// execution on the dispatcher's clock (0: now), so the additional latency
-/// of its work estimate counts from then. The handle is retired. Errors:
+/// execution on its dispatcher's (or queueset's) clock (0: now), so the
+/// additional latency of its work estimate counts from then. The handle is
+/// retired. `dispatcher`: the one the request was started at, or NULL for
+/// a request started at a queueset (or to skip the check); another
+/// dispatcher gets `APF_ERR_INVALID_PARAMETER`. Errors:
 /// `APF_ERR_REQUEST_QUEUED` (not dispatched yet, or its dispatch not yet
 /// reported by wait/poll: cancel it instead), `APF_ERR_REQUEST_REJECTED`,
-/// `APF_ERR_INVALID_HANDLE` (unknown, or already finished).
+/// `APF_ERR_INVALID_HANDLE` (unknown, already finished, or its dispatcher
+/// or queueset was freed).
 ///
 /// # Safety
 /// `dispatcher` NULL or live.
@@ -583,8 +632,9 @@ pub unsafe extern "C" fn apf_finish(
     end_nanos: u64,
 ) -> apf_status {
     ffi_panic_boundary! {
-        let d = try_ref_from_ptr!(dispatcher);
-        finish_request(&d.requests, request, end_nanos, || d.now(), "apf_finish")
+        // SAFETY: NULL or live, per the contract.
+        let owner = unsafe { named_owner(dispatcher) };
+        finish_request(owner, request, end_nanos, "apf_finish", None)
     }
 }
 
@@ -593,10 +643,10 @@ pub unsafe extern "C" fn apf_finish(
 /// processed over the objects one seat is worth). If its flow schema has
 /// the annotation `apf.libapf.io/cost: learned`, later requests of the same
 /// flow schema, verb and resource get their seats from these reports (a
-/// bounded table, see docs/cost.md); otherwise the cost is ignored.
-/// Errors: those of `apf_finish`, and `APF_ERR_INVALID_PARAMETER` when
-/// `cost` is not a finite number of 0 or more (the request is then not
-/// finished).
+/// bounded table, see docs/cost.md); otherwise (and for a queueset's
+/// request) the cost is ignored. Errors: those of `apf_finish`, and
+/// `APF_ERR_INVALID_PARAMETER` when `cost` is not a finite number of 0 or
+/// more (the request is then not finished).
 ///
 /// # Safety
 /// `dispatcher` NULL or live.
@@ -608,7 +658,8 @@ pub unsafe extern "C" fn apf_finish_with_cost(
     cost: f64,
 ) -> apf_status {
     ffi_panic_boundary! {
-        let d = try_ref_from_ptr!(dispatcher);
+        // SAFETY: NULL or live, per the contract.
+        let owner = unsafe { named_owner(dispatcher) };
         let action = "apf_finish_with_cost";
         if !cost.is_finite() || cost < 0.0 {
             return fail(
@@ -618,7 +669,7 @@ pub unsafe extern "C" fn apf_finish_with_cost(
                 ),
             );
         }
-        finish_request_with(&d.requests, request, end_nanos, || d.now(), action, Some(cost))
+        finish_request(owner, request, end_nanos, action, Some(cost))
     }
 }
 
@@ -627,12 +678,14 @@ pub unsafe extern "C" fn apf_finish_with_cost(
 /// phase); 0 gives back every seat it still holds. Waiting requests that
 /// now fit are dispatched (their completions may be notified from this
 /// call), and the request's `apf_finish` later gives back only what it
-/// still holds. Errors (nothing changes): `APF_ERR_INVALID_PARAMETER` when
-/// the request already released every seat (a second release of all) or
-/// holds fewer than `seats`; `APF_ERR_REQUEST_QUEUED` (not dispatched, or
-/// its dispatch not yet reported); `APF_ERR_REQUEST_REJECTED`;
-/// `APF_ERR_INVALID_HANDLE` (unknown, or already finished: a release after
-/// the finish).
+/// still holds. `dispatcher`: the one the request was started at, or NULL
+/// (see `apf_request_wait`). Errors (nothing changes):
+/// `APF_ERR_INVALID_PARAMETER` when the request already released every
+/// seat (a second release of all) or holds fewer than `seats`, or
+/// `dispatcher` did not start it; `APF_ERR_REQUEST_QUEUED` (not
+/// dispatched, or its dispatch not yet reported);
+/// `APF_ERR_REQUEST_REJECTED`; `APF_ERR_INVALID_HANDLE` (unknown, or
+/// already finished: a release after the finish).
 ///
 /// # Safety
 /// `dispatcher` NULL or live.
@@ -643,25 +696,26 @@ pub unsafe extern "C" fn apf_request_release_seats(
     seats: u32,
 ) -> apf_status {
     ffi_panic_boundary! {
-        let d = try_ref_from_ptr!(dispatcher);
-        release_request_seats(&d.requests, request, seats, "apf_request_release_seats")
+        // SAFETY: NULL or live, per the contract.
+        let owner = unsafe { named_owner(dispatcher) };
+        release_request_seats(owner, request, seats, "apf_request_release_seats")
     }
 }
 
 /// Release an executing request's seats (see `apf_request_release_seats`).
-/// The release is checked and counted under the request table's lock, and
+/// The release is checked and counted under the request slab's lock, and
 /// the seats given back after it is dropped: giving them back can dispatch
 /// waiters and run completion callbacks, which may call back into libapf.
 /// A finish of the request meanwhile waits for the release to end (see
 /// [`SharedRequest`](apf::level::SharedRequest)): it is done here if it
 /// came.
-pub(crate) fn release_request_seats(
-    requests: &RequestSlab,
+fn release_request_seats(
+    owner: Option<Owner>,
     request: u64,
     seats: u32,
     action: &str,
 ) -> apf_status {
-    let begun = live(requests, request, |mut occ| match occ.entry() {
+    let begun = live(request, owner, |mut occ| match occ.entry() {
         Entry::Executing(shared) => {
             let seats = if seats == 0 {
                 u32::try_from(shared.seats()).unwrap_or(u32::MAX).max(1)
@@ -676,8 +730,9 @@ pub(crate) fn release_request_seats(
         Ok(Some(Ok(pending))) => {
             pending.complete();
             // The slot stays this request's until the release ends: no
-            // finish retires it while a release is in flight.
-            let last = requests.with(request, |mut occ| {
+            // finish retires it while a release is in flight (so no owner
+            // check is needed again).
+            let last = requests().with_owned(request, |_| true, |mut occ| {
                 let Entry::Executing(shared) = occ.entry() else {
                     unreachable!("a request releasing seats stays executing");
                 };
@@ -700,19 +755,19 @@ pub(crate) fn release_request_seats(
                 "{action}: request {request:#x} is queued; wait for it or poll it before releasing seats"
             ),
         ),
-        Err(stale) => stale_error(request, stale, action),
+        Err(refused) => refusal_error(request, refused, action),
     }
 }
 
 /// Block until a queued request is decided or `timeout_nanos` pass (see
 /// `apf_request_wait`), then report its state.
-pub(crate) fn wait_request(
-    requests: &RequestSlab,
+fn wait_request(
+    owner: Option<Owner>,
     request: u64,
     timeout_nanos: u64,
     action: &str,
 ) -> Result<(apf_outcome, apf_reject_reason), apf_status> {
-    let waker = live(requests, request, |mut occ| match occ.entry() {
+    let waker = live(request, owner, |mut occ| match occ.entry() {
         Entry::Waiting(w) => Some(w.waker.clone()),
         Entry::Executing(_) => None,
     });
@@ -720,17 +775,13 @@ pub(crate) fn wait_request(
         let timeout = (timeout_nanos != u64::MAX).then(|| Duration::from_nanos(timeout_nanos));
         waker.wait_decided(timeout);
     }
-    poll_request(requests, request, action)
+    poll_request(owner, request, action)
 }
 
 /// Cancel a queued request (see `apf_request_cancel`): true if it was
 /// still waiting.
-pub(crate) fn cancel_request(
-    requests: &RequestSlab,
-    request: u64,
-    action: &str,
-) -> Result<bool, apf_status> {
-    let taken = live(requests, request, |mut occ| match occ.entry() {
+fn cancel_request(owner: Option<Owner>, request: u64, action: &str) -> Result<bool, apf_status> {
+    let taken = live(request, owner, |mut occ| match occ.entry() {
         Entry::Executing(_) => None,
         Entry::Waiting(_) => Some(occ.retire(Retired::Cancelled)),
     });
@@ -743,45 +794,36 @@ pub(crate) fn cancel_request(
             apf_status::APF_ERR_REQUEST_EXECUTING,
             format_args!("{action}: request {request:#x} is executing; finish it"),
         )),
-        Err(stale) => Err(stale_error(request, stale, action)),
+        Err(refused) => Err(refusal_error(request, refused, action)),
     }
 }
 
-/// Finish an executing request (see `apf_finish`); `end_nanos` 0
-/// means `now()`.
-pub(crate) fn finish_request(
-    requests: &RequestSlab,
+/// Finish an executing request (see `apf_finish`), reporting `cost`
+/// (checked by the caller: finite, 0 or more) when given. `end_nanos` 0
+/// means now on the request's level's clock (its dispatcher's or
+/// queueset's), read under the slab's lock when the finish is asked.
+fn finish_request(
+    owner: Option<Owner>,
     request: u64,
     end_nanos: u64,
-    now: impl FnOnce() -> Instant,
-    action: &str,
-) -> apf_status {
-    finish_request_with(requests, request, end_nanos, now, action, None)
-}
-
-/// [`finish_request`], reporting `cost` (checked by the caller: finite,
-/// 0 or more) when given.
-fn finish_request_with(
-    requests: &RequestSlab,
-    request: u64,
-    end_nanos: u64,
-    now: impl FnOnce() -> Instant,
     action: &str,
     cost: Option<f64>,
 ) -> apf_status {
-    let end = if end_nanos == 0 {
-        now()
-    } else {
-        Instant::from_nanos(end_nanos)
-    };
     // A finish that meets a release in flight is left to that release
     // (see `SharedRequest`): the level must see the release first.
-    let taken = live(requests, request, |mut occ| match occ.entry() {
-        Entry::Executing(shared) => Some(
-            shared
-                .ask_finish(end, cost)
-                .then(|| occ.retire(Retired::Finished)),
-        ),
+    let taken = live(request, owner, |mut occ| match occ.entry() {
+        Entry::Executing(shared) => {
+            let end = if end_nanos == 0 {
+                shared.now()
+            } else {
+                Instant::from_nanos(end_nanos)
+            };
+            Some(
+                shared
+                    .ask_finish(end, cost)
+                    .then(|| occ.retire(Retired::Finished)),
+            )
+        }
         Entry::Waiting(_) => None,
     });
     match taken {
@@ -797,37 +839,48 @@ fn finish_request_with(
                 "{action}: request {request:#x} is queued; wait for it, poll it, or cancel it"
             ),
         ),
-        Err(stale) => stale_error(request, stale, action),
+        Err(refused) => refusal_error(request, refused, action),
     }
 }
 
-/// Run `f` on the live request `handle` names, under its shard's lock; a
-/// request whose finish was asked for (and waits for a release to end)
-/// reads as already finished.
-fn live<X>(
-    requests: &RequestSlab,
-    handle: u64,
-    f: impl FnOnce(super::slab::Occupied<'_, Entry, Retired>) -> X,
-) -> Result<X, Stale<Retired>> {
-    requests
-        .with(handle, |mut occ| match occ.entry() {
-            Entry::Executing(shared) if shared.finishing() => {
-                Err(Stale::Retired(Retired::Finished))
-            }
-            _ => Ok(f(occ)),
-        })
+/// A live request under its shard's lock.
+type Live<'a> = Occupied<'a, Entry, Retired, Owner>;
+
+/// Run `f` on the live request `handle` names, under its shard's lock, if
+/// `owner` (when given) started it; a request whose finish was asked for
+/// (and waits for a release to end) reads as already finished. A handle
+/// just retired is refused to another owner too (see
+/// [`Slab::with_owned`](super::slab::Slab::with_owned)).
+#[inline]
+fn live<X>(handle: u64, owner: Option<Owner>, f: impl FnOnce(Live<'_>) -> X) -> Result<X, Refusal> {
+    requests()
+        .with_owned(
+            handle,
+            |actual| owner.is_none_or(|asked| asked == actual),
+            |mut occ| match occ.entry() {
+                Entry::Executing(shared) if shared.finishing() => {
+                    Err(Refused::Stale(Stale::Retired(Retired::Finished)))
+                }
+                _ => Ok(f(occ)),
+            },
+        )
         .and_then(|x| x)
 }
 
-/// Retire every live request of a dispatcher or queueset being freed:
-/// executing ones are finished, waiting ones cancelled without a
-/// completion notification.
-pub(crate) fn close_requests(requests: &RequestSlab, completion: &Completion) {
+/// Retire every live request of a dispatcher or queueset being freed (see
+/// [`RequestSlab`](super::slab::RequestSlab)'s invariants): executing ones
+/// are finished, waiting ones cancelled without a completion notification.
+pub(crate) fn close_requests(owner: Owner, completion: &Completion) {
     completion.close();
-    for entry in requests.drain(Retired::Cancelled) {
+    for entry in requests().drain_where(|o, _| o == owner, Retired::OwnerFreed) {
         if let Entry::Waiting(w) = &entry {
             w.waker.silence();
         }
         drop(entry);
     }
+}
+
+/// Live requests started at `owner`.
+pub(crate) fn live_requests(owner: Owner) -> usize {
+    requests().count_where(|o, _| o == owner)
 }

@@ -1,5 +1,6 @@
 //! Handles: one generic, sharded slab of generation-checked slots, used for
-//! both request handles (`Entry`) and workqueue item handles.
+//! the process's request handles (one slab, [`requests`]) and for each
+//! workqueue's item handles (one slab per queue).
 //!
 //! # Handle encoding
 //! A handle is a `u64`: the slot's generation XORed with the slab's salt in
@@ -7,11 +8,14 @@
 //! is never issued (the low half is at least 1), so C code can use 0 for
 //! "no request" / "no item".
 //!
-//! The salt is drawn per slab (per dispatcher, per queue): two dispatchers
-//! both hand out slot 0 first, and without the salt their first handles
-//! would be equal, so a handle given to the wrong dispatcher would finish
-//! that dispatcher's live request. With it, a foreign handle names a live
-//! slot only if the salts happen to agree on the generation (1 in 2^32).
+//! The salt is drawn per slab (per queue, and once for the request slab):
+//! two workqueues both hand out slot 0 first, and without the salt their
+//! first handles would be equal, so an item handle given to the wrong queue
+//! would finish that queue's live item. With it, a foreign handle names a
+//! live slot only if the salts happen to agree on the generation (1 in
+//! 2^32). Request handles need no such luck: they all come from one slab,
+//! so no two live requests of the process share a handle, and each entry
+//! records its owner ([`Request`]), which the ABI checks exactly.
 //!
 //! The index interleaves shards: `index = local * SHARDS + shard`, so a
 //! handle names its shard without a lookup. Each thread inserts into one
@@ -34,11 +38,51 @@ use apf::level::{RequestGuard, RequestTicket, SharedRequest};
 use apf::queueset::RejectReason;
 use crossbeam_utils::CachePadded;
 use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::sync::LazyLock;
 
 use super::completion::RequestWaker;
 
 /// Number of shards (a power of two).
 pub(crate) const SHARDS: usize = 16;
+
+/// The dispatcher or queueset a request was started at: a process-wide
+/// unique id (never reused, so an owner freed and a new one allocated at
+/// the same address are told apart) and, in its lowest bit, the kind of
+/// object (for error messages). Eight bytes, kept in the request's slot
+/// beside its generation, not in the entry: the entry is moved whole when
+/// it is retired, and at its 128 bytes the compiler still moves it with
+/// inline copies rather than a call to `memcpy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner(NonZeroU64);
+
+/// What kind of object owns a request (for error messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OwnerKind {
+    Dispatcher,
+    QueueSet,
+}
+
+impl Owner {
+    /// A new owner, distinct from every other of the process.
+    pub(crate) fn new(kind: OwnerKind) -> Owner {
+        let bit = match kind {
+            OwnerKind::Dispatcher => 0,
+            OwnerKind::QueueSet => 1,
+        };
+        // Ids start at 1 and would take centuries to reach 2^63.
+        let id = crate::sync::unique_id() << 1 | bit;
+        Owner(NonZeroU64::new(id).expect("unique ids start at 1"))
+    }
+
+    pub(crate) fn kind(self) -> OwnerKind {
+        if self.0.get() & 1 == 0 {
+            OwnerKind::Dispatcher
+        } else {
+            OwnerKind::QueueSet
+        }
+    }
+}
 
 /// What a request handle refers to while it is live.
 pub(crate) enum Entry {
@@ -71,10 +115,43 @@ pub(crate) enum Retired {
     Finished,
     Cancelled,
     Rejected(RejectReason),
+    /// Its dispatcher or queueset was freed while it was live (an executing
+    /// request was finished then, a waiting one cancelled).
+    OwnerFreed,
 }
 
-/// A dispatcher's request handles.
-pub(crate) type RequestSlab = Slab<Entry, Retired>;
+/// The request slab: every request handle of the process, whoever started
+/// it, each slot recording its occupant's [`Owner`].
+///
+/// # Invariants
+/// 1. A handle names at most one live request in the process (one slab,
+///    generation-checked slots), and its slot records that request's
+///    owner; the owner stays recorded once the request is retired, until
+///    the slot is reused.
+/// 2. Every live request's owner is live: an owner's `Drop` retires its
+///    requests (`request::close_requests`, which walks the slab with
+///    [`Slab::drain_where`] for those whose owner matches) before any of
+///    its fields are dropped, and no request is started at an owner once
+///    its free began (the free is the last call on it, by the ABI's
+///    contract). Each request is retired exactly once: by its finish,
+///    cancel or rejection, or by that walk, whichever takes it under its
+///    shard lock first.
+/// 3. A handle whose owner was freed names a retired slot
+///    ([`Retired::OwnerFreed`]) or, once the slot is reused, a different
+///    generation: an error, never another owner's request.
+///
+/// Walking the slab at a free costs time in proportion to the slab's slots
+/// (its peak of live requests, all owners together), one shard lock at a
+/// time; a per-owner list would make the free proportional to the owner's
+/// requests but cost the start and finish of every request a list update,
+/// and frees are rare.
+pub(crate) type RequestSlab = Slab<Entry, Retired, Owner>;
+
+/// The process's request slab (see [`RequestSlab`]).
+pub(crate) fn requests() -> &'static RequestSlab {
+    static REQUESTS: LazyLock<RequestSlab> = LazyLock::new(RequestSlab::default);
+    &REQUESTS
+}
 
 /// Why a handle does not name a live occupant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,23 +162,35 @@ pub(crate) enum Stale<R> {
     Retired(R),
 }
 
+/// Why [`Slab::with_owned`] refuses a handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused<R, O> {
+    /// See [`Stale`].
+    Stale(Stale<R>),
+    /// The occupant (live, or just retired) is this owner's, not one the
+    /// caller accepts.
+    Foreign(O),
+}
+
 enum State<T, R> {
     Free(Option<R>),
     Busy(T),
 }
 
-struct Slot<T, R> {
+struct Slot<T, R, O> {
     generation: u32,
+    /// The occupant's owner; after its retirement, the last occupant's.
+    owner: O,
     state: State<T, R>,
 }
 
-struct Shard<T, R> {
-    slots: Vec<Slot<T, R>>,
+struct Shard<T, R, O> {
+    slots: Vec<Slot<T, R, O>>,
     /// Local indexes of free slots, oldest first.
     free: VecDeque<u32>,
 }
 
-impl<T, R> Default for Shard<T, R> {
+impl<T, R, O> Default for Shard<T, R, O> {
     fn default() -> Self {
         Shard {
             slots: Vec::new(),
@@ -111,21 +200,23 @@ impl<T, R> Default for Shard<T, R> {
 }
 
 /// One shard behind its own lock, on its own cache line.
-type LockedShard<T, R> = CachePadded<Mutex<Shard<T, R>>>;
+type LockedShard<T, R, O> = CachePadded<Mutex<Shard<T, R, O>>>;
 
-/// The slab. See the module documentation.
-pub(crate) struct Slab<T, R> {
-    shards: Box<[LockedShard<T, R>]>,
+/// The slab. See the module documentation. `O` is what each slot records
+/// of its occupant's owner (`()` where there is one owner, a workqueue).
+pub(crate) struct Slab<T, R, O = ()> {
+    shards: Box<[LockedShard<T, R, O>]>,
     salt: u32,
 }
 
 /// A live slot, borrowed under its shard's lock.
-pub(crate) struct Occupied<'a, T, R> {
-    shard: &'a mut Shard<T, R>,
+pub(crate) struct Occupied<'a, T, R, O = ()> {
+    shard: &'a mut Shard<T, R, O>,
     local: u32,
 }
 
-impl<T, R> Occupied<'_, T, R> {
+impl<T, R, O> Occupied<'_, T, R, O> {
+    #[inline]
     pub(crate) fn entry(&mut self) -> &mut T {
         match &mut self.shard.slots[self.local as usize].state {
             State::Busy(entry) => entry,
@@ -136,6 +227,7 @@ impl<T, R> Occupied<'_, T, R> {
     /// Retire the occupant: its handle goes stale. The entry comes back to
     /// be dropped after the lock is released (dropping a guard finishes a
     /// request, dropping a ticket cancels one; neither runs under our lock).
+    #[inline]
     pub(crate) fn retire(self, how: R) -> T {
         let slot = &mut self.shard.slots[self.local as usize];
         slot.generation = slot.generation.wrapping_add(1);
@@ -165,7 +257,7 @@ fn fresh_salt() -> u32 {
     ahash::RandomState::new().hash_one(n) as u32
 }
 
-impl<T, R> Default for Slab<T, R> {
+impl<T, R, O> Default for Slab<T, R, O> {
     fn default() -> Self {
         Slab {
             shards: (0..SHARDS)
@@ -177,6 +269,33 @@ impl<T, R> Default for Slab<T, R> {
 }
 
 impl<T, R: Copy> Slab<T, R> {
+    /// Store `entry` under a new handle, or give it back if the handle
+    /// space (2^32 - 1 live slots) is exhausted.
+    pub(crate) fn insert(&self, entry: T) -> Result<u64, T> {
+        self.insert_owned((), entry)
+    }
+
+    /// Run `f` on the live occupant `handle` names, under its shard's lock.
+    /// `f` must not block or call user code.
+    pub(crate) fn with<X>(
+        &self,
+        handle: u64,
+        f: impl FnOnce(Occupied<'_, T, R>) -> X,
+    ) -> Result<X, Stale<R>> {
+        self.with_owned(handle, |()| true, f)
+            .map_err(|refused| match refused {
+                Refused::Stale(stale) => stale,
+                Refused::Foreign(()) => unreachable!("every owner is accepted"),
+            })
+    }
+
+    /// Retire the occupant `handle` names, giving it back.
+    pub(crate) fn remove(&self, handle: u64, how: R) -> Result<T, Stale<R>> {
+        self.with(handle, |occupied| occupied.retire(how))
+    }
+}
+
+impl<T, R: Copy, O: Copy> Slab<T, R, O> {
     fn encode(&self, generation: u32, index: usize) -> u64 {
         u64::from(generation ^ self.salt) << 32 | (index as u64 + 1)
     }
@@ -188,14 +307,16 @@ impl<T, R: Copy> Slab<T, R> {
         Some((index % SHARDS, (index / SHARDS) as u32, generation))
     }
 
-    /// Store `entry` under a new handle, or give it back if the handle
-    /// space (2^32 - 1 live slots) is exhausted.
-    pub(crate) fn insert(&self, entry: T) -> Result<u64, T> {
+    /// Store `entry`, owned by `owner`, under a new handle, or give it back
+    /// if the handle space (2^32 - 1 live slots) is exhausted.
+    pub(crate) fn insert_owned(&self, owner: O, entry: T) -> Result<u64, T> {
         let shard_index = home_shard();
         let mut shard = lock(&self.shards[shard_index]);
         let local = match shard.free.pop_front() {
             Some(local) => {
-                shard.slots[local as usize].state = State::Busy(entry);
+                let slot = &mut shard.slots[local as usize];
+                slot.owner = owner;
+                slot.state = State::Busy(entry);
                 local as usize
             }
             None => {
@@ -207,6 +328,7 @@ impl<T, R: Copy> Slab<T, R> {
                 }
                 shard.slots.push(Slot {
                     generation: 0,
+                    owner,
                     state: State::Busy(entry),
                 });
                 local
@@ -216,43 +338,59 @@ impl<T, R: Copy> Slab<T, R> {
         Ok(self.encode(generation, local * SHARDS + shard_index))
     }
 
-    /// Run `f` on the live occupant `handle` names, under its shard's lock.
-    /// `f` must not block or call user code.
-    pub(crate) fn with<X>(
+    /// Run `f` on the live occupant `handle` names, under its shard's lock,
+    /// if `accept` takes its owner; a slot just retired is refused to an
+    /// owner `accept` does not take too, so the check is exact while the
+    /// slot remembers its last occupant. `f` must not block or call user
+    /// code.
+    #[inline]
+    pub(crate) fn with_owned<X>(
         &self,
         handle: u64,
-        f: impl FnOnce(Occupied<'_, T, R>) -> X,
-    ) -> Result<X, Stale<R>> {
-        let (shard_index, local, generation) = self.decode(handle).ok_or(Stale::Unknown)?;
+        accept: impl FnOnce(O) -> bool,
+        f: impl FnOnce(Occupied<'_, T, R, O>) -> X,
+    ) -> Result<X, Refused<R, O>> {
+        let unknown = Refused::Stale(Stale::Unknown);
+        let (shard_index, local, generation) = self.decode(handle).ok_or(unknown)?;
         let mut shard = lock(&self.shards[shard_index]);
-        let slot = shard.slots.get(local as usize).ok_or(Stale::Unknown)?;
+        let slot = shard.slots.get(local as usize).ok_or(unknown)?;
+        let owner = slot.owner;
         match &slot.state {
-            State::Busy(_) if slot.generation == generation => Ok(f(Occupied {
-                shard: &mut shard,
-                local,
-            })),
-            State::Free(Some(how)) if slot.generation == generation.wrapping_add(1) => {
-                Err(Stale::Retired(*how))
+            State::Busy(_) if slot.generation == generation => {
+                if !accept(owner) {
+                    return Err(Refused::Foreign(owner));
+                }
+                Ok(f(Occupied {
+                    shard: &mut shard,
+                    local,
+                }))
             }
-            _ => Err(Stale::Unknown),
+            State::Free(Some(how)) if slot.generation == generation.wrapping_add(1) => {
+                let how = *how;
+                if accept(owner) {
+                    Err(Refused::Stale(Stale::Retired(how)))
+                } else {
+                    Err(Refused::Foreign(owner))
+                }
+            }
+            _ => Err(unknown),
         }
     }
 
-    /// Retire the occupant `handle` names, giving it back.
-    pub(crate) fn remove(&self, handle: u64, how: R) -> Result<T, Stale<R>> {
-        self.with(handle, |occupied| occupied.retire(how))
-    }
-
-    /// Every live occupant, retired as `how` and removed (for tearing the
-    /// owner down).
-    pub(crate) fn drain(&self, how: R) -> Vec<T> {
+    /// Every live occupant for which `pick` holds (given its owner),
+    /// retired as `how` and removed (for tearing its owner down). Walks
+    /// every slot, one shard lock at a time.
+    pub(crate) fn drain_where(&self, mut pick: impl FnMut(O, &T) -> bool, how: R) -> Vec<T> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let mut shard = lock(shard);
-            let busy: Vec<u32> = (0..shard.slots.len() as u32)
-                .filter(|&i| matches!(shard.slots[i as usize].state, State::Busy(_)))
+            let picked: Vec<u32> = (0..shard.slots.len() as u32)
+                .filter(|&i| {
+                    let slot = &shard.slots[i as usize];
+                    matches!(&slot.state, State::Busy(entry) if pick(slot.owner, entry))
+                })
                 .collect();
-            for local in busy {
+            for local in picked {
                 out.push(
                     Occupied {
                         shard: &mut shard,
@@ -263,6 +401,22 @@ impl<T, R: Copy> Slab<T, R> {
             }
         }
         out
+    }
+
+    /// Live occupants for which `pick` holds (given their owner).
+    pub(crate) fn count_where(&self, mut pick: impl FnMut(O, &T) -> bool) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = lock(s);
+                s.slots
+                    .iter()
+                    .filter(
+                        |slot| matches!(&slot.state, State::Busy(entry) if pick(slot.owner, entry)),
+                    )
+                    .count()
+            })
+            .sum()
     }
 
     /// Occupants live in the slab.
@@ -322,6 +476,39 @@ mod tests {
         assert_ne!(h2, h);
         assert_eq!(slab.remove(h, Gone), Err(Stale::Unknown));
         assert_eq!(slab.remove(h2, Gone), Ok("b"));
+    }
+
+    #[test]
+    fn drain_where_retires_exactly_the_picked_occupants() {
+        let slab: Slab<u8, Gone, char> = Slab::default();
+        let handles: Vec<u64> = [('a', 1), ('b', 2), ('a', 3), ('b', 4)]
+            .into_iter()
+            .map(|(owner, e)| slab.insert_owned(owner, e).unwrap())
+            .collect();
+        assert_eq!(slab.count_where(|owner, _| owner == 'a'), 2);
+        let mut drained = slab.drain_where(|owner, _| owner == 'a', Gone);
+        drained.sort();
+        assert_eq!(drained, [1, 3]);
+        assert_eq!(slab.count_where(|owner, _| owner == 'a'), 0);
+        assert_eq!(slab.live(), 2, "the others stay");
+        let is = |want: char| move |owner: char| owner == want;
+        // Just retired: still told apart by owner.
+        let retire = |o: Occupied<'_, u8, Gone, char>| o.retire(Gone);
+        assert_eq!(
+            slab.with_owned(handles[0], is('a'), retire),
+            Err(Refused::Stale(Stale::Retired(Gone)))
+        );
+        assert_eq!(
+            slab.with_owned(handles[0], is('b'), retire),
+            Err(Refused::Foreign('a'))
+        );
+        assert_eq!(
+            slab.with_owned(handles[1], is('a'), retire),
+            Err(Refused::Foreign('b')),
+            "live, and refused to another owner"
+        );
+        assert_eq!(slab.with_owned(handles[1], is('b'), retire), Ok(2));
+        assert!(slab.drain_where(|owner, _| owner == 'a', Gone).is_empty());
     }
 
     #[test]

@@ -18,7 +18,8 @@ use std::fmt;
 pub enum apf_status {
     /// Success.
     APF_OK = 0,
-    /// An argument is out of range (also: an unknown status code).
+    /// An argument is out of range (also: an unknown status code, and a
+    /// request handle given with a dispatcher that did not start it).
     APF_ERR_INVALID_PARAMETER = 7000,
     /// A required pointer argument is NULL.
     APF_ERR_NULL_POINTER = 7001,
@@ -28,9 +29,9 @@ pub enum apf_status {
     /// the library stays usable. Please report it.
     APF_ERR_PANIC = 7003,
     /// The request handle is 0, unknown, or stale: its request was already
-    /// finished, cancelled or rejected (a second finish lands here), or it
-    /// belongs to another dispatcher. Also a workqueue item handle that is
-    /// 0, already done, or of another queue.
+    /// finished, cancelled or rejected (a second finish lands here), or its
+    /// dispatcher or queueset was freed. Also a workqueue item handle that
+    /// is 0, already done, or of another queue.
     APF_ERR_INVALID_HANDLE = 7004,
     /// The request is still waiting in a queue: it cannot be finished until
     /// `apf_request_wait` or `apf_request_poll` reported it dispatched

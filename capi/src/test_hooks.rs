@@ -22,7 +22,7 @@ pub unsafe extern "C" fn apf_test_panic(
     ffi_error_boundary! { out_error,
         // SAFETY: NULL or live, per the contract.
         match unsafe { super::cast::try_from(dispatcher) } {
-            Some(d) => d.requests.panic_while_locked(
+            Some(_) => crate::slab::requests().panic_while_locked(
                 "apf_test_panic: deliberate panic while holding a request-slab lock",
             ),
             None => panic!("apf_test_panic: deliberate panic"),

@@ -8,78 +8,95 @@
 //! the exact hash). Distinguishers longer than a slot are hashed every time.
 //! Nothing allocates.
 
-use std::cell::RefCell;
+use std::cell::Cell;
+
+use super::words::{word_at, Ends};
 
 const SLOTS: usize = 64;
+const SLOT_BITS: u32 = SLOTS.trailing_zeros();
 const _: () = assert!(SLOTS.is_power_of_two());
-const MAX_KEY: usize = 62;
+/// Keys of up to this many bytes are memoized: the first and last words
+/// and the six between them.
+const MAX_KEY: usize = 64;
+const WORDS: usize = MAX_KEY / 8;
 
-#[derive(Clone, Copy)]
+/// One memoized hash. `Cell`s, so the per-thread table is read and written
+/// through a shared reference, without a `RefCell`'s borrow flag; a key is
+/// kept as words (see `words`): its first and last eight bytes, then the
+/// words at offsets 8, 16, ... before the last eight.
 struct Slot {
-    owner: u64,
-    len: u8,
-    bytes: [u8; MAX_KEY],
-    hash: u64,
+    /// The schema hasher's id; 0 for an empty slot (ids are never 0).
+    owner: Cell<u64>,
+    len: Cell<u64>,
+    words: [Cell<u64>; WORDS],
+    hash: Cell<u64>,
 }
 
+#[allow(clippy::declare_interior_mutable_const)] // only the initialiser
 const EMPTY: Slot = Slot {
-    owner: 0,
-    len: 0,
-    bytes: [0; MAX_KEY],
-    hash: 0,
+    owner: Cell::new(0),
+    len: Cell::new(0),
+    words: [const { Cell::new(0) }; WORDS],
+    hash: Cell::new(0),
 };
 
 thread_local! {
-    static MEMO: RefCell<[Slot; SLOTS]> = const { RefCell::new([EMPTY; SLOTS]) };
+    static MEMO: [Slot; SLOTS] = const { [EMPTY; SLOTS] };
 }
 
-/// The key's slot: a multiplicative hash of the owner, the length and the
-/// key's first and last eight bytes. The index only spreads entries
-/// (equality is checked in full, so a collision only costs a miss); it is
-/// a few instructions where hashing every byte of the key cost as much as
-/// the rest of the look-up.
-fn slot_index(owner: u64, key: &[u8]) -> usize {
-    let word = |bytes: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..bytes.len()].copy_from_slice(bytes);
-        u64::from_le_bytes(w)
-    };
-    let n = key.len();
-    let (head, tail) = if n >= 8 {
-        (word(&key[..8]), word(&key[n - 8..]))
-    } else {
-        (word(key), 0)
-    };
-    let mixed = owner ^ head.rotate_left(23) ^ tail ^ ((n as u64) << 56);
-    // The top bits of a Fibonacci hash: SLOTS is a power of two.
-    (mixed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
+/// Calls `f` with the key's words after its ends, and their slot numbers.
+#[inline(always)]
+fn for_each_middle_word(key: &[u8], mut f: impl FnMut(usize, u64) -> bool) -> bool {
+    let mut at = 8;
+    let mut j = 2;
+    while at + 8 < key.len() && j < WORDS {
+        if !f(j, word_at(key, at)) {
+            return false;
+        }
+        at += 8;
+        j += 1;
+    }
+    true
 }
 
 /// The flow hash of `distinguisher` under the schema hasher `owner` (a
 /// unique id, never 0), computed by `compute` on a miss.
+#[inline]
 pub(super) fn memoized(owner: u64, distinguisher: &str, compute: impl FnOnce() -> u64) -> u64 {
     let key = distinguisher.as_bytes();
     if key.len() > MAX_KEY {
         return compute();
     }
-    let i = slot_index(owner, key);
+    let ends = Ends::of(key);
+    // The index only spreads entries: equality is checked in full, so a
+    // collision only costs a miss.
+    let i = ends.spread(owner, SLOT_BITS);
     let hit = MEMO.with(|memo| {
-        let memo = memo.borrow();
-        let slot = &memo[i];
-        (slot.owner == owner && slot.len as usize == key.len() && &slot.bytes[..key.len()] == key)
-            .then_some(slot.hash)
+        let slot = &memo[i % SLOTS];
+        (slot.owner.get() == owner
+            && slot.len.get() == key.len() as u64
+            && slot.words[0].get() == ends.head
+            && slot.words[1].get() == ends.tail
+            && for_each_middle_word(key, |j, w| slot.words[j].get() == w))
+        .then(|| slot.hash.get())
     });
     if let Some(hash) = hit {
         return hash;
     }
+    // Computed outside the table (no borrow is held, and nothing here is
+    // re-entered anyway).
     let hash = compute();
     MEMO.with(|memo| {
-        let mut memo = memo.borrow_mut();
-        let slot = &mut memo[i];
-        slot.owner = owner;
-        slot.len = key.len() as u8;
-        slot.bytes[..key.len()].copy_from_slice(key);
-        slot.hash = hash;
+        let slot = &memo[i % SLOTS];
+        slot.owner.set(owner);
+        slot.len.set(key.len() as u64);
+        slot.words[0].set(ends.head);
+        slot.words[1].set(ends.tail);
+        for_each_middle_word(key, |j, w| {
+            slot.words[j].set(w);
+            true
+        });
+        slot.hash.set(hash);
     });
     hash
 }
@@ -105,5 +122,50 @@ mod tests {
         assert_eq!(h(7, &long, 4), 4);
         assert_eq!(h(7, &long, 5), 5, "long keys are never memoized");
         assert_eq!(calls, 5);
+    }
+
+    /// What a hit must return: the value computed for exactly this owner
+    /// and key (a plain hash of both, standing in for SHA-256).
+    fn reference(owner: u64, key: &[u8]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (owner, key).hash(&mut h);
+        h.finish()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Keys of `a`s with at most two bytes turned to `b`, of every
+        /// length up to past the slot's, under three owners: keys of one
+        /// length share their ends and their slot more often than not, so
+        /// a comparison that skipped any word (or the length, or the owner)
+        /// would return another key's hash.
+        #[test]
+        #[cfg_attr(loom, ignore)]
+        fn a_hit_is_always_the_exact_keys_hash(
+            calls in proptest::collection::vec(
+                (1u64..4, 0..MAX_KEY + 4, proptest::collection::vec(proptest::prelude::any::<usize>(), 0..3)),
+                1..200,
+            )
+        ) {
+            let calls: Vec<(u64, Vec<u8>)> = calls
+                .into_iter()
+                .map(|(owner, len, flips)| {
+                    let mut key = vec![b'a'; len];
+                    for f in flips {
+                        if len > 0 {
+                            key[f % len] = b'b';
+                        }
+                    }
+                    (owner, key)
+                })
+                .collect();
+            for (owner, key) in &calls {
+                let key = std::str::from_utf8(key).unwrap();
+                let got = memoized(*owner, key, || reference(*owner, key.as_bytes()));
+                proptest::prop_assert_eq!(got, reference(*owner, key.as_bytes()), "{} {:?}", owner, key);
+            }
+        }
     }
 }

@@ -11,9 +11,10 @@
 //! The other lists use [`StrSet`]: a flag for `*`, a scan for short lists,
 //! a hash set for long ones.
 
-use ahash::{AHashMap, AHashSet};
+use ahash::AHashSet;
 use sha2::Sha256;
 
+use super::words::{self, middle_eq, Ends};
 use super::{finish_flow_hash, flow_hash_prefix, LevelInfo, RequestDigest};
 use crate::config::{
     DistinguisherMethod, NonResourcePolicyRule, PolicyRulesWithSubjects, ResourcePolicyRule,
@@ -25,60 +26,118 @@ const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 /// Lists at most this long are scanned; longer ones are hashed.
 const SCAN_LIMIT: usize = 8;
 
-/// Up to 64 distinct names, each with its own bit.
-#[derive(Clone, Debug, Default)]
+/// Up to 64 distinct names, each with its own bit, found by an
+/// open-addressed table keyed by the names' [`Ends`] (no `memcmp`, no
+/// hash of every byte: see `words`).
+#[derive(Clone, Debug)]
 struct NameTable {
     names: Vec<Box<str>>,
     /// Bit `min(len, 63)` set for the length of every name: a name whose
-    /// length has no bit is not in the table, without a scan or a hash
-    /// (most users are in no table).
+    /// length has no bit is not in the table, without a look-up (most
+    /// users are in no table).
     lengths: u64,
-    /// Built once the table outgrows a scan.
-    index: Option<AHashMap<Box<str>, u32>>,
+    /// Linear probing over a fixed number of slots, at least twice the
+    /// most names (so a probe always ends at an empty slot, and an index
+    /// masked by `SLOTS - 1` needs no bounds check).
+    slots: Box<[NameSlot; NAME_SLOTS]>,
 }
 
-fn length_bit(name: &str) -> u64 {
-    1 << name.len().min(63)
+const NAME_SLOTS: usize = 128;
+const NAME_SLOT_BITS: u32 = NAME_SLOTS.trailing_zeros();
+const _: () = assert!(NAME_SLOTS.is_power_of_two() && NAME_SLOTS >= 2 * 64);
+
+/// A name's ends, its word at offset 8 (which with the ends covers a name
+/// of up to 24 bytes; longer ones compare the rest with the name), and its
+/// index + 1 (0: an empty slot).
+#[derive(Clone, Copy, Debug, Default)]
+struct NameSlot {
+    head: u64,
+    tail: u64,
+    second: u64,
+    /// The length and `index + 1`, as `len << 8 | (index + 1)`.
+    len_index: u64,
+}
+
+/// Seeds the slot hash (any constant: entries are compared in full).
+const NAME_SEED: u64 = 0x6a09_e667_f3bc_c908;
+
+impl Default for NameTable {
+    fn default() -> Self {
+        NameTable {
+            names: Vec::new(),
+            lengths: 0,
+            slots: Box::new([NameSlot::default(); NAME_SLOTS]),
+        }
+    }
+}
+
+fn length_bit(len: usize) -> u64 {
+    1 << len.min(63)
 }
 
 impl NameTable {
     /// The name's bit, adding it if there is room; `None` when full.
     fn intern(&mut self, name: &str) -> Option<u64> {
-        if let Some(i) = self.position(name) {
+        if let Some(i) = self.position(name.as_bytes()) {
             return Some(1 << i);
         }
         if self.names.len() == 64 {
             return None;
         }
+        let index = self.names.len();
         self.names.push(name.into());
-        self.lengths |= length_bit(name);
-        if self.names.len() > SCAN_LIMIT {
-            self.index = Some(
-                self.names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| (n.clone(), i as u32))
-                    .collect(),
-            );
+        self.lengths |= length_bit(name.len());
+        let b = name.as_bytes();
+        let ends = Ends::of(b);
+        let mut at = ends.spread(NAME_SEED, NAME_SLOT_BITS);
+        while self.slots[at].len_index != 0 {
+            at = (at + 1) % NAME_SLOTS;
         }
-        Some(1 << (self.names.len() - 1))
+        self.slots[at] = NameSlot {
+            head: ends.head,
+            tail: ends.tail,
+            second: second_word(b),
+            len_index: (b.len() as u64) << 8 | (index as u64 + 1),
+        };
+        Some(1 << index)
     }
 
     // Always inlined: four look-ups per request (the user and, typically,
     // three groups) each paid a call's register saves and restores.
     #[inline(always)]
-    fn position(&self, name: &str) -> Option<usize> {
-        if self.lengths & length_bit(name) == 0 {
+    fn position(&self, name: &[u8]) -> Option<usize> {
+        if self.lengths & length_bit(name.len()) == 0 {
             return None;
         }
-        match &self.index {
-            Some(index) => index.get(name).map(|i| *i as usize),
-            None => self.names.iter().position(|n| **n == *name),
+        let ends = Ends::of(name);
+        let second = second_word(name);
+        let mut at = ends.spread(NAME_SEED, NAME_SLOT_BITS);
+        loop {
+            let slot = &self.slots[at % NAME_SLOTS];
+            if slot.len_index == 0 {
+                return None;
+            }
+            if slot.head == ends.head
+                && slot.tail == ends.tail
+                && slot.second == second
+                && slot.len_index >> 8 == name.len() as u64
+            {
+                let i = (slot.len_index & 0xff) as usize - 1;
+                if name.len() <= 24 || middle_eq(self.names[i].as_bytes(), name) {
+                    return Some(i);
+                }
+            }
+            at = (at + 1) % NAME_SLOTS;
         }
     }
 
     #[inline(always)]
     fn bit(&self, name: &str) -> u64 {
+        self.bit_of(name.as_bytes())
+    }
+
+    #[inline(always)]
+    fn bit_of(&self, name: &[u8]) -> u64 {
         self.position(name).map_or(0, |i| 1 << i)
     }
 }
@@ -87,7 +146,8 @@ impl NameTable {
 #[derive(Clone, Debug, Default)]
 pub(super) struct SubjectTables {
     users: NameTable,
-    /// `system:serviceaccount:<namespace>:`, always scanned (they are few).
+    /// `system:serviceaccount:<namespace>:`, found by the lengths they
+    /// come in (see [`SubjectTables::key`]).
     prefixes: NameTable,
     groups: NameTable,
 }
@@ -100,17 +160,52 @@ pub(super) struct SubjectKey {
     groups: u64,
 }
 
+/// The word at byte offset 8 of a name longer than 16 bytes (0 for a
+/// shorter one, which its [`Ends`] determine).
+#[inline(always)]
+fn second_word(b: &[u8]) -> u64 {
+    if b.len() > 16 {
+        words::word_at(b, 8)
+    } else {
+        0
+    }
+}
+
+/// Whether `user` starts with [`SERVICE_ACCOUNT_PREFIX`] (22 bytes: three
+/// overlapping words, no `memcmp`).
+#[inline(always)]
+fn is_service_account(user: &[u8]) -> bool {
+    const P: &[u8] = SERVICE_ACCOUNT_PREFIX.as_bytes();
+    const _: () = assert!(P.len() >= 16 && P.len() <= 24);
+    user.len() >= P.len() && words::eq(&user[..P.len()], P)
+}
+
 impl SubjectTables {
+    #[inline]
     pub(super) fn key(&self, user: &str, groups: &[&str]) -> SubjectKey {
         let mut prefixes = 0;
-        // Every prefix is a service account namespace's (see
-        // `SubjectMatcher::new`).
-        if user.starts_with(SERVICE_ACCOUNT_PREFIX) {
-            for (i, p) in self.prefixes.names.iter().enumerate() {
-                if user.starts_with(&**p) {
-                    prefixes |= 1 << i;
+        // Every prefix is a service account namespace's
+        // (`system:serviceaccount:<ns>:`, see `SubjectMatcher::new`). The
+        // user starts with one exactly when its first `len` bytes, for
+        // some prefix length `len`, end in `:` and are that prefix: so
+        // each length the table has is looked up once.
+        let u = user.as_bytes();
+        if self.prefixes.lengths != 0 && is_service_account(u) {
+            for_each_bit(self.prefixes.lengths, |len| {
+                if len < 63 {
+                    if len > 0 && len <= u.len() && u[len - 1] == b':' {
+                        prefixes |= self.prefixes.bit_of(&u[..len]);
+                    }
+                } else {
+                    // Prefixes of 63 bytes or more share the last length
+                    // bit: scanned.
+                    for (i, p) in self.prefixes.names.iter().enumerate() {
+                        if p.len() >= 63 && u.starts_with(p.as_bytes()) {
+                            prefixes |= 1 << i;
+                        }
+                    }
                 }
-            }
+            });
         }
         SubjectKey {
             users: self.users.bit(user),
@@ -276,6 +371,7 @@ impl CompiledSchema {
         }
     }
 
+    #[inline]
     pub(super) fn matches(&self, key: &SubjectKey, d: &RequestDigest<'_>) -> bool {
         self.rules.iter().any(|r| r.matches(key, d))
     }
@@ -292,6 +388,7 @@ impl CompiledSchema {
         }
     }
 
+    #[inline]
     pub(super) fn flow_hash(&self, distinguisher: &str) -> u64 {
         match &self.flow_hasher {
             Some(hasher) => super::flow_hash_memo::memoized(self.hasher_id, distinguisher, || {
@@ -307,33 +404,47 @@ struct CompiledRule {
     subjects: SubjectMatcher,
     resource_rules: Box<[ResourceMatcher]>,
     non_resource_rules: Box<[NonResourceMatcher]>,
+    /// A resource rule matches every resource request (`*` verbs, API
+    /// groups, resources and namespaces, and cluster scope): the rules
+    /// need not be walked (the `everything` of most built-in schemas).
+    all_resources: bool,
+    /// A non-resource rule matches every non-resource request (`*` verbs
+    /// and URLs).
+    all_non_resources: bool,
 }
 
 impl CompiledRule {
     fn new(rule: &PolicyRulesWithSubjects, tables: &mut SubjectTables) -> Self {
+        let resource_rules: Box<[ResourceMatcher]> = rule
+            .resource_rules
+            .iter()
+            .map(ResourceMatcher::new)
+            .collect();
+        let non_resource_rules: Box<[NonResourceMatcher]> = rule
+            .non_resource_rules
+            .iter()
+            .map(NonResourceMatcher::new)
+            .collect();
         CompiledRule {
             subjects: SubjectMatcher::new(&rule.subjects, tables),
-            resource_rules: rule
-                .resource_rules
+            all_resources: resource_rules.iter().any(ResourceMatcher::matches_all),
+            all_non_resources: non_resource_rules
                 .iter()
-                .map(ResourceMatcher::new)
-                .collect(),
-            non_resource_rules: rule
-                .non_resource_rules
-                .iter()
-                .map(NonResourceMatcher::new)
-                .collect(),
+                .any(NonResourceMatcher::matches_all),
+            resource_rules,
+            non_resource_rules,
         }
     }
 
+    #[inline]
     fn matches(&self, key: &SubjectKey, d: &RequestDigest<'_>) -> bool {
         if !self.subjects.matches(key, d) {
             return false;
         }
         if d.is_resource_request {
-            self.resource_rules.iter().any(|r| r.matches(d))
+            self.all_resources || self.resource_rules.iter().any(|r| r.matches(d))
         } else {
-            self.non_resource_rules.iter().any(|r| r.matches(d))
+            self.all_non_resources || self.non_resource_rules.iter().any(|r| r.matches(d))
         }
     }
 }
@@ -445,6 +556,16 @@ impl ResourceMatcher {
         }
     }
 
+    /// Whether it matches every resource request.
+    fn matches_all(&self) -> bool {
+        let any = |s: &StrSet| matches!(s, StrSet::Any);
+        any(&self.verbs)
+            && any(&self.api_groups)
+            && any(&self.resources)
+            && any(&self.namespaces)
+            && self.cluster_scope
+    }
+
     fn matches(&self, d: &RequestDigest<'_>) -> bool {
         self.verbs.contains(d.verb)
             && self.resources.contains_joined(d.resource, d.subresource)
@@ -493,6 +614,11 @@ impl NonResourceMatcher {
             exact: StrSet::exact(&exact),
             prefixes,
         }
+    }
+
+    /// Whether it matches every non-resource request.
+    fn matches_all(&self) -> bool {
+        matches!(self.verbs, StrSet::Any) && self.any_path
     }
 
     fn matches(&self, d: &RequestDigest<'_>) -> bool {
@@ -582,6 +708,91 @@ fn join_on_stack<'b>(buf: &'b mut [u8; 256], resource: &str, subresource: &str) 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Names of `a`s with at most two bytes turned to `b` or `:`, of
+    /// every length up to past the last length bit: names of one length
+    /// mostly share their ends and second word, so a look-up that skipped
+    /// any byte would find another name.
+    fn near_name() -> impl Strategy<Value = String> {
+        (
+            0..80usize,
+            proptest::collection::vec((any::<usize>(), prop_oneof![Just('b'), Just(':')]), 0..3),
+        )
+            .prop_map(|(len, flips)| {
+                let mut name = vec!['a'; len];
+                for (at, c) in flips {
+                    if len > 0 {
+                        name[at % len] = c;
+                    }
+                }
+                name.into_iter().collect()
+            })
+    }
+
+    proptest! {
+        /// Interning and looking up against a plain scan of the names.
+        #[test]
+        #[cfg_attr(loom, ignore)]
+        fn name_table_finds_exactly_the_names_it_has(
+            names in proptest::collection::vec(near_name(), 0..80),
+            queries in proptest::collection::vec(near_name(), 0..40),
+        ) {
+            let mut t = NameTable::default();
+            let mut plain: Vec<String> = Vec::new();
+            for n in &names {
+                let bit = t.intern(n);
+                let expected = match plain.iter().position(|p| p == n) {
+                    Some(i) => Some(1u64 << i),
+                    None if plain.len() < 64 => {
+                        plain.push(n.clone());
+                        Some(1u64 << (plain.len() - 1))
+                    }
+                    None => None,
+                };
+                prop_assert_eq!(bit, expected, "intern {:?}", n);
+            }
+            for q in queries.iter().chain(&names) {
+                let expected = plain.iter().position(|p| p == q);
+                prop_assert_eq!(t.position(q.as_bytes()), expected, "look up {:?}", q);
+            }
+        }
+
+        /// A service account's namespace prefixes against `starts_with`
+        /// over every prefix (namespaces with `:` and of 63 bytes or more
+        /// included, which the length look-up handles apart).
+        #[test]
+        #[cfg_attr(loom, ignore)]
+        fn prefixes_are_exactly_the_ones_the_user_starts_with(
+            namespaces in proptest::collection::vec(near_name(), 1..20),
+            rest in near_name(),
+            pick in any::<usize>(),
+            cut in any::<usize>(),
+        ) {
+            let mut tables = SubjectTables::default();
+            let prefixes: Vec<String> = namespaces
+                .iter()
+                .map(|ns| format!("{SERVICE_ACCOUNT_PREFIX}{ns}:"))
+                .collect();
+            for p in &prefixes {
+                tables.prefixes.intern(p);
+            }
+            // Often a user of one of the namespaces, cut or extended.
+            let base = &prefixes[pick % prefixes.len()];
+            let mut user = format!("{base}{rest}");
+            if cut % 3 == 0 {
+                user.truncate(cut % (user.len() + 1));
+            }
+            let key = tables.key(&user, &[]);
+            let mut expected = 0u64;
+            for (i, p) in tables.prefixes.names.iter().enumerate() {
+                if user.starts_with(&**p) {
+                    expected |= 1 << i;
+                }
+            }
+            prop_assert_eq!(key.prefixes, expected, "user {:?}", user);
+        }
+    }
 
     #[test]
     fn name_table_gives_bits_then_spills() {

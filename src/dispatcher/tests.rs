@@ -115,3 +115,42 @@ fn a_request_holds_its_level_and_schema_without_writing_their_shared_counts() {
     d.reconfigure(&Config::mandatory()).expect("valid");
     assert_eq!(Arc::strong_count(&level), 1, "no lease left behind");
 }
+
+/// A dropped guard finishes its request at the clock's now, at a limited
+/// level (whose queueset reads the clock for it: the guard hands it an end
+/// in the far future, which it clamps to now) and at an exempt one: the
+/// execution time is exactly the time the clock moved, and every seat is
+/// back. Fails if the far-future end were taken as the end.
+#[test]
+fn a_dropped_guard_finishes_at_now() {
+    let (clock, manual) = Clock::manual();
+    let d = Dispatcher::builtin(DispatcherOptions::default(), clock);
+    let one = WorkEstimate::new(1, 0, Duration::ZERO);
+    for (user, group, level) in [
+        ("alice", "system:authenticated", "global-default"),
+        ("root", "system:masters", "exempt"),
+    ] {
+        let groups = [group];
+        let digest = RequestDigest {
+            user,
+            groups: &groups,
+            verb: "get",
+            is_resource_request: true,
+            resource: "pods",
+            namespace: "default",
+            path: "/api/v1/namespaces/default/pods",
+            ..RequestDigest::default()
+        };
+        let decision = d.start_request(&digest, one, None);
+        assert_eq!(decision.priority_level.name, level);
+        let Outcome::Execute(guard) = decision.outcome else {
+            panic!("{level}: a free seat");
+        };
+        manual.advance(Duration::from_millis(7));
+        drop(guard);
+        let l = d.level(level).expect("configured");
+        let execution: u128 = l.tag_stats().iter().map(|(_, t)| t.execution.sum()).sum();
+        assert_eq!(execution, 7_000_000, "{level}: executed 7 ms, in ns");
+        assert_eq!(l.seats_in_use(), 0, "{level}: its seat is back");
+    }
+}

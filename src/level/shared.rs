@@ -74,6 +74,12 @@ impl SharedRequest {
         self.finish.is_some()
     }
 
+    /// The current time on its level's clock (a finish asked for with no
+    /// end time of its caller's ends now).
+    pub fn now(&self) -> Instant {
+        self.guard.level.clock().now()
+    }
+
     /// The seats it still holds (see [`RequestGuard::seats`]).
     pub fn seats(&self) -> u64 {
         self.guard.seats()

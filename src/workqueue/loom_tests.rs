@@ -319,3 +319,200 @@ fn a_worker_released_by_shutdown_leaves_no_item_behind() {
         }
     });
 }
+
+#[test]
+fn a_timed_out_worker_withdrawing_beside_a_parked_one_and_two_adds() {
+    // A's 1 ns get times out (loom's condvar never times out by itself, so
+    // every interleaving of its withdrawal with the adds' hand-offs is
+    // explored; under loom each withdrawal compacts the parked list, moving
+    // B off it for a moment). Each item is processed once, B is never left
+    // asleep with an item ready, and nothing is left behind.
+    loom::model(|| {
+        let (q, _clock) = queue();
+        let qa = q.clone();
+        let a = thread::spawn(move || {
+            let got = qa.get_timeout(Duration::from_nanos(1)).ok();
+            if let Some(x) = got {
+                qa.done(&x).unwrap();
+            }
+            got
+        });
+        let qb = q.clone();
+        let b = thread::spawn(move || {
+            let got = qb.get();
+            if let Some(x) = got {
+                qb.done(&x).unwrap();
+            }
+            got
+        });
+        q.add(1);
+        q.add(2);
+        let (got_a, got_b) = (a.join().unwrap(), b.join().unwrap());
+        assert!(got_b.is_some(), "B got an item");
+        assert_ne!(got_a, got_b, "never one item twice");
+        let left = q.try_get().ok();
+        let mut all: Vec<u8> = [got_a, got_b, left].into_iter().flatten().collect();
+        all.sort();
+        assert_eq!(all, [1, 2], "each item once, none left behind");
+        if let Some(x) = left {
+            q.done(&x).unwrap();
+        }
+        assert_eq!(q.try_get(), Err(TryGetError::Empty));
+    });
+}
+
+/// The parking handshake on its own ([`super::parking`]): the ready list
+/// is a flag per item here, plain atomics with no ordering of their own,
+/// so that only the handshake's fences order a push with a parker's last
+/// look (the queue's ready list is a mutex-guarded deque under loom, which
+/// would order them by itself). Pushers make an item ready, then serve;
+/// workers take a ready item or park. Asserted at every step: an item is
+/// taken once, a worker is handed at most one item; at the end every item
+/// was taken and nobody is parked. A lost wake-up leaves a worker asleep
+/// for ever, which loom reports as a deadlock.
+mod handshake {
+    use super::super::parking::{ParkedList, Parking};
+    use super::super::waiter::Wakes;
+    use crate::sync::{thread, Arc, AtomicBool, Ordering};
+
+    struct Model {
+        parked: ParkedList<u8, ()>,
+        ready: [AtomicBool; 2],
+        taken: [AtomicBool; 2],
+    }
+
+    impl Model {
+        fn new() -> Arc<Self> {
+            Arc::new(Model {
+                parked: ParkedList::new(),
+                ready: [AtomicBool::new(false), AtomicBool::new(false)],
+                taken: [AtomicBool::new(false), AtomicBool::new(false)],
+            })
+        }
+
+        fn any_ready(&self) -> bool {
+            self.ready.iter().any(|r| r.load(Ordering::Relaxed))
+        }
+
+        /// Take a ready item (the lock-free get), checking it is taken once.
+        fn take(&self) -> Option<(u8, ())> {
+            for (i, r) in self.ready.iter().enumerate() {
+                if r.swap(false, Ordering::Relaxed) {
+                    assert!(
+                        !self.taken[i].swap(true, Ordering::Relaxed),
+                        "item {i} taken twice"
+                    );
+                    return Some((i as u8, ()));
+                }
+            }
+            None
+        }
+
+        /// A pusher: make item `i` ready, then the pusher's half.
+        fn push(&self, i: usize) {
+            // A read-modify-write, not a store: loom 0.7 can order a plain
+            // relaxed store before another thread's earlier swap of the
+            // same atomic (tokio-rs/loom#282), which no hardware does.
+            self.ready[i].swap(true, Ordering::Relaxed);
+            let mut wakes = Wakes::new();
+            self.parked
+                .serve(&mut wakes, || self.any_ready(), || self.take());
+            wakes.run();
+        }
+
+        /// A worker's get: one item, parking while there is none.
+        fn get(&self) -> u8 {
+            loop {
+                if let Some((i, ())) = self.take() {
+                    return i;
+                }
+                match self.parked.park(|| self.any_ready()) {
+                    Parking::Parked(w) => {
+                        if let Some((i, ())) = w.wait() {
+                            return i;
+                        }
+                    }
+                    Parking::LookAgain(compacted) => {
+                        if compacted.0 {
+                            let mut wakes = Wakes::new();
+                            self.parked
+                                .serve(&mut wakes, || self.any_ready(), || self.take());
+                            wakes.run();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn no_worker_sleeps_while_an_item_is_ready() {
+        // Two workers, two pushers (one item each), every interleaving.
+        loom::model(|| {
+            let m = Model::new();
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    let m = m.clone();
+                    thread::spawn(move || m.get())
+                })
+                .collect();
+            let m2 = m.clone();
+            let pusher = thread::spawn(move || m2.push(1));
+            m.push(0);
+            pusher.join().unwrap();
+            let mut got: Vec<u8> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+            got.sort();
+            assert_eq!(got, [0, 1], "each worker got one item, each item once");
+            assert!(!m.any_ready(), "nothing left ready");
+        });
+    }
+
+    #[test]
+    fn a_withdrawn_waiter_and_a_compaction_lose_no_wake_up() {
+        // A worker that times out withdraws (and, with the loom slack of
+        // zero, compacts the list, moving the other parked worker off it
+        // for a moment) while a pusher serves.
+        loom::model(|| {
+            let m = Model::new();
+            let m1 = m.clone();
+            let sleeper = thread::spawn(move || m1.get());
+            let m2 = m.clone();
+            let quitter = thread::spawn(move || {
+                match m2.parked.park(|| m2.any_ready()) {
+                    Parking::Parked(w) => match m2.parked.withdraw(&w) {
+                        Some(compacted) => {
+                            if compacted.0 {
+                                let mut wakes = Wakes::new();
+                                m2.parked.serve(&mut wakes, || m2.any_ready(), || m2.take());
+                                wakes.run();
+                            }
+                            None
+                        }
+                        // Claimed first: the delivery is owed.
+                        None => w.wait(),
+                    },
+                    Parking::LookAgain(compacted) => {
+                        if compacted.0 {
+                            let mut wakes = Wakes::new();
+                            m2.parked.serve(&mut wakes, || m2.any_ready(), || m2.take());
+                            wakes.run();
+                        }
+                        None
+                    }
+                }
+            });
+            m.push(0);
+            let quit_with = quitter.join().unwrap();
+            let slept_with = match quit_with {
+                // The quitter was handed the item: the sleeper needs another.
+                Some(_) => {
+                    m.push(1);
+                    sleeper.join().unwrap()
+                }
+                None => sleeper.join().unwrap(),
+            };
+            assert!(quit_with.map(|(i, ())| i) != Some(slept_with));
+            assert!(!m.any_ready(), "nothing left ready");
+        });
+    }
+}

@@ -19,10 +19,10 @@
 //!
 //! The item table (every tracked item's phase, its hash-index bucket and
 //! per-item metrics) is sharded by hash, each shard its own lock; a second,
-//! queue-wide lock guards the strategy, the delay heap, the parked workers
-//! and shutdown. A FIFO queue's `add` and `done` take only their item's
-//! shard lock, and its `get` of a ready item takes no lock at all (a
-//! lock-free list); other strategies take the queue's lock, then the
+//! queue-wide lock guards the strategy, the delay heap and shutdown. A
+//! FIFO queue's `add` and `done` take only their item's shard lock, and its
+//! `get` takes no lock at all (a lock-free list of ready items, and one of
+//! parked workers that a pusher hands the item to); other strategies take the queue's lock, then the
 //! item's shard lock (the `core` module's protocol). Every step is short:
 //! a hash lookup and an O(1) strategy operation (O(log p) for p
 //! distinct priorities, O(log w) for w waiting items), plus the clone of the
@@ -85,6 +85,7 @@ mod core;
 mod heap;
 mod limiter;
 mod metrics;
+mod parking;
 mod priority;
 mod queue;
 mod shard;

@@ -411,7 +411,7 @@ fn reshared(builtin: &Config) -> Config {
 /// bumped before each add and read right after each get.
 #[test]
 fn fifo_workqueue_under_real_threads() {
-    soak_fifo_workqueue(16, 0);
+    soak_fifo_workqueue(16, 0, 3, false);
 }
 
 /// The same with the item table sharded 1,024 ways (a queue sized for a
@@ -420,11 +420,21 @@ fn fifo_workqueue_under_real_threads() {
 /// the parking handshake (src/workqueue/core/mod.rs).
 #[test]
 fn sharded_fifo_workqueue_under_real_threads() {
-    soak_fifo_workqueue(4096, 1 << 20);
+    soak_fifo_workqueue(4096, 1 << 20, 3, false);
 }
 
-fn soak_fifo_workqueue(keys: usize, capacity: usize) {
-    use apf::workqueue::{QueueConfig, Workqueue};
+/// More consumers than keys, half of their gets with a 1 µs–1 ms timeout:
+/// most consumers are parked at any moment, timed-out ones withdraw from
+/// the lock-free parked list (and compact it) while adds and dones hand
+/// items to the others (src/workqueue/parking.rs).
+#[test]
+fn fifo_workqueue_with_many_parked_and_timed_out_consumers() {
+    soak_fifo_workqueue(4, 0, 8, true);
+}
+
+fn soak_fifo_workqueue(keys: usize, capacity: usize, consumers: u64, timed: bool) {
+    use apf::workqueue::{GetTimeoutError, QueueConfig, Workqueue};
+    use std::time::Duration;
     let config = QueueConfig {
         capacity,
         ..QueueConfig::default()
@@ -435,8 +445,8 @@ fn soak_fifo_workqueue(keys: usize, capacity: usize) {
     let added: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
     let seen: Arc<Vec<AtomicU64>> = Arc::new((0..keys).map(|_| AtomicU64::new(0)).collect());
     let stop = Arc::new(AtomicBool::new(false));
-    let consumers: Vec<_> = (0..3)
-        .map(|_| {
+    let consumers: Vec<_> = (0..consumers)
+        .map(|c| {
             let (queue, processing, added, seen) = (
                 queue.clone(),
                 processing.clone(),
@@ -445,7 +455,21 @@ fn soak_fifo_workqueue(keys: usize, capacity: usize) {
             );
             thread::spawn(move || {
                 let mut taken = 0u64;
-                while let Some(k) = queue.get() {
+                let mut rng = Rng::new(c + 201);
+                let mut next = || {
+                    if !timed || rng.next().is_multiple_of(2) {
+                        return queue.get();
+                    }
+                    let wait = Duration::from_micros(1 + rng.next() % 1000);
+                    loop {
+                        match queue.get_timeout(wait) {
+                            Ok(k) => return Some(k),
+                            Err(GetTimeoutError::TimedOut) => continue,
+                            Err(GetTimeoutError::ShutDown) => return None,
+                        }
+                    }
+                };
+                while let Some(k) = next() {
                     let k = k as usize;
                     assert!(
                         !processing[k].swap(true, SeqCst),

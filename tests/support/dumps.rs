@@ -1,5 +1,5 @@
 //! Reading back the debug dumps' text tables, for the tests of the dumps
-//! (`tests/metrics/`, `tests/ffi_observe.rs`). Included with `#[path]`.
+//! (`tests/metrics/`, `capi/tests/ffi/observe.rs`). Included with `#[path]`.
 
 /// Split a dump into header and rows of trimmed cells, checking the layout:
 /// every cell but the last ends with a comma and is padded to its column.

@@ -1,5 +1,5 @@
 //! A strict OpenMetrics text parser for the tests that read an exposition
-//! back (`tests/metrics/`, `tests/ffi_observe.rs`): every rule of the
+//! back (`tests/metrics/`, `capi/tests/ffi/observe.rs`): every rule of the
 //! text format the exporter relies on is checked, and the error names the
 //! offending line.
 //!

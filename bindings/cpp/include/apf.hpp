@@ -266,7 +266,10 @@ public:
 
   apf_dispatcher *get() const noexcept { return raw_; }
   /// Stops owning the C dispatcher (Dispatcher::capi_release): handles still
-  /// out then fail with APF_ERR_NULL_POINTER instead of touching it.
+  /// out then name no dispatcher (NULL) and reach their requests by handle
+  /// alone (libapf keeps every request in one slab), which is safe whether
+  /// or not the new owner has freed the C dispatcher: a freed one's handles
+  /// are stale (APF_ERR_INVALID_HANDLE).
   apf_dispatcher *release() noexcept { return std::exchange(raw_, nullptr); }
 
   std::mutex mutex;
@@ -1176,8 +1179,10 @@ public:
   Raw *capi() noexcept { return raw(); }
   const Raw *capi() const noexcept { return raw(); }
   /// Gives up ownership (the caller frees it with apf_dispatcher_free).
-  /// Guards and tickets still out then fail (APF_ERR_NULL_POINTER) rather
-  /// than use a dispatcher this object no longer owns.
+  /// Guards and tickets still out then finish or cancel their requests by
+  /// handle alone (NULL as the dispatcher) while the C dispatcher lives, and
+  /// fail with APF_ERR_INVALID_HANDLE once the caller freed it; they never
+  /// touch the dispatcher itself.
   Raw *capi_release() noexcept {
     Raw *raw = shared_ ? shared_->release() : nullptr;
     shared_.reset();

@@ -407,13 +407,22 @@ TEST(Dispatcher, GuardsAndTicketsMayOutliveIt) {
   held.clear(); // the last owners: the C dispatcher is freed here
 }
 
-TEST(Dispatcher, CapiReleaseDetachesHandlesStillOut) {
+TEST(Dispatcher, CapiReleaseLeavesHandlesStillOutSafe) {
+  // A guard still out names no dispatcher once its Dispatcher gave the C
+  // one away: it finishes its request by handle alone while the C
+  // dispatcher lives...
   auto d = narrow_dispatcher();
   auto guard = d.start(alice()).take_guard();
   ASSERT_TRUE(guard);
   apf_dispatcher *raw = d.capi_release();
-  auto r = guard.try_finish();
-  ASSERT_FALSE(r.ok()) << "the guard no longer reaches a dispatcher it does not own";
-  EXPECT_EQ(r.error().status(), APF_ERR_NULL_POINTER);
+  EXPECT_TRUE(guard.try_finish().ok());
   apf_dispatcher_free(raw);
+  // ...and gets a stale handle, not a freed dispatcher, once it is freed.
+  auto d2 = narrow_dispatcher();
+  auto kept = d2.start(alice()).take_guard();
+  ASSERT_TRUE(kept);
+  apf_dispatcher_free(d2.capi_release());
+  auto r = kept.try_finish();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().status(), APF_ERR_INVALID_HANDLE);
 }

@@ -8,9 +8,9 @@ import ctypes
 
 # Constants (#define)
 APF_VERSION_MAJOR = 0
-APF_VERSION_MINOR = 2
+APF_VERSION_MINOR = 3
 APF_VERSION_PATCH = 0
-APF_VERSION_NUMBER = 512
+APF_VERSION_NUMBER = 768
 
 # enum apf_status
 APF_OK = 0
@@ -412,11 +412,6 @@ FUNCTIONS = {
     'apf_queueset_free': (None, [('qs', ctypes.POINTER(apf_queueset))]),
     'apf_queueset_reconfigure': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('config', ctypes.POINTER(apf_queueset_config)), ('out_error', ctypes.POINTER(ctypes.POINTER(apf_error)))]),
     'apf_queueset_start': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('flow_hash', ctypes.c_uint64), ('estimate', ctypes.POINTER(apf_work_estimate)), ('deadline_nanos', ctypes.c_uint64), ('tag', ctypes.c_uint32), ('out', ctypes.POINTER(apf_queueset_decision))]),
-    'apf_queueset_request_wait': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('timeout_nanos', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
-    'apf_queueset_request_poll': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_outcome', ctypes.POINTER(ctypes.c_uint32)), ('out_reason', ctypes.POINTER(ctypes.c_uint32))]),
-    'apf_queueset_request_cancel': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('out_cancelled', ctypes.POINTER(ctypes.c_bool))]),
-    'apf_queueset_finish': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('end_nanos', ctypes.c_uint64)]),
-    'apf_queueset_release_seats': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('request', ctypes.c_uint64), ('seats', ctypes.c_uint32)]),
     'apf_queueset_completion_fd': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_fd', ctypes.POINTER(ctypes.c_int))]),
     'apf_queueset_take_completion': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('out_request', ctypes.POINTER(ctypes.c_uint64)), ('out_some', ctypes.POINTER(ctypes.c_bool))]),
     'apf_queueset_advance_clock': (apf_status, [('qs', ctypes.POINTER(apf_queueset)), ('nanos', ctypes.c_uint64)]),

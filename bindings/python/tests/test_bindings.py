@@ -178,7 +178,9 @@ def test_null_pointers_are_errors_not_crashes():
     assert loaded.apf_dispatcher_now(None, ctypes.byref(out)) == b.APF_ERR_NULL_POINTER
     assert loaded.apf_dispatcher_options_default(None) == b.APF_ERR_NULL_POINTER
     assert loaded.apf_dispatcher_new_builtin(None, None, None) == b.APF_ERR_NULL_POINTER
-    assert loaded.apf_finish(None, 1, 0) == b.APF_ERR_NULL_POINTER
+    # A NULL dispatcher names no owner (a queueset's request); handle 0 is
+    # never issued.
+    assert loaded.apf_finish(None, 0, 0) == b.APF_ERR_INVALID_HANDLE
     assert loaded.apf_error_status(None) == b.APF_ERR_NULL_POINTER
     loaded.apf_text_free(None)  # a no-op
     loaded.apf_dispatcher_free(None)  # a no-op

@@ -341,7 +341,8 @@ def expect_status_any(fn, *args):
 def test_handles_belong_to_their_dispatcher(dispatcher):
     with make_dispatcher() as other:
         decision = other.start_request(digest())
-        expect_status_any(dispatcher.finish, decision.request)
+        err = expect_status_any(dispatcher.finish, decision.request)
+        assert err.status == b.APF_ERR_INVALID_PARAMETER, "not its dispatcher's"
         other.finish(decision.request)
 
 

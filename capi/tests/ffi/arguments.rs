@@ -52,15 +52,21 @@ fn null_pointers_are_errors_not_crashes() {
             NULLP
         );
         assert_eq!(apf_start_request(d.0, &dg, null(), 0, null_mut()), NULLP);
-        assert_eq!(apf_request_wait(nd, 1, 0, &mut o, &mut r), NULLP);
         assert_eq!(apf_request_wait(d.0, 1, 0, null_mut(), &mut r), NULLP);
         assert_eq!(apf_request_wait(d.0, 1, 0, &mut o, null_mut()), NULLP);
-        assert_eq!(apf_request_poll(nd, 1, &mut o, &mut r), NULLP);
         assert_eq!(apf_request_poll(d.0, 1, null_mut(), &mut r), NULLP);
         assert_eq!(apf_request_poll(d.0, 1, &mut o, null_mut()), NULLP);
-        assert_eq!(apf_request_cancel(nd, 1, &mut b), NULLP);
         assert_eq!(apf_request_cancel(d.0, 1, null_mut()), NULLP);
-        assert_eq!(apf_finish(nd, 1, 0), NULLP);
+        // A NULL dispatcher is no pointer error for a request call: it
+        // names none (a queueset's request, or no owner check), and handle
+        // 0 is never issued.
+        const HANDLE: apf_status = apf_status::APF_ERR_INVALID_HANDLE;
+        assert_eq!(apf_request_wait(nd, 0, 0, &mut o, &mut r), HANDLE);
+        assert_eq!(apf_request_poll(nd, 0, &mut o, &mut r), HANDLE);
+        assert_eq!(apf_request_cancel(nd, 0, &mut b), HANDLE);
+        assert_eq!(apf_finish(nd, 0, 0), HANDLE);
+        assert_eq!(apf_finish_with_cost(nd, 0, 0, 1.0), HANDLE);
+        assert_eq!(apf_request_release_seats(nd, 0, 0), HANDLE);
         assert_eq!(
             apf_dispatcher_set_completion_callback(nd, None, null_mut()),
             NULLP

@@ -1,19 +1,45 @@
-//! The C ABI, called from Rust exactly as C calls it: the header's version
-//! and names, NULL pointers, invalid UTF-8, stale handles, the request
-//! protocol's misuse, the panic boundary, reconfiguration errors, the
-//! manual clock, completion notification, and threads. One module a
-//! concept; the set-up is tests/support/ffi.rs.
+//! The C ABI of dispatchers, requests and queuesets, called from Rust
+//! exactly as C calls it (the workqueue family is `ffi_workqueue`). One
+//! module a concept:
+//! - `abi`: the header's version and names, the owned error object;
+//! - `arguments`: NULL pointers, invalid UTF-8, option structs;
+//! - `protocol`: the request protocol and its misuse, stale handles, the
+//!   panic boundary, reconfiguration, the manual clock;
+//! - `completion`, `threads`: completion notification, threads;
+//! - `cross`: one request lifecycle across dispatchers and queuesets
+//!   (owners checked, handles unique, handles outliving their owner), and
+//!   hostile cross-dispatcher calls;
+//! - `queueset`: a queueset driven directly;
+//! - `release`: releasing seats early, `apf_finish_with_cost`;
+//! - `ids`: decisions by id; `http`: what every middleware shares;
+//!   `observe`: metrics and dumps, parsed back; `adaptive`: the adaptive
+//!   limit's options and state.
+//!
+//! The set-up is capi/tests/support/ffi.rs; the dump and exposition
+//! parsers are the Rust crate's tests' (tests/support/).
 #![cfg(not(loom))]
 
+#[allow(dead_code)] // not every dump's column is read here
+#[path = "../../../tests/support/dumps.rs"]
+mod dumps;
+#[path = "../../../tests/support/openmetrics.rs"]
+mod openmetrics;
 #[path = "../support/ffi.rs"]
 mod support;
 use apf_capi::*;
 use support::*;
 
 mod abi;
+mod adaptive;
 mod arguments;
 mod completion;
+mod cross;
+mod http;
+mod ids;
+mod observe;
 mod protocol;
+mod queueset;
+mod release;
 mod threads;
 
 /// `get` of pod `p` in namespace `ns` by authenticated `user`: the request

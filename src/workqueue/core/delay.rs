@@ -18,6 +18,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     pub(crate) fn add_after(&self, item: T, delay: u64, hint: Hint<T, S>, count_retry: bool) {
         let hash = self.hash(&item);
         let mut wakes = Wakes::new();
+        let mut now = 0;
         {
             let mut inner = self.lock();
             if inner.shutting_down {
@@ -31,7 +32,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 return;
             };
             if delay == 0 {
-                let now = self.stamp();
+                now = self.stamp();
                 self.add_tracked(
                     Some(&mut inner),
                     &mut shard,
@@ -40,24 +41,25 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                     now,
                     Some(&mut wakes),
                 );
-                drop(shard);
-                if self.fast {
-                    self.serve_parked(&mut inner, now, &mut wakes);
-                }
             } else {
                 let at = self.clock.now().as_nanos().saturating_add(delay);
                 self.add_waiting(&mut inner, &mut shard, slot, at, hint);
             }
         }
         wakes.run();
+        if self.fast && delay == 0 {
+            // FIFO items went onto the ready list: the pusher's half of the
+            // parking handshake, with no lock held.
+            self.wake_parked(now);
+        }
     }
 
     /// The timer's callback: make every item whose time has come ready.
     pub(super) fn fire(&self, now: Instant) {
         let mut wakes = Wakes::new();
+        let now = now.as_nanos();
         {
             let mut inner = self.lock();
-            let now = now.as_nanos();
             while let Some((slot, hint)) = inner.waiting.pop_due(now) {
                 let mut shard = self.shard_of(slot);
                 shard.entry_mut(slot).delayed = false;
@@ -70,12 +72,12 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                     Some(&mut wakes),
                 );
             }
-            if self.fast {
-                self.serve_parked(&mut inner, now, &mut wakes);
-            }
             inner.arm_timer();
         }
         wakes.run();
+        if self.fast {
+            self.wake_parked(now);
+        }
     }
 
     /// A delayed add: wait until `at` (or keep an earlier wait).

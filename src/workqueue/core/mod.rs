@@ -10,9 +10,10 @@
 //!   either ready or waiting; of all its adds the shortest delay and the
 //!   merged hint (highest priority) win, so a ready add ends any wait.
 //!
-//! Workers that find nothing queued park on a [`Waiter`] of their own; an
-//! item that becomes ready while workers are parked is handed to one of them
-//! directly (it is then already processing), after the locks are released.
+//! Workers that find nothing queued park on a [`Waiter`] of their own, on a
+//! lock-free list ([`super::parking`]); an item that becomes ready while
+//! workers are parked is handed to the one parked longest (it is then
+//! already processing), and the wake-up runs after every lock is released.
 //!
 //! # Locks and what they guard
 //!
@@ -23,8 +24,11 @@
 //!   different shards never wait for each other, and a holder that is
 //!   descheduled stalls only the calls for its shard's items.
 //! - **The queue's lock** ([`Shared::state`], [`Inner`]) guards the strategy
-//!   (two lanes, priorities), the delay heap, the parked workers, the
-//!   shutdown flags and the timer.
+//!   (two lanes, priorities), the delay heap, the shutdown flags and the
+//!   timer. The parked workers are not under it: they are on a lock-free
+//!   list ([`super::parking`]) that strategies other than FIFO happen to
+//!   use only while holding the queue's lock (except a timed-out worker's
+//!   withdrawal, which needs no lock).
 //! - **Lock order: the queue's lock, then one shard's lock.** Nothing takes
 //!   the queue's lock while holding a shard's, and nothing holds two shards'
 //!   locks at once (shutdown and snapshots visit the shards one by one).
@@ -51,27 +55,26 @@
 //!   processing. The get takes effect at its push onto the taken list: an
 //!   operation between the pop and that push sees the item still `Queued`,
 //!   the state just before the get, which the locked queue also allows.
-//! - **Parking is a handshake** between a worker that found the list empty
-//!   and a pusher that holds no queue lock. The parker, under the queue's
-//!   lock, appends itself to the parked list, stores the list's length in
-//!   [`Shared::parked`], issues a `SeqCst` fence and looks at the ready list
-//!   once more (taking an item, and un-parking, if there is one). A pusher
-//!   (a FIFO `add` or `done` that pushed a ticket under a shard lock) issues
-//!   a `SeqCst` fence after its push and then reads `parked`; if it is not
-//!   zero it takes the queue's lock and hands ready items to parked workers,
-//!   longest parked first, until one of the two runs out. Of the two fences
-//!   one comes first: either the pusher reads the parker's count (and serves
-//!   it, or finds the list emptied by others) or the parker's last look sees
-//!   the push. So no worker stays parked while an item is ready. Pushes made
-//!   under the queue's lock (the timer, delayed adds, shutdown) serve the
-//!   parked workers before releasing it; parkers register under that lock,
-//!   so they need no fence.
+//! - **Parking takes no lock either** ([`super::parking`], where the
+//!   protocol's invariants and orderings are): a worker that found the
+//!   ready list empty counts itself, pushes its waiter onto the lock-free
+//!   parked list, issues a `SeqCst` fence and looks at the ready list (and
+//!   [`Shared::sealed`]) once more, withdrawing if anything is there. Every
+//!   push of a ticket (an `add` or `done` under a shard lock, the timer and
+//!   a ready delayed add under the queue's lock) is followed, once its
+//!   caller released its locks, by the pusher's half: a `SeqCst` fence,
+//!   then, if a worker is counted as parked and an item is ready, a claim
+//!   of the worker parked longest and a hand-off of the item at the ready
+//!   list's head. No pusher takes the queue's lock for it, and the wake-up
+//!   (a waiter's mutex and condition variable) runs with no lock held.
 //! - **Shutdown** sets its flags under the queue's lock, then takes and
 //!   releases every shard's lock in turn: an add that found the queue open
 //!   under its shard lock has pushed its ticket before that pass, and one
-//!   after it sees the flag. Only then does shutdown hand ready items to the
-//!   parked workers and release the rest with nothing, so a released worker
-//!   never leaves behind an item added before the shutdown.
+//!   after it sees the flag. Only then does it set [`Shared::sealed`] (a
+//!   get that then finds nothing ready returns none, a parker's last look
+//!   sees it) and hand every parked worker "look again": each takes what is
+//!   still ready, or sees the queue sealed, so a released worker never
+//!   leaves behind an item added before the shutdown.
 //! - **A draining shutdown** sums the shards' processing counts, each under
 //!   its shard's lock, while holding the queue's lock, and waits on
 //!   [`Shared::drained`]. A `done` that brings its shard's count to zero
@@ -88,17 +91,15 @@ mod delay;
 
 use super::heap::DelayHeap;
 use super::metrics::{Totals, WorkqueueMetrics};
+use super::parking::{Compacted, ParkedList, Parking};
 use super::shard::{Locked, Shards};
 use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, Phase};
 use super::waiter::{wait, Waiter, Wakes};
 use super::{GetTimeoutError, Item, QueueConfig, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Timer};
-use crate::sync::{
-    fence, lock, Arc, AtomicBool, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, SegQueue,
-};
+use crate::sync::{lock, Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering, SegQueue};
 use std::any::TypeId;
-use std::collections::VecDeque;
 use std::time::Duration;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -123,12 +124,16 @@ pub(crate) struct Shared<T, S: QueueStrategy<T>> {
     shards: Shards<T, Hint<T, S>>,
     /// FIFO only: the ready items, in order; popped without any lock.
     ready: SegQueue<Ticket<T, Hint<T, S>>>,
-    /// FIFO only: how many workers are parked. Written under the queue's
-    /// lock; read by pushers without it (the parking handshake).
-    parked: AtomicUsize,
+    /// The parked workers, found without the queue's lock (the parking
+    /// handshake, [`super::parking`]).
+    parked: ParkedList<T, Hint<T, S>>,
     /// Shutdown has begun (mirrors [`Inner::shutting_down`] for adds that
     /// take only a shard lock).
     closed: AtomicBool,
+    /// FIFO: shutdown's pass over the shard locks is over, so every add
+    /// that found the queue open has pushed its item. A get that then finds
+    /// nothing ready returns none; parked workers are released after it.
+    sealed: AtomicBool,
     /// A draining shutdown waits (mirrors [`Inner::drain`] for dones that
     /// take only a shard lock).
     draining: AtomicBool,
@@ -149,11 +154,6 @@ pub(crate) struct Inner<T, S: QueueStrategy<T>> {
     /// Unused by FIFO queues, whose ready items are in [`Shared::ready`].
     strategy: S,
     waiting: DelayHeap<S::Hint>,
-    /// Parked workers in the order they parked; the hand-off serves the
-    /// longest parked first, so no worker is passed over while others that
-    /// parked later are served (with many more workers than items, serving
-    /// the most recent one left early parkers waiting 100+ ms).
-    waiters: VecDeque<Arc<Waiter<T, S::Hint>>>,
     shutting_down: bool,
     drain: bool,
     timer: Option<Timer>,
@@ -181,7 +181,6 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             state: Mutex::new(Inner {
                 strategy,
                 waiting: DelayHeap::new(),
-                waiters: VecDeque::new(),
                 shutting_down: false,
                 drain: false,
                 timer: None,
@@ -189,8 +188,9 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             }),
             shards: Shards::new(capacity, timed),
             ready: SegQueue::new(),
-            parked: AtomicUsize::new(0),
+            parked: ParkedList::new(),
             closed: AtomicBool::new(false),
+            sealed: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             fast: fifo && mode == Mode::Independent,
             drained: Condvar::new(),
@@ -239,48 +239,30 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         });
     }
 
-    /// Publish the parked list's length for pushers (under the queue's lock).
-    fn set_parked(&self, inner: &Inner<T, S>) {
-        self.parked.store(inner.waiters.len(), Ordering::Relaxed);
+    /// Hand ready items to parked workers (FIFO): the pusher's half of the
+    /// parking handshake, after an item was made ready (or the parked list
+    /// compacted). Takes no lock; the wake-ups go into `wakes`.
+    #[inline]
+    fn serve_parked(&self, now: u64, wakes: &mut Wakes<T, Hint<T, S>>) {
+        self.parked
+            .serve(wakes, || !self.ready.is_empty(), || self.take_ready(now));
     }
 
-    /// Park a new waiter (under the queue's lock), then fence: the parker's
-    /// half of the handshake, before its last look at the ready list.
-    fn park(&self, inner: &mut Inner<T, S>) -> Arc<Waiter<T, Hint<T, S>>> {
-        let waiter = Arc::new(Waiter::new());
-        inner.waiters.push_back(waiter.clone());
-        self.set_parked(inner);
-        fence(Ordering::SeqCst);
-        waiter
-    }
-
-    /// Hand ready items to parked workers (FIFO, under the queue's lock).
-    fn serve_parked(&self, inner: &mut Inner<T, S>, now: u64, wakes: &mut Wakes<T, Hint<T, S>>) {
-        while !inner.waiters.is_empty() {
-            let Some(got) = self.take_ready(now) else {
-                break;
-            };
-            if let Some(waiter) = inner.waiters.pop_front() {
-                wakes.push((waiter, Some(got)));
-            }
-        }
-        self.set_parked(inner);
-    }
-
-    /// The pusher's half of the handshake, after a ticket was pushed
-    /// without the queue's lock.
+    /// [`Shared::serve_parked`], then the wake-ups, by a caller that holds
+    /// no lock.
     #[inline]
     fn wake_parked(&self, now: u64) {
-        fence(Ordering::SeqCst);
-        if self.parked.load(Ordering::Relaxed) == 0 {
-            return;
-        }
         let mut wakes = Wakes::new();
-        {
-            let mut inner = self.lock();
-            self.serve_parked(&mut inner, now, &mut wakes);
-        }
+        self.serve_parked(now, &mut wakes);
         wakes.run();
+    }
+
+    /// After a withdrawal that compacted the parked list: a server may have
+    /// missed a parked worker while it was off the list (no lock held).
+    fn after_withdrawal(&self, compacted: Compacted, now: u64) {
+        if compacted.0 && self.fast {
+            self.wake_parked(now);
+        }
     }
 
     /// Give the queue a timer for delayed adds. The timer's callback holds
@@ -356,10 +338,17 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     pub(crate) fn get(&self) -> Option<(T, Hint<T, S>)> {
-        match self.next(true) {
-            Next::Got(got) => Some(got),
-            Next::Parked(waiter) => waiter.wait(),
-            Next::Empty | Next::Closed => None,
+        loop {
+            match self.next(true) {
+                Next::Got(got) => return Some(got),
+                Next::Parked(waiter) => {
+                    if let Some(got) = waiter.wait() {
+                        return Some(got);
+                    }
+                    // Handed "look again": nothing was taken for us.
+                }
+                Next::Empty | Next::Closed => return None,
+            }
         }
     }
 
@@ -371,14 +360,17 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     ) -> Result<(T, Hint<T, S>), GetTimeoutError> {
         // A deadline too far to represent is no deadline.
         let deadline = std::time::Instant::now().checked_add(timeout);
-        match self.next(!timeout.is_zero()) {
-            Next::Got(got) => Ok(got),
-            Next::Empty => Err(GetTimeoutError::TimedOut),
-            Next::Closed => Err(GetTimeoutError::ShutDown),
-            Next::Parked(waiter) => match waiter.wait_until(deadline) {
-                Some(got) => got.ok_or(GetTimeoutError::ShutDown),
-                None => self.abandon(&waiter),
-            },
+        loop {
+            match self.next(!timeout.is_zero()) {
+                Next::Got(got) => return Ok(got),
+                Next::Empty => return Err(GetTimeoutError::TimedOut),
+                Next::Closed => return Err(GetTimeoutError::ShutDown),
+                Next::Parked(waiter) => match waiter.wait_until(deadline) {
+                    Some(Some(got)) => return Ok(got),
+                    Some(None) => {} // look again
+                    None => return self.abandon(&waiter),
+                },
+            }
         }
     }
 
@@ -395,57 +387,85 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     fn next(&self, park: bool) -> Next<T, Hint<T, S>> {
         let now = self.stamp();
         if self.fast {
-            if let Some(got) = self.take_ready(now) {
-                return Next::Got(got);
-            }
+            return self.next_fifo(park, now);
         }
         let mut inner = self.lock();
-        // FIFO: announce before the last look (the parking handshake).
-        let parked = (self.fast && park && !inner.shutting_down).then(|| self.park(&mut inner));
-        let ready = if self.fast {
-            self.take_ready(now)
+        if let Some((Slot(slot), hint)) = inner.strategy.pop() {
+            let mut shard = self.shard_of(slot);
+            shard.start(slot, now);
+            return Next::Got((shard.entry(slot).item.clone(), hint));
+        }
+        if inner.shutting_down {
+            Next::Closed
+        } else if !park {
+            Next::Empty
         } else {
-            inner.strategy.pop().map(|(Slot(slot), hint)| {
-                let mut shard = self.shard_of(slot);
-                shard.start(slot, now);
-                (shard.entry(slot).item.clone(), hint)
-            })
-        };
-        match (ready, parked) {
-            (Some(got), parked) => {
-                if parked.is_some() {
-                    // Still last: parking and un-parking happen under the
-                    // queue's lock, which is held since.
-                    inner.waiters.pop_back();
-                    self.set_parked(&inner);
-                }
-                Next::Got(got)
+            // Under the queue's lock, which every hand-off of these queues
+            // holds: nothing can become ready before the worker is listed.
+            match self.parked.park(|| false) {
+                Parking::Parked(waiter) => Next::Parked(waiter),
+                Parking::LookAgain(_) => unreachable!("nothing is ready under the lock"),
             }
-            (None, Some(waiter)) => Next::Parked(waiter),
-            (None, None) if inner.shutting_down => Next::Closed,
-            (None, None) if !park => Next::Empty,
-            (None, None) => Next::Parked(self.park(&mut inner)),
         }
     }
 
-    /// A timed-out worker leaves the parked list. If it is not there any
-    /// more, a hand-off was decided under the lock and is under way: take
-    /// it, since the item is already counted as processing by this worker.
+    /// [`Shared::next`] of a FIFO queue: no lock at all (the parking
+    /// handshake, [`super::parking`]).
+    fn next_fifo(&self, park: bool, now: u64) -> Next<T, Hint<T, S>> {
+        loop {
+            if let Some(got) = self.take_ready(now) {
+                return Next::Got(got);
+            }
+            if self.sealed.load(Ordering::Acquire) {
+                // Every add made before the shutdown has pushed its item:
+                // one more look sees it.
+                return match self.take_ready(now) {
+                    Some(got) => Next::Got(got),
+                    None => Next::Closed,
+                };
+            }
+            if !park {
+                return Next::Empty;
+            }
+            let ready = || !self.ready.is_empty() || self.sealed.load(Ordering::Acquire);
+            match self.parked.park(ready) {
+                Parking::Parked(waiter) => return Next::Parked(waiter),
+                Parking::LookAgain(compacted) => self.after_withdrawal(compacted, now),
+            }
+        }
+    }
+
+    /// A timed-out worker withdraws from the parked list. If it was claimed
+    /// first, a hand-off is under way: take it, since an item in it is
+    /// already counted as processing by this worker.
     fn abandon(
         &self,
         waiter: &Arc<Waiter<T, S::Hint>>,
     ) -> Result<(T, Hint<T, S>), GetTimeoutError> {
-        {
-            let mut inner = self.lock();
-            if let Some(i) = inner.waiters.iter().position(|w| Arc::ptr_eq(w, waiter)) {
-                // `remove`, not `swap_remove`: the list's order is the
-                // hand-off order.
-                inner.waiters.remove(i);
-                self.set_parked(&inner);
-                return Err(GetTimeoutError::TimedOut);
+        let withdrew = if self.fast {
+            self.parked.withdraw(waiter)
+        } else {
+            // A compaction moves parked workers off the list for a moment:
+            // under the lock, no hand-off of these queues looks meanwhile.
+            let _inner = self.lock();
+            self.parked.withdraw(waiter)
+        };
+        match withdrew {
+            Some(compacted) => {
+                self.after_withdrawal(compacted, self.stamp());
+                Err(GetTimeoutError::TimedOut)
             }
+            None => match waiter.wait() {
+                Some(got) => Ok(got),
+                // Released by a shutdown, or the item went to a running
+                // worker: one last look that does not park.
+                None => match self.next(false) {
+                    Next::Got(got) => Ok(got),
+                    Next::Closed => Err(GetTimeoutError::ShutDown),
+                    Next::Empty | Next::Parked(_) => Err(GetTimeoutError::TimedOut),
+                },
+            },
         }
-        waiter.wait().ok_or(GetTimeoutError::ShutDown)
     }
 
     pub(crate) fn done(&self, item: &T) -> Result<(), WorkqueueError> {
@@ -589,7 +609,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let (Some(inner), Some(wakes)) = (inner, wakes) else {
             unreachable!("only FIFO queues change items without the queue's lock")
         };
-        if let Some(waiter) = inner.waiters.pop_front() {
+        if let Some(waiter) = self.parked.claim() {
             shard.start(slot, now);
             wakes.push((waiter, Some((shard.entry(slot).item.clone(), hint))));
         } else {
@@ -640,7 +660,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     /// Workers parked in `get` (tests, and the C ABI's test aid).
     #[cfg(all(not(loom), any(test, feature = "test-hooks")))]
     pub(crate) fn parked(&self) -> usize {
-        self.lock().waiters.len()
+        self.parked.live()
     }
 
     pub(crate) fn waiting_len(&self) -> usize {
@@ -661,7 +681,6 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     /// Stop accepting adds and release parked workers. With `drain`, also
     /// wait until no item is processing (or a plain shutdown cancels that).
     pub(crate) fn shut_down(&self, drain: bool) {
-        let now = self.stamp();
         let mut wakes = Wakes::new();
         let mut inner = self.lock();
         inner.shutting_down = true;
@@ -673,13 +692,10 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         for i in 0..self.shards.len() {
             drop(self.shards.lock(i));
         }
-        if self.fast {
-            self.serve_parked(&mut inner, now, &mut wakes);
-        }
-        for waiter in inner.waiters.drain(..) {
-            wakes.push((waiter, None));
-        }
-        self.set_parked(&inner);
+        self.sealed.store(true, Ordering::Release);
+        // Every parked worker looks again: it takes what is still ready,
+        // then sees the queue closed (module docs).
+        self.parked.release_all(&mut wakes);
         self.forget_waiting(&mut inner);
         if !drain {
             self.drained.notify_all();

@@ -3,19 +3,11 @@
 //! checked against a request sequence, each dump's Kubernetes columns, the
 //! size-query protocol (including text that grows between the query and
 //! the copy), NULL handling, and scrapes racing requests on other threads.
-#![cfg(not(loom))]
-
-#[path = "../../tests/support/dumps.rs"]
-mod dumps;
-#[path = "../../tests/support/openmetrics.rs"]
-mod openmetrics;
-#[path = "support/ffi.rs"]
-mod support;
-use dumps::{
+use crate::dumps::{
     table, PRIORITY_LEVEL_COLUMNS, QUEUE_COLUMNS, REQUEST_COLUMNS, REQUEST_DETAIL_COLUMNS,
 };
-use openmetrics::parse;
-use support::*;
+use crate::openmetrics::parse;
+use crate::support::{self, *};
 
 use apf::metrics::{BUILTIN_CONFIG_SERIES, CONTENT_TYPE};
 use apf_capi::*;

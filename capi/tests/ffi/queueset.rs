@@ -2,14 +2,10 @@
 //! errors naming the field, NULL pointers, the request protocol (execute,
 //! queue, dispatch on finish, deadline on the manual clock, cancel, stale
 //! handles), completion notification, stats and the JSON dump.
-#![cfg(not(loom))]
-
 use apf_capi::*;
 use std::ptr::{null, null_mut};
 
-#[path = "support/text.rs"]
-mod text;
-use text::{err, last_error, take_text};
+use crate::support::{err, last_error, take_text};
 
 fn config(limit: u32, queues: u32, hand: u32, qll: u32) -> apf_queueset_config {
     let mut c = std::mem::MaybeUninit::uninit();
@@ -60,10 +56,11 @@ fn start(q: &Qs, hash: u64, deadline: u64) -> apf_queueset_decision {
     unsafe { d.assume_init() }
 }
 
-fn poll(q: &Qs, h: u64) -> (u32, u32) {
+/// `apf_request_poll` of a queueset's request (no dispatcher).
+fn poll(h: u64) -> (u32, u32) {
     let (mut o, mut r) = (0u32, 0u32);
-    // SAFETY: live queueset, writable outs.
-    let st = unsafe { apf_queueset_request_poll(q.0, h, &mut o, &mut r) };
+    // SAFETY: no dispatcher named, writable outs.
+    let st = unsafe { apf_request_poll(null_mut(), h, &mut o, &mut r) };
     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
     (o, r)
 }
@@ -115,9 +112,10 @@ fn bad_configuration_is_refused_naming_the_level_and_field() {
             apf_queueset_reconfigure(null_mut(), &cfg, err()),
             apf_status::APF_ERR_NULL_POINTER
         );
+        // No dispatcher named, and handle 0 is never issued.
         assert_eq!(
-            apf_queueset_finish(null_mut(), 1, 0),
-            apf_status::APF_ERR_NULL_POINTER
+            apf_finish(null_mut(), 0, 0),
+            apf_status::APF_ERR_INVALID_HANDLE
         );
         apf_queueset_free(null_mut());
     }
@@ -209,7 +207,7 @@ fn queue_dispatch_deadline_cancel_and_stale_handles() {
         apf_status::APF_OK
     );
     assert_eq!(
-        poll(&q, third.request),
+        poll(third.request),
         (
             apf_outcome::APF_OUTCOME_REJECTED as u32,
             apf_reject_reason::APF_REJECT_TIME_OUT as u32
@@ -217,23 +215,23 @@ fn queue_dispatch_deadline_cancel_and_stale_handles() {
     );
 
     let mut cancelled = false;
-    // SAFETY: live queueset, writable out.
+    // SAFETY: no dispatcher named, writable out.
     assert_eq!(
-        unsafe { apf_queueset_request_cancel(q.0, fourth.request, &mut cancelled) },
+        unsafe { apf_request_cancel(null_mut(), fourth.request, &mut cancelled) },
         apf_status::APF_OK
     );
     assert!(cancelled);
 
     // Finishing a queued request is refused; finishing the first
     // dispatches the second, which the completion queue reports.
-    // SAFETY: live queueset.
+    // SAFETY: no dispatcher named; any handle value is allowed.
     assert_eq!(
-        unsafe { apf_queueset_finish(q.0, second.request, 0) },
+        unsafe { apf_finish(null_mut(), second.request, 0) },
         apf_status::APF_ERR_REQUEST_QUEUED
     );
-    // SAFETY: live queueset.
+    // SAFETY: no dispatcher named; any handle value is allowed.
     assert_eq!(
-        unsafe { apf_queueset_finish(q.0, first.request, 0) },
+        unsafe { apf_finish(null_mut(), first.request, 0) },
         apf_status::APF_OK
     );
     let mut taken = Vec::new();
@@ -251,7 +249,7 @@ fn queue_dispatch_deadline_cancel_and_stale_handles() {
     }
     assert!(taken.contains(&second.request), "{taken:?}");
     assert_eq!(
-        poll(&q, second.request).0,
+        poll(second.request).0,
         apf_outcome::APF_OUTCOME_EXECUTE as u32
     );
     let mut idle = true;
@@ -261,14 +259,14 @@ fn queue_dispatch_deadline_cancel_and_stale_handles() {
         apf_status::APF_OK
     );
     assert!(!idle);
-    // SAFETY: live queueset.
+    // SAFETY: no dispatcher named; any handle value is allowed.
     assert_eq!(
-        unsafe { apf_queueset_finish(q.0, second.request, 0) },
+        unsafe { apf_finish(null_mut(), second.request, 0) },
         apf_status::APF_OK
     );
-    // SAFETY: live queueset; the handle is now stale.
+    // SAFETY: no dispatcher named; the handle is now stale.
     assert_eq!(
-        unsafe { apf_queueset_finish(q.0, second.request, 0) },
+        unsafe { apf_finish(null_mut(), second.request, 0) },
         apf_status::APF_ERR_INVALID_HANDLE
     );
     // SAFETY: live queueset, writable out.
@@ -345,8 +343,8 @@ fn a_released_seat_dispatches_the_waiter_and_is_given_back_once() {
     assert_eq!(first.outcome, apf_outcome::APF_OUTCOME_EXECUTE as u32);
     let second = start(&q, 22, 0);
     assert_eq!(second.outcome, apf_outcome::APF_OUTCOME_QUEUED as u32);
-    // SAFETY: live queueset (or NULL, refused).
-    let release = |h: u64, seats: u32| unsafe { apf_queueset_release_seats(q.0, h, seats) };
+    // SAFETY: no dispatcher named (a queueset's requests).
+    let release = |h: u64, seats: u32| unsafe { apf_request_release_seats(null_mut(), h, seats) };
     assert_eq!(
         release(second.request, 0),
         apf_status::APF_ERR_REQUEST_QUEUED
@@ -362,7 +360,7 @@ fn a_released_seat_dispatches_the_waiter_and_is_given_back_once() {
         last_error()
     );
     assert_eq!(
-        poll(&q, second.request).0,
+        poll(second.request).0,
         apf_outcome::APF_OUTCOME_EXECUTE as u32
     );
     assert_eq!(
@@ -370,9 +368,9 @@ fn a_released_seat_dispatches_the_waiter_and_is_given_back_once() {
         apf_status::APF_ERR_INVALID_PARAMETER
     );
     assert_eq!(stats(&q).seats_in_use, 1, "the second's seat only");
-    // SAFETY: live queueset.
+    // SAFETY: no dispatcher named; any handle value is allowed.
     assert_eq!(
-        unsafe { apf_queueset_finish(q.0, first.request, 0) },
+        unsafe { apf_finish(null_mut(), first.request, 0) },
         apf_status::APF_OK
     );
     assert_eq!(
@@ -384,15 +382,15 @@ fn a_released_seat_dispatches_the_waiter_and_is_given_back_once() {
         release(first.request, 1),
         apf_status::APF_ERR_INVALID_HANDLE
     );
-    // SAFETY: live queueset.
+    // SAFETY: no dispatcher named; any handle value is allowed.
     assert_eq!(
-        unsafe { apf_queueset_finish(q.0, second.request, 0) },
+        unsafe { apf_finish(null_mut(), second.request, 0) },
         apf_status::APF_OK
     );
     assert_eq!(stats(&q).seats_in_use, 0);
-    // SAFETY: NULL is refused.
-    let null = unsafe { apf_queueset_release_seats(null_mut(), 1, 0) };
-    assert_eq!(null, apf_status::APF_ERR_NULL_POINTER);
+    // SAFETY: no dispatcher named; handle 0 is never issued.
+    let zero = unsafe { apf_request_release_seats(null_mut(), 0, 0) };
+    assert_eq!(zero, apf_status::APF_ERR_INVALID_HANDLE);
 }
 
 /// The queues (by index) holding waiting requests, from the JSON dump.
@@ -499,18 +497,17 @@ fn a_release_racing_the_finish_leaves_no_seat_on_a_queue() {
                     assert_eq!(d.outcome, apf_outcome::APF_OUTCOME_EXECUTE as u32);
                     tx.send(d.request).unwrap();
                     b1.wait();
-                    // SAFETY: live queueset.
-                    let st = unsafe { apf_queueset_finish(q1.0 .0, d.request, 0) };
+                    // SAFETY: no dispatcher named.
+                    let st = unsafe { apf_finish(null_mut(), d.request, 0) };
                     assert_eq!(st, apf_status::APF_OK, "{}", last_error());
                     b1.wait();
                 }
             }));
-            let q2 = q.clone();
             threads.push(std::thread::spawn(move || {
                 for handle in rx.iter() {
                     barrier.wait();
                     // SAFETY: live queueset.
-                    match unsafe { apf_queueset_release_seats(q2.0 .0, handle, 1) } {
+                    match unsafe { apf_request_release_seats(null_mut(), handle, 1) } {
                         apf_status::APF_OK | apf_status::APF_ERR_INVALID_HANDLE => {}
                         other => panic!("release: {other:?} {}", last_error()),
                     }

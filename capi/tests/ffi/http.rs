@@ -1,11 +1,7 @@
 //! The C ABI's shared HTTP pieces, called from Rust as C calls them: the
 //! 429 answer and its Retry-After, the observability answers, and the path
 //! helper on the shared request-info cases.
-#![cfg(not(loom))]
-
-#[path = "support/ffi.rs"]
-mod support;
-use support::*;
+use crate::support::*;
 
 use apf::queueset::RejectReason;
 use apf_capi::*;
@@ -184,7 +180,7 @@ fn info_json(info: &mut apf_request_info) -> Value {
 
 #[test]
 fn the_path_helper_meets_every_shared_case() {
-    let text = include_str!("../../tests/data/request-info-cases.json");
+    let text = include_str!("../../../tests/data/request-info-cases.json");
     let doc: Value = serde_json::from_str(text).expect("JSON");
     let s = |v: &Value, k: &str| v[k].as_str().expect("a string").to_owned();
     let cases = doc["cases"].as_array().expect("cases");

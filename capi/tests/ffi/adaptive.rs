@@ -4,11 +4,7 @@
 //! metrics show it moving under load on the manual clock, and every
 //! out-of-range field is refused with `APF_ERR_INVALID_PARAMETER` and an
 //! `apf_error` naming the C field.
-#![cfg(not(loom))]
-
-#[path = "support/ffi.rs"]
-mod support;
-use support::*;
+use crate::support::*;
 
 use apf::adaptive::AdaptiveOptions;
 use apf_capi::*;

@@ -3,14 +3,10 @@
 //! The ids must name what `apf_start_request` names, stay put across
 //! reconfigurations, never be reused, and be refused when they are not
 //! this dispatcher's; the decision struct's `struct_size` is checked.
-#![cfg(not(loom))]
-
-#[path = "support/ffi.rs"]
-mod support;
+use crate::support::{self, *};
 use apf_capi::*;
 use std::mem::size_of;
 use std::ptr::{null, null_mut};
-use support::*;
 
 /// The [`Tiny`] configuration with its level named `level`.
 fn new(level: &str) -> D {
