@@ -32,8 +32,6 @@ mod lease;
 mod shared;
 pub use lease::Lease;
 pub(crate) use lease::Leases;
-// For the C API crate (capi/): not part of the Rust API.
-#[doc(hidden)]
 pub use shared::SharedRequest;
 
 /// A flow schema as requests see it: its identity.
@@ -73,8 +71,9 @@ impl WaitingNote {
         "subresource",
     ];
 
-    // For the C API crate (capi/): not part of the Rust API.
-    #[doc(hidden)]
+    /// The note of a request of `d`'s attributes in the flow
+    /// `flow_distinguisher` (what [`Level::admit`] keeps for a dump while
+    /// the request waits).
     pub fn new(flow_distinguisher: &str, d: &RequestDigest<'_>) -> WaitingNote {
         let fields = [
             flow_distinguisher,
@@ -192,14 +191,14 @@ impl Level {
         Level::with_kind(name, uid, LevelKind::Exempt(Box::new(seats)), clock)
     }
 
-    // For the C API crate (capi/): not part of the Rust API.
-    #[doc(hidden)]
+    /// A limited level over `qs`, outside any dispatcher: for a caller that
+    /// classifies requests itself and drives one queueset (the C ABI's
+    /// `apf_queueset_*`). `clock` must be the clock `qs` was built with.
     pub fn limited(name: String, uid: Option<String>, qs: QueueSet, clock: Clock) -> Level {
         Level::with_kind(name, uid, LevelKind::Limited(qs), clock)
     }
 
-    // For the C API crate (capi/): not part of the Rust API.
-    #[doc(hidden)]
+    /// The clock the level reads request start and end times from.
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
@@ -376,10 +375,7 @@ impl Level {
     /// tallied under `tag` (its flow schema's id, with the
     /// [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) bit for
     /// a read-only request). `note` is taken only if the request has to wait.
-    /// The outcome clones the level's shared `Arc` (see
-    /// [`Level::admit_leased`] for a reference of the thread's shard).
-    // For the C API crate (capi/): not part of the Rust API.
-    #[doc(hidden)]
+    /// The outcome clones the level's shared `Arc`.
     pub fn admit(
         level: &Arc<Level>,
         tag: u32,
@@ -554,9 +550,13 @@ impl std::error::Error for CostError {}
 
 /// Seats a request counts as released and its level has not yet been
 /// given back: [`LevelRelease::complete`] gives them back.
+///
+/// For a caller that keeps requests in a table behind a lock (as the C
+/// ABI's request handles do): [`RequestGuard::begin_release`] runs under
+/// that lock, `complete` after it is dropped, since giving seats back can
+/// dispatch waiters whose callbacks may call back into the table. See
+/// [`SharedRequest`] for making such a release exclusive with the finish.
 #[must_use = "the seats are given back only by LevelRelease::complete"]
-// For the C API crate (capi/): not part of the Rust API.
-#[doc(hidden)]
 pub struct LevelRelease {
     level: Lease<Level>,
     kind: ReleaseKind,
@@ -676,9 +676,9 @@ impl RequestGuard {
     }
 
     /// The first half of [`RequestGuard::release_seats`] (see
-    /// `Execution::begin_release`): cheap, no lock of the level's.
-    // For the C API crate (capi/): not part of the Rust API.
-    #[doc(hidden)]
+    /// `Execution::begin_release`): cheap, no lock of the level's. The
+    /// seats count as released at once; [`LevelRelease::complete`] gives
+    /// them back to the level.
     pub fn begin_release(&mut self, seats: u32) -> Result<LevelRelease, ReleaseError> {
         let kind = match self.exec.as_mut() {
             None => return Err(ReleaseError::NothingHeld),

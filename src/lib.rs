@@ -257,7 +257,11 @@
 //! (`libapf.so`, `libapf.a`, `include/apf.h`) is the repository's `capi/`
 //! crates, so depending on apf builds no C library. The `testing` feature
 //! exists for libapf's own tests (reference models) and is not part of the
-//! API. Installing for each language: `docs/install.md` in the repository.
+//! API. Two items are public only for the `apf` tool and hidden from these
+//! docs (`input`, bounded reading of untrusted files; the simulator's
+//! number formatting); everything the C library needs is documented API
+//! (for example [`level::Level::limited`], [`level::SharedRequest`]).
+//! Installing for each language: `docs/install.md` in the repository.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations)]
 #![warn(missing_docs)]

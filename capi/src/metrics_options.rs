@@ -162,7 +162,18 @@ pub unsafe extern "C" fn apf_dispatcher_metrics_text_with(
             Ok(o) => o,
             Err(status) => return status,
         };
+        // `to_rust` validated the options, so this error is not expected;
+        // it is still reported, never unwrapped.
+        let text = match d.inner.metrics_text_with(&options) {
+            Ok(text) => text,
+            Err(e) => {
+                return fail(
+                    apf_status::APF_ERR_INVALID_PARAMETER,
+                    format_args!("apf_metrics_options: {e}"),
+                )
+            }
+        };
         // SAFETY: `out` per the contract.
-        unsafe { super::text::text_out(out, || d.inner.metrics_text_validated(&options)) }
+        unsafe { super::text::text_out(out, || text) }
     }
 }

@@ -65,9 +65,9 @@ impl<'a> RequestInfo<'a> {
     }
 
     /// As [`RequestInfo::parse`], given only the decoded `watch` query
-    /// value (`None` when absent): the older C entry point's reading.
-    // For the C API crate (capi/): not part of the Rust API.
-    #[doc(hidden)]
+    /// value (`None` when absent), for a caller whose framework has
+    /// already decoded the query (the C ABI's `apf_request_info_parse`).
+    /// Without the query, a `fieldSelector` naming the object is not seen.
     pub fn parse_watch_value(method: &str, path: &'a str, watch: Option<&str>) -> RequestInfo<'a> {
         Self::parse_with(method, path, || ListQuery::from_watch_value(watch))
     }

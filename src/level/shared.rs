@@ -15,24 +15,7 @@
 //! release found no queue for it and lowered the level's seats but not its
 //! queue's, leaving phantom seats on that queue for good (issue 22).
 //!
-//! # Protocol
-//! Every step runs under the lock that guards the [`SharedRequest`] (the
-//! request table's shard lock); only [`LevelRelease::complete`] and
-//! [`SharedRequest::finish`] run outside it.
-//! 1. A release begins ([`SharedRequest::begin_release`]) only while no
-//!    finish was asked for, and counts itself in `releases` until it ends.
-//! 2. A finish asked for ([`SharedRequest::ask_finish`]) is recorded with
-//!    its end time and cost; the request reads as finished from then on
-//!    (no release begins, a second finish is refused). If no release is in
-//!    flight, the asker takes the request out of the table and finishes it.
-//! 3. A release ends ([`SharedRequest::end_release`]) once its
-//!    `complete` returned. The last one to end with a finish recorded takes
-//!    the request out of the table and finishes it.
-//!
-//! So the level sees each release complete before the finish begins (by 2
-//! and 3 the finish runs only with `releases == 0`, after every `complete`
-//! returned), and no release after it (by 1). The Rust guards need none of
-//! this: `release_seats(&mut self)` and `finish(self)` cannot overlap.
+//! The protocol, its steps and what they guarantee, are at [`SharedRequest`].
 // Under loom only the models below use it (the C ABI does not build).
 #![cfg_attr(loom, allow(dead_code))]
 
@@ -40,9 +23,25 @@ use super::{LevelRelease, RequestGuard};
 use crate::clock::Instant;
 use crate::queueset::ReleaseError;
 
-/// An executing request in a handle table. See the module documentation.
-// For the C API crate (capi/): not part of the Rust API.
-#[doc(hidden)]
+/// An executing request in a handle table that several threads may release
+/// seats of and finish (the C ABI's request handles): release and finish of
+/// the one request exclusive end to end. Every method but
+/// [`SharedRequest::finish`] runs under the lock that guards the table's
+/// entry, and a release's [`LevelRelease::complete`] outside it.
+///
+/// # Protocol
+/// 1. A release begins ([`SharedRequest::begin_release`]) only while no
+///    finish was asked for, and counts itself until it ends.
+/// 2. A finish asked for ([`SharedRequest::ask_finish`]) is recorded; the
+///    request reads as finished from then on. If no release is in flight,
+///    the asker takes the request out of the table and finishes it.
+/// 3. A release ends ([`SharedRequest::end_release`]) once its `complete`
+///    returned; the last one to end with a finish recorded takes the
+///    request out of the table and finishes it.
+///
+/// So the level sees each release complete before the finish, and no
+/// release after it. Rust code holding a [`RequestGuard`] needs none of
+/// this: `release_seats(&mut self)` and `finish(self)` cannot overlap.
 #[derive(Debug)]
 pub struct SharedRequest {
     guard: RequestGuard,
@@ -60,6 +59,7 @@ struct AskedFinish {
 }
 
 impl SharedRequest {
+    /// An executing request entering a handle table, no release in flight.
     pub fn new(guard: RequestGuard) -> SharedRequest {
         SharedRequest {
             guard,
@@ -85,12 +85,15 @@ impl SharedRequest {
         self.guard.seats()
     }
 
-    /// Under the table's lock, while not [`finishing`](Self::finishing):
-    /// begin a release of `seats`. Give the release to
-    /// [`LevelRelease::complete`] after dropping the lock, then call
-    /// [`end_release`](Self::end_release) under it.
+    /// Under the table's lock: begin a release of `seats`. Give the release
+    /// to [`LevelRelease::complete`] after dropping the lock, then call
+    /// [`end_release`](Self::end_release) under it. Once
+    /// [`finishing`](Self::finishing), [`ReleaseError::NothingHeld`]: the
+    /// finish gives every seat back.
     pub fn begin_release(&mut self, seats: u32) -> Result<LevelRelease, ReleaseError> {
-        debug_assert!(!self.finishing(), "no release begins once finishing");
+        if self.finishing() {
+            return Err(ReleaseError::NothingHeld);
+        }
         let release = self.guard.begin_release(seats)?;
         self.releases += 1;
         Ok(release)
@@ -103,19 +106,26 @@ impl SharedRequest {
     #[must_use = "true: the caller must finish the request"]
     pub fn end_release(&mut self) -> bool {
         debug_assert!(self.releases > 0, "a release ends after it began");
+        if self.releases == 0 {
+            return false; // no release began: nothing to end
+        }
         self.releases -= 1;
         self.releases == 0 && self.finishing()
     }
 
-    /// Under the table's lock, while not [`finishing`](Self::finishing):
-    /// ask for the finish at `end`, reporting `cost` (checked by the
-    /// caller: finite, 0 or more). True when no release is in flight: the
-    /// caller then takes the request out of the table and calls
+    /// Under the table's lock: ask for the finish at `end`, reporting
+    /// `cost` (checked by the caller: finite, 0 or more; one that is not
+    /// finishes the request without a cost). True when no release is in
+    /// flight: the caller then takes the request out of the table and calls
     /// [`finish`](Self::finish) after dropping the lock. False: the last
-    /// release to end does.
+    /// release to end does, or (once [`finishing`](Self::finishing)) the
+    /// finish asked for first, which this one does not replace.
     #[must_use = "true: the caller must finish the request"]
     pub fn ask_finish(&mut self, end: Instant, cost: Option<f64>) -> bool {
         debug_assert!(!self.finishing(), "one finish per request");
+        if self.finishing() {
+            return false;
+        }
         self.finish = Some(AskedFinish { end, cost });
         self.releases == 0
     }

@@ -253,14 +253,7 @@ impl Dispatcher {
     /// [`ExpositionOptions`]); an invalid option is an error naming it.
     pub fn metrics_text_with(&self, options: &ExpositionOptions) -> Result<String, String> {
         options.validate()?;
-        Ok(self.metrics_text_validated(options))
-    }
-
-    /// [`Self::metrics_text_with`] for options already validated.
-    // For the C API crate (capi/): not part of the Rust API.
-    #[doc(hidden)]
-    pub fn metrics_text_validated(&self, options: &ExpositionOptions) -> String {
-        encode::text(Some(&self.metrics()), &[], options)
+        Ok(encode::text(Some(&self.metrics()), &[], options))
     }
 
     /// The pairs of `level`: the schemas routed to it, and any other schema

@@ -102,6 +102,10 @@ struct FlowClock {
     /// The service time its requests are charged per initial seat at
     /// dispatch: its last request's, or (a new flow) the level's last.
     guess: Duration,
+    /// Whether `guess` is the flow's own (one of its requests finished
+    /// since the state began). Until then it is provisional: at each
+    /// dispatch of the flow, the level's last service time (else G).
+    own: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -525,9 +529,8 @@ impl ReferenceQueueSet {
                 // into the base at its actual time; the flow's guess
                 // becomes its time. (Before any bound: the bound applies
                 // to the corrected start.)
-                if let Some(clock) = ex.flow.and_then(|f| self.flow_clocks.get_mut(&f)) {
-                    clock.base += seats_times(charged, actual);
-                    clock.guess = actual;
+                if let Some(f) = ex.flow {
+                    self.end_in_flow(f, charged, actual);
                 }
             }
             let queue = &mut self.queues[q];
@@ -893,14 +896,52 @@ impl ReferenceQueueSet {
         clock.base + work_of(self.flow_inflight_seats(hash), clock.guess)
     }
 
+    /// A request of `hash` charged for `charged` initial seats ran
+    /// `actual` (it no longer executes): out of the in-flight charge, into
+    /// the base at its actual time, and its time becomes the flow's guess.
+    /// If the guess was provisional, the correction never places the flow
+    /// behind where a new flow would start now (`entry_start`), nor moves
+    /// it forward: the error of a guess that was not its own is forgiven.
+    fn end_in_flow(&mut self, hash: u64, charged: u32, actual: Duration) {
+        let Some(clock) = self.flow_clocks.get(&hash).copied() else {
+            return;
+        };
+        // The request is out of `executing` already: add it back.
+        let before = self.flow_start(hash, &clock) + seats_times(charged, clock.guess);
+        let updated = FlowClock {
+            base: clock.base + seats_times(charged, actual),
+            guess: actual,
+            own: true,
+            ..clock
+        };
+        self.flow_clocks.insert(hash, updated);
+        if clock.own {
+            return;
+        }
+        let after = self.flow_start(hash, &updated);
+        let bound = before.max(self.entry_start());
+        if after > bound {
+            if let Some(c) = self.flow_clocks.get_mut(&hash) {
+                c.base -= after - bound;
+            }
+        }
+    }
+
     /// A state for `hash` whose virtual start is `start` now.
     fn new_clock(&mut self, hash: u64, start: VTime) {
         let guess = self.last_service.unwrap_or(self.cfg.service_time_guess);
         let base = start - work_of(self.flow_inflight_seats(hash), guess);
         let turn = self.turns;
         self.turns += 1;
-        self.flow_clocks
-            .insert(hash, FlowClock { base, turn, guess });
+        self.flow_clocks.insert(
+            hash,
+            FlowClock {
+                base,
+                turn,
+                guess,
+                own: false,
+            },
+        );
     }
 
     /// Per-flow order starts (a reconfiguration from the Kubernetes
@@ -1108,7 +1149,15 @@ impl ReferenceQueueSet {
             self.clamped_estimates += 1;
         }
         self.queues[q].next_dispatch_r += w.work;
+        let provisional = self.last_service.unwrap_or(self.cfg.service_time_guess);
         if let Some(clock) = self.flow_clocks.get_mut(&w.hash) {
+            // A flow none of whose requests has finished is charged the
+            // level's latest service time, not the one when its state
+            // began (issue 22: G, at an idle level's start, let a flow of
+            // 16 threads take 16 seats in a row).
+            if !clock.own {
+                clock.guess = provisional;
+            }
             // S_f advances by the request's work: its initial seats join
             // the in-flight charge if a flow policy admitted it (it counts
             // in its flow's state); a request queued under Kubernetes'

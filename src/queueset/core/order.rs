@@ -13,10 +13,13 @@
 //!
 //! A flow's virtual start is `S_f = base + n_f × g_f`: `n_f` the initial
 //! seats its executing requests (those a flow policy admitted) are still
-//! charged for, `g_f` its service-time guess (its last request's time; a
-//! new flow's, the level's last). So a finish needs no per-request guess:
-//! it moves the request's seats from the in-flight charge into `base` at
-//! their actual time.
+//! charged for, `g_f` its service-time guess (its last request's time;
+//! until one of its requests finishes, provisional: the level's last at
+//! each of its dispatches). So a finish needs no per-request guess: it
+//! moves the request's seats from the in-flight charge into `base` at
+//! their actual time. The first finish of a flow with a provisional guess
+//! may move it no further than where a new flow would start
+//! (`order_forgive`): the error of a guess that was not its own is no debt.
 //!
 //! # Invariants (checked by `Core::check_order_invariants` in debug builds)
 //! 1. A flow has a state exactly while it has a request waiting (while the
@@ -61,6 +64,10 @@ struct FlowClock {
     turn: u64,
     /// `g_f` in nanoseconds.
     guess: u64,
+    /// `g_f` is the flow's own (a request of it finished since its clock
+    /// began); until then it is provisional: the level's last service time
+    /// at each of its dispatches (issue 22, "Thousands of flows").
+    own: bool,
 }
 
 /// Where a waiting flow is found by the entry rule: the service it has
@@ -338,16 +345,50 @@ impl Core {
             return;
         };
         let charged = u64::from(charged);
+        let before = st.start();
         st.executing -= 1;
         st.inflight -= charged;
         st.inflight_starts -= i128::from(charged) * i128::from(start.as_nanos());
+        let mut provisional = false;
         if let Some(c) = &mut st.clock {
             let actual = end.as_nanos().saturating_sub(start.as_nanos());
             c.base += work(charged, actual);
+            provisional = !c.own;
             c.guess = actual;
+            c.own = true;
+        }
+        if let (true, Some(before)) = (provisional, before) {
+            self.order_forgive(flow, before);
         }
         self.order_refresh(flow);
         self.order_bound(flow);
+    }
+
+    /// The first finish of a flow whose guess was provisional (the
+    /// level's service time, or G) replaced it with its own, and its start
+    /// moved from `before` accordingly: a guess not its own may have
+    /// charged its in-flight requests far too little (a flow of 16 threads
+    /// arriving first at an idle level takes 16 seats at G = 3 ms each,
+    /// then runs 0.1 s each). That correction never places the flow behind
+    /// where a flow without a state would start now (the entry rule), so
+    /// the error of a guess that was not its own is not a debt the flow
+    /// repays by waiting while thousands of flows catch up (issue 22,
+    /// "Thousands of flows active at once"); it never moves the flow
+    /// forward either.
+    fn order_forgive(&mut self, flow: u64, before: VTime) {
+        let entry = self.entry_start();
+        let Some(st) = self.order.flows.get_mut(&flow) else {
+            return;
+        };
+        let Some(after) = st.start() else {
+            return;
+        };
+        let bound = before.max(entry);
+        if after > bound {
+            if let Some(c) = &mut st.clock {
+                c.base -= after - bound;
+            }
+        }
     }
 
     /// A request of `flow` that started at `start` releases `seats` early
@@ -492,12 +533,17 @@ impl Core {
         least.map_or(self.r(), |m| m.max(self.r()))
     }
 
+    /// The guess of a flow none of whose requests has finished yet: the
+    /// level's last service time, else G.
+    fn provisional_guess(&self) -> u64 {
+        self.order
+            .last_service
+            .unwrap_or_else(|| duration_nanos(self.cfg.service_time_guess))
+    }
+
     /// Give `flow` a clock starting at `start` (consumes a turn).
     fn new_clock(&mut self, flow: u64, start: VTime) {
-        let guess = self
-            .order
-            .last_service
-            .unwrap_or_else(|| duration_nanos(self.cfg.service_time_guess));
+        let guess = self.provisional_guess();
         let turn = self.order.turns;
         self.order.turns += 1;
         let st = self.order.state(flow);
@@ -505,6 +551,7 @@ impl Core {
             base: start - work(st.inflight, guess),
             turn,
             guess,
+            own: false,
         });
     }
 
@@ -565,12 +612,16 @@ impl Core {
             let turn = self.order.turns;
             self.order.turns += 1;
             let inflight = self.order.flows.get(&flow).map_or(0, |st| st.inflight);
+            let provisional = self.provisional_guess();
             let st = self.order.state(flow);
             let waits = !st.waiting.is_empty();
             if let Some(c) = &mut st.clock {
                 // Its arrival R (now) bounds the flow as its head would.
                 if !waits {
                     c.base = c.base.max(r - work(inflight, c.guess));
+                }
+                if !c.own {
+                    c.guess = provisional;
                 }
                 c.base += final_work(estimate);
                 c.turn = turn;
@@ -759,6 +810,7 @@ impl Core {
         // when a flow policy admitted it, else charged at once).
         let turn = self.order.turns;
         self.order.turns += 1;
+        let provisional = self.provisional_guess();
         if let Some(st) = self.order.flows.get_mut(&flow) {
             st.waiting.pop_front();
             if st.waiting.is_empty() {
@@ -766,6 +818,9 @@ impl Core {
             }
             st.waiting_seats -= u64::from(fw.estimate.max_seats());
             if let Some(c) = &mut st.clock {
+                if !c.own {
+                    c.guess = provisional;
+                }
                 c.base += match w.slot.flow {
                     Some(_) => final_work(&estimate),
                     None => flow_work(&estimate, c.guess),
