@@ -1519,16 +1519,24 @@ impl ReferenceQueueSet {
                         base,
                         turn: 0,
                         guess,
+                        own: false,
                     },
                 );
                 self.turns += 1;
             }
             self.turns += 2;
             let turn = self.turns - 1;
+            // A flow none of whose requests has finished is charged the
+            // level's latest service time at each dispatch (issue 22), the
+            // fold's included.
+            let provisional = self.last_service.unwrap_or(self.cfg.service_time_guess);
             if let Some(c) = self.flow_clocks.get_mut(&h) {
                 c.base = c.base.max(r - work_of(n, c.guess))
                     + seats_times(e.final_seats, e.additional_latency)
                     - work_of(u64::from(e.initial_seats), t.saturating_since(start));
+                if !c.own {
+                    c.guess = provisional;
+                }
                 c.turn = turn;
             }
             *inflight.entry(h).or_default() += u64::from(e.initial_seats);
