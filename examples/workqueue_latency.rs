@@ -20,6 +20,10 @@
 //! Wall-clock latencies include every time a thread was descheduled inside
 //! a call: with more threads than cores that is what a caller sees.
 //!
+//! With `--profile N` nothing is timed: one thread fills the queue, then
+//! runs N rounds of get, done, add, for callgrind (instructions per round:
+//! the difference of two N, divided by their difference).
+//!
 //! ```text
 //! cargo run --release --example workqueue_latency -- --items 1000000 --consumers 1000
 //! cargo run --release --example workqueue_latency -- --items 1000000 --consumers 1000 \
@@ -99,6 +103,9 @@ struct Args {
     producer: bool,
     /// Run only the queue whose name starts with this (all when empty).
     only: String,
+    /// Rounds of get+done+add on one thread, untimed (for callgrind);
+    /// 0: the timed run.
+    profile: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -109,6 +116,7 @@ fn parse_args() -> Result<Args, String> {
         timed_metrics: true,
         producer: false,
         only: String::new(),
+        profile: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -119,6 +127,7 @@ fn parse_args() -> Result<Args, String> {
             "--consumers" => args.consumers = number()? as usize,
             "--rounds" => args.rounds = number()? as usize,
             "--only" => args.only = value.clone(),
+            "--profile" => args.profile = number()?,
             "--producer" => args.producer = value.parse().map_err(|e| format!("{flag}: {e}"))?,
             "--timed-metrics" => {
                 args.timed_metrics = value.parse().map_err(|e| format!("{flag}: {e}"))?
@@ -324,6 +333,21 @@ fn run<Q: Queue>(name: &str, q: Arc<Q>, args: &Args) {
     }
 }
 
+/// `--profile`: fill, then `rounds` of get+done+add on this thread.
+fn profile<Q: Queue>(q: &Q, items: u64, rounds: u64) -> u64 {
+    for i in 0..items {
+        q.add(i);
+    }
+    let mut sum = 0u64;
+    for _ in 0..rounds {
+        let item = q.get();
+        q.done(item);
+        q.add(item);
+        sum = sum.wrapping_add(item);
+    }
+    sum
+}
+
 fn main() {
     let args = match parse_args() {
         Ok(a) => a,
@@ -337,6 +361,15 @@ fn main() {
         capacity: args.items as usize,
         ..QueueConfig::default()
     };
+    if args.profile > 0 {
+        let sum = if "workqueue".starts_with(&args.only) {
+            profile(&Workqueue::<u64>::with_config(config), args.items, args.profile)
+        } else {
+            profile(&PlainWorkqueue::default(), args.items, args.profile)
+        };
+        println!("{} rounds of get+done+add (item sum {sum})", args.profile);
+        return;
+    }
     if "workqueue".starts_with(&args.only) {
         let q = Workqueue::<u64>::with_config(config);
         run("workqueue", Arc::new(q), &args);
