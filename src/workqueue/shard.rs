@@ -116,6 +116,8 @@ impl<T: Eq, H: Copy> Shards<T, H> {
                         table: ItemTable::with_capacity(each, layout.slots()),
                         metrics: QueueMetrics::new(timed),
                         processing: 0,
+                        kept: 0,
+                        kept_slots: Vec::new(),
                     }),
                     taken: SegQueue::new(),
                 })
@@ -175,7 +177,21 @@ pub(crate) struct ShardState<T, H> {
     pub(crate) metrics: QueueMetrics,
     /// Items of this shard being processed.
     pub(crate) processing: usize,
+    /// Entries in [`Phase::Kept`].
+    kept: usize,
+    /// The shard's slots that entered [`Phase::Kept`] since the last sweep
+    /// (some may have left it since, or hold another item by now: the
+    /// sweep checks). Swept when [`KEEP`] long, so at most that many done
+    /// items' entries are kept per shard.
+    kept_slots: Vec<u32>,
 }
+
+/// How many done items' entries a shard keeps for a re-add before it
+/// sweeps them. A done item is re-added at once in the common retry
+/// pattern, so a short list catches it: a sweep lands between a `done` and
+/// its re-add once in this many. Small under loom and in unit tests, whose
+/// models then reach a sweep in a few operations.
+pub(crate) const KEEP: usize = if cfg!(any(loom, test)) { 2 } else { 64 };
 
 /// A shard's state, locked, with its queue-wide identity.
 pub(crate) struct Locked<'a, T, H> {
@@ -192,9 +208,27 @@ impl<T: Eq, H: Copy> ShardState<T, H> {
         self.table.entry_mut(local).phase = Phase::Running;
     }
 
+    /// Items tracked: queued, processing or waiting (kept entries are
+    /// not: client-go has forgotten them).
     #[cfg(all(not(loom), any(test, feature = "testing")))]
     pub(crate) fn tracked(&self) -> usize {
+        self.table.len() - self.kept
+    }
+
+    /// Entries held, kept ones included (tests of the sweep).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn held(&self) -> usize {
         self.table.len()
+    }
+
+    /// Forget every kept entry still kept.
+    fn sweep(&mut self) {
+        for local in std::mem::take(&mut self.kept_slots) {
+            if self.table.get(local).is_some_and(|e| e.phase == Phase::Kept) {
+                self.table.remove(local);
+                self.kept -= 1;
+            }
+        }
     }
 }
 
@@ -208,11 +242,43 @@ impl<T: Eq, H: Copy> Locked<'_, T, H> {
         Some(self.layout.global(self.index, local))
     }
 
-    /// Track an absent item; `None` when the shard is full.
+    /// Track an absent item; `None` when the shard is full (after
+    /// forgetting its kept entries).
     #[inline]
     pub(crate) fn insert(&mut self, hash: u32, item: T, hint: H) -> Option<u32> {
-        let local = self.state.table.insert(hash, item, Phase::Idle, hint)?;
+        let state = &mut *self.state;
+        if state.kept > 0 && state.table.is_full() {
+            state.sweep();
+        }
+        let local = state.table.insert(hash, item, Phase::Idle, hint)?;
         Some(self.layout.global(self.index, local))
+    }
+
+    /// An item that is done and neither dirty nor waiting: keep its entry
+    /// for a re-add ([`Phase::Kept`]), sweeping the shard's kept entries
+    /// when [`KEEP`] have gathered.
+    pub(crate) fn keep(&mut self, slot: u32) {
+        let local = self.layout.local(slot);
+        let state = &mut *self.state;
+        state.table.entry_mut(local).phase = Phase::Kept;
+        state.kept += 1;
+        state.kept_slots.push(local);
+        if state.kept_slots.len() >= KEEP {
+            state.sweep();
+        }
+    }
+
+    /// An add or a delayed add of a tracked item: a kept entry becomes an
+    /// idle one again (tracked, neither dirty nor processing).
+    #[inline]
+    pub(crate) fn revive(&mut self, slot: u32) {
+        let local = self.layout.local(slot);
+        let state = &mut *self.state;
+        let entry = state.table.entry_mut(local);
+        if entry.phase == Phase::Kept {
+            entry.phase = Phase::Idle;
+            state.kept -= 1;
+        }
     }
 
     /// Forget the item in `slot`.

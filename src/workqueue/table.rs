@@ -21,6 +21,13 @@ pub(crate) enum Phase {
     /// Processing and dirty again: queued once `done` is called, with the
     /// entry's `hint`.
     RunningDirty,
+    /// Done, neither dirty nor waiting, and not added since: client-go
+    /// forgets such an item. Its entry is kept so that an add soon after
+    /// (a controller's retry, a re-queued key) finds it instead of
+    /// inserting it again, and swept in batches (the shard's `kept`
+    /// list). An add or a delayed add turns it back into [`Phase::Idle`]
+    /// first; a `done` sees it as not processing. Not counted as tracked.
+    Kept,
 }
 
 pub(crate) struct Entry<T, H> {
@@ -102,6 +109,11 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
             .copied()
     }
 
+    /// Whether `insert` would find no slot.
+    pub(crate) fn is_full(&self) -> bool {
+        self.free_head == NONE && self.high_water >= self.limit
+    }
+
     /// Store an item known to be absent; `None` once `limit` items are
     /// tracked at once.
     pub(crate) fn insert(&mut self, hash: u32, item: T, phase: Phase, hint: H) -> Option<u32> {
@@ -148,6 +160,15 @@ impl<T: Eq, H: Copy> ItemTable<T, H> {
         };
         self.free_head = slot;
         self.len -= 1;
+    }
+
+    /// The entry in `slot`, if the slot is occupied.
+    #[inline]
+    pub(crate) fn get(&self, slot: u32) -> Option<&Entry<T, H>> {
+        match self.slots.get(slot as usize) {
+            Some(SlotEntry::Occupied(e)) => Some(e),
+            _ => None,
+        }
     }
 
     /// The entry in an occupied slot.

@@ -89,6 +89,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         at: u64,
         hint: Hint<T, S>,
     ) {
+        shard.revive(slot);
         let entry = shard.entry_mut(slot);
         if self.mode == Mode::Merged {
             // Already ready: no delay is shorter than none, but the hint
@@ -100,6 +101,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                     return;
                 }
                 Phase::Idle | Phase::Running => {}
+                Phase::Kept => unreachable!("revived above"),
             }
         }
         match inner.waiting.get(slot) {

@@ -527,7 +527,9 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let requeue = match entry.phase {
             Phase::Running => None,
             Phase::RunningDirty => Some(entry.hint),
-            Phase::Idle | Phase::Queued => return Err(WorkqueueError::NotProcessing),
+            Phase::Idle | Phase::Queued | Phase::Kept => {
+                return Err(WorkqueueError::NotProcessing)
+            }
         };
         entry.phase = Phase::Idle;
         let delayed = entry.delayed;
@@ -536,7 +538,9 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             Some(hint) => self.make_available(inner, shard, slot, hint, now, wakes),
             None => {
                 if !delayed {
-                    shard.remove(slot);
+                    // Forgotten, as client-go does; the entry is kept for
+                    // a re-add (the shard sweeps it later).
+                    shard.keep(slot);
                 }
                 false
             }
@@ -556,6 +560,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         now: u64,
         wakes: Option<&mut Wakes<T, Hint<T, S>>>,
     ) -> bool {
+        shard.revive(slot);
         let entry = shard.entry_mut(slot);
         let mut hint = hint;
         match entry.phase {
@@ -569,6 +574,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 entry.hint = S::merge(entry.hint, hint);
                 return false;
             }
+            Phase::Kept => unreachable!("revived above"),
             Phase::Idle | Phase::Running => {
                 if self.mode == Mode::Merged {
                     if let Some(waited) = inner.as_deref_mut().and_then(|i| i.waiting.remove(slot))
@@ -634,6 +640,20 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         (0..self.shards.len())
             .map(|i| self.shards.lock(i).state.tracked())
             .sum()
+    }
+
+    /// Entries the shards hold, kept ones included (tests of the sweep).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn held(&self) -> usize {
+        (0..self.shards.len())
+            .map(|i| self.shards.lock(i).state.held())
+            .sum()
+    }
+
+    /// How many shards the queue has (tests).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn shard_count(&self) -> usize {
+        self.shards.len()
     }
 
     #[cfg(all(test, not(loom)))]

@@ -17,6 +17,35 @@ fn hands_items_out_in_fifo_order() {
 }
 
 #[test]
+fn done_items_entries_are_kept_for_a_re_add_then_swept() {
+    use crate::workqueue::shard::KEEP;
+    let (config, _m) = manual();
+    let q = Workqueue::with_config(config);
+    let items: Vec<Arc<u32>> = (0..1000).map(Arc::new).collect();
+    for item in &items {
+        q.add(item.clone());
+        let got = q.try_get().unwrap();
+        q.done(&got).unwrap();
+    }
+    assert_eq!(q.tracked(), 0, "done items are forgotten");
+    let shards = q.shared().shard_count();
+    let held = q.shared().held();
+    assert!(held < KEEP * shards, "{held} entries held after the sweeps");
+    let alive = items.iter().filter(|i| Arc::strong_count(i) > 1).count();
+    assert_eq!(alive, held, "swept entries drop their item");
+    // A kept entry is re-added like a forgotten one: queued once, processed.
+    let last = items[999].clone();
+    q.add(last.clone());
+    q.add(last.clone());
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.done(&last), Err(WorkqueueError::NotProcessing));
+    assert_eq!(q.try_get(), Ok(last.clone()));
+    q.done(&last).unwrap();
+    assert_eq!(q.done(&last), Err(WorkqueueError::NotProcessing));
+    assert_eq!(q.metrics().adds, 1001);
+}
+
+#[test]
 fn an_item_added_twice_before_it_is_taken_is_queued_once() {
     let (config, _m) = manual();
     let q = Workqueue::with_config(config);
