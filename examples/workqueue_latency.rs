@@ -363,7 +363,11 @@ fn main() {
     };
     if args.profile > 0 {
         let sum = if "workqueue".starts_with(&args.only) {
-            profile(&Workqueue::<u64>::with_config(config), args.items, args.profile)
+            profile(
+                &Workqueue::<u64>::with_config(config),
+                args.items,
+                args.profile,
+            )
         } else {
             profile(&PlainWorkqueue::default(), args.items, args.profile)
         };

@@ -224,7 +224,11 @@ impl<T: Eq, H: Copy> ShardState<T, H> {
     /// Forget every kept entry still kept.
     fn sweep(&mut self) {
         for local in std::mem::take(&mut self.kept_slots) {
-            if self.table.get(local).is_some_and(|e| e.phase == Phase::Kept) {
+            if self
+                .table
+                .get(local)
+                .is_some_and(|e| e.phase == Phase::Kept)
+            {
                 self.table.remove(local);
                 self.kept -= 1;
             }

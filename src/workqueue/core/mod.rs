@@ -527,9 +527,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let requeue = match entry.phase {
             Phase::Running => None,
             Phase::RunningDirty => Some(entry.hint),
-            Phase::Idle | Phase::Queued | Phase::Kept => {
-                return Err(WorkqueueError::NotProcessing)
-            }
+            Phase::Idle | Phase::Queued | Phase::Kept => return Err(WorkqueueError::NotProcessing),
         };
         entry.phase = Phase::Idle;
         let delayed = entry.delayed;
