@@ -26,7 +26,10 @@
 //! item's shard lock (the `core` module's protocol). Every step is short:
 //! a hash lookup and an O(1) strategy operation (O(log p) for p
 //! distinct priorities, O(log w) for w waiting items), plus the clone of the
-//! item `get` returns. Growth is amortised: the slab and per-slot arrays grow
+//! item `get` returns. A done item's entry is kept until it is added again
+//! or its shard sweeps it (at most 64 per shard), so that the common retry,
+//! get, done, add back, finds it instead of inserting it again. Growth is
+//! amortised: the slab and per-slot arrays grow
 //! in small steps, then a chunk at a time, the hash index rehashes (see
 //! [`QueueConfig::capacity`], which also sets the number of shards).
 //! Nothing waits with a lock held: a worker that finds the queue empty parks
