@@ -293,8 +293,15 @@ impl Dispatcher {
         let note = || WaitingNote::new(distinguisher, digest);
         let (estimate, learn) = self.learned(&schema, digest, estimate);
         let tag = tag_for_verb(schema.id, digest.verb);
-        let admitted = Level::admit_leased(level.clone(), tag, flow_hash, estimate, deadline, note);
-        let outcome = admitted.learning(learn);
+        let outcome = Level::admit_leased(
+            level.clone(),
+            tag,
+            flow_hash,
+            estimate,
+            deadline,
+            note,
+            learn,
+        );
         Decision {
             outcome,
             flow_schema: schema,
