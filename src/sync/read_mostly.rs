@@ -6,7 +6,7 @@
 //! The dispatcher's configuration snapshot and each queueset's routing
 //! are read by every request and replaced only by a reconfiguration or a
 //! limit change. `arc-swap`'s load (a per-thread debt slot taken and paid
-//! back) cost ~100 instructions per read, and cloning the `Arc` writes
+//! back) cost ~60 instructions per read, and cloning the `Arc` writes
 //! its one reference count, a line every core writes. Here a read is two
 //! read-modify-writes on a counter of the reader's shard
 //! (`thread_index() & (shards − 1)`, as the queueset's shards and the
