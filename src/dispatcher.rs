@@ -275,8 +275,9 @@ impl Dispatcher {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
     ) -> Decision {
-        // The snapshot is read without a shared write (arc-swap), and the
-        // request's references are its shard's leases.
+        // The snapshot is read without a shared write (`ReadMostly`: a
+        // counter of the thread's shard), and the request's references
+        // are its shard's leases.
         let (level, schema, flow_hash, distinguisher) = self.snapshot.with(|snap| {
             let c = snap.classifier.classify(digest);
             let thread = thread_index();
@@ -292,8 +293,15 @@ impl Dispatcher {
         let note = || WaitingNote::new(distinguisher, digest);
         let (estimate, learn) = self.learned(&schema, digest, estimate);
         let tag = tag_for_verb(schema.id, digest.verb);
-        let admitted = Level::admit_leased(level.clone(), tag, flow_hash, estimate, deadline, note);
-        let outcome = admitted.learning(learn);
+        let outcome = Level::admit_leased(
+            level.clone(),
+            tag,
+            flow_hash,
+            estimate,
+            deadline,
+            note,
+            learn,
+        );
         Decision {
             outcome,
             flow_schema: schema,

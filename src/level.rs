@@ -391,12 +391,16 @@ impl Level {
             estimate,
             deadline,
             note,
+            None,
         )
     }
 
     /// [`Level::admit`], the outcome keeping `level` (a [`Lease`]: the
     /// dispatcher's are per shard, so holding one writes no reference
-    /// count that other cores write). Dropped on a rejection.
+    /// count that other cores write) and reporting its cost at the finish
+    /// to `learn`, if any (built in place: no copy of the outcome to set
+    /// it afterwards). Both dropped on a rejection.
+    #[inline]
     pub(crate) fn admit_leased(
         level: Lease<Level>,
         tag: u32,
@@ -404,6 +408,7 @@ impl Level {
         estimate: WorkEstimate,
         deadline: Option<Instant>,
         note: impl FnOnce() -> WaitingNote,
+        learn: Option<Learn>,
     ) -> Outcome {
         let estimate = level.cap(estimate);
         match &level.kind {
@@ -415,7 +420,7 @@ impl Level {
                 e.started(tag, start, seats);
                 Outcome::Execute(RequestGuard {
                     level,
-                    learn: None,
+                    learn,
                     exec: Some(LevelExecution::Exempt { seats, start, tag }),
                 })
             }
@@ -428,7 +433,7 @@ impl Level {
                 match qs.admit_tagged(&request, tag) {
                     RawAdmission::Execute(exec) => Outcome::Execute(RequestGuard {
                         level,
-                        learn: None,
+                        learn,
                         exec: Some(LevelExecution::Queued(exec)),
                     }),
                     RawAdmission::Queued(waiting) => {
@@ -436,7 +441,7 @@ impl Level {
                         lock(&level.notes).insert(waiting.id(), note);
                         Outcome::Queued(RequestTicket {
                             level,
-                            learn: None,
+                            learn,
                             waiting: Some(waiting),
                         })
                     }
@@ -612,19 +617,6 @@ pub enum Outcome {
 pub(crate) struct Learn {
     pub(crate) costs: Arc<CostEstimator>,
     pub(crate) key: CostKey,
-}
-
-impl Outcome {
-    /// The request's finish reports its cost to `learn`.
-    #[inline]
-    pub(crate) fn learning(mut self, learn: Option<Learn>) -> Outcome {
-        match &mut self {
-            Outcome::Execute(g) => g.learn = learn,
-            Outcome::Queued(t) => t.learn = learn,
-            Outcome::Rejected(_) => {}
-        }
-        self
-    }
 }
 
 enum LevelExecution {

@@ -209,26 +209,36 @@ impl<T> EventRing<T> {
     }
 }
 
+// Under loom only its own model uses it; shuttle keeps the mutex cell.
+#[cfg(any(loom, not(shuttle)))]
+#[cfg_attr(loom, allow(dead_code))]
+mod read_mostly;
+#[cfg(not(any(loom, shuttle)))]
+pub use read_mostly::ReadMostly;
+
 /// A shared pointer that readers load without locking or touching a shared
-/// reference count, and a writer swaps atomically: `arc-swap` normally, a
-/// mutex under loom and shuttle.
+/// reference count, and a writer swaps, waiting for the readers of the
+/// old value: [`ReadMostly`] (per-shard reader counts) normally, a mutex
+/// under loom and shuttle (`ReadMostly` has its own loom model).
 #[cfg(not(any(loom, shuttle)))]
 #[derive(Debug)]
-pub struct ArcCell<T>(arc_swap::ArcSwap<T>);
+pub struct ArcCell<T>(ReadMostly<T>);
 
 #[cfg(not(any(loom, shuttle)))]
 impl<T> ArcCell<T> {
     pub fn new(value: Arc<T>) -> Self {
-        ArcCell(arc_swap::ArcSwap::new(value))
+        ArcCell(ReadMostly::new(value))
     }
-    /// Run `f` on the current value.
+    /// Run `f` on the current value. `f` must not wait for a writer of
+    /// this cell (see `ReadMostly`).
     #[inline]
     pub fn with<R>(&self, f: impl FnOnce(&Arc<T>) -> R) -> R {
-        f(&self.0.load())
+        self.0.with(f)
     }
     pub fn load_full(&self) -> Arc<T> {
         self.0.load_full()
     }
+    /// Replace the value; returns once no reader uses the old one.
     pub fn store(&self, value: Arc<T>) {
         self.0.store(value)
     }

@@ -190,9 +190,15 @@ mod loom_tests {
             let lease = cell.with(|s| s.level.of_thread(thread_index()).clone());
             let started_on = lease.name.clone();
             let estimate = WorkEstimate::new(1, 0, Duration::ZERO);
-            let Outcome::Execute(mut guard) =
-                Level::admit_leased(lease, 0, 7, estimate, None, || unreachable!("it fits"))
-            else {
+            let Outcome::Execute(mut guard) = Level::admit_leased(
+                lease,
+                0,
+                7,
+                estimate,
+                None,
+                || unreachable!("it fits"),
+                None,
+            ) else {
                 panic!("a free seat");
             };
             // Every step the request can observe: its level is the one it
