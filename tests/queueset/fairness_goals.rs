@@ -696,11 +696,11 @@ const MAX_MIN_SLACK: f64 = 0.001;
 /// Scenarios where `flow-maxmin` is known to be worse than `flow` beyond
 /// the slack, each still held to its goal (docs/flow-fairness.md,
 /// "`flow-maxmin` against `flow`"). Mixed widths: 1.3% against 1.1% in the
-/// enforced window (30-60 s: the worst flow 3.127 seats of 3.167 against
-/// 3.133), a reshuffle among the three busy flows of the seats a reserving
-/// front leaves idle (9.94 of 10 used under both), not a flow held back:
-/// over other windows `flow-maxmin` is 0.92% against 0.98% (60-120 s),
-/// 0.63% against 0.76% (120-240 s) and 0.68% against 0.57% (30-240 s),
+/// enforced window (30-60 s: the worst flow 3.126 seats of 3.167 against
+/// 3.133), the same 9.94 seats of 10 shared a little differently among
+/// the three busy flows, not a flow held back:
+/// over other windows `flow-maxmin` is 0.9% against 1.0% (60-120 s),
+/// 0.6% against 0.8% (120-240 s) and 0.7% against 0.6% (30-240 s),
 /// measured 2026-11-27 by `measured_windows`.
 const MAX_MIN_WORSE: &[&str] = &["mixed"];
 
@@ -871,7 +871,10 @@ fn measured_windows() {
     for mut s in scenarios().into_iter().filter(|s| s.name.contains(&only)) {
         if let Some((a, b)) = std::env::var("FAIRNESS_WINDOW")
             .ok()
-            .and_then(|w| w.split_once(',').map(|(a, b)| (a.parse::<u64>(), b.parse::<u64>())))
+            .and_then(|w| {
+                w.split_once(',')
+                    .map(|(a, b)| (a.parse::<u64>(), b.parse::<u64>()))
+            })
             .and_then(|p| Some((p.0.ok()?, p.1.ok()?)))
         {
             s.window = (a * SEC, b * SEC);
