@@ -1062,7 +1062,19 @@ impl ReferenceQueueSet {
         let capacity = self.cfg.concurrency_limit.min(self.seats_in_use);
         if self.cfg.fairness.is_max_min() {
             let level = water_level_by_sorting(capacity, &mut demands);
-            self.r += level.increment(dt);
+            // Never past the least virtual start of a flow with requests
+            // waiting: R is where the backlogged flows are, the water
+            // level only how fast they move.
+            let least = self
+                .flow_heads()
+                .keys()
+                .filter_map(|h| Some(self.flow_start(*h, self.flow_clocks.get(h)?)))
+                .min();
+            let increment = level.increment(dt);
+            self.r += match least {
+                Some(least) => increment.min((least - self.r).max(0)),
+                None => increment,
+            };
             return;
         }
         // Every seat counts in the demand, lingering in an idle flow too

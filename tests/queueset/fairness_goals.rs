@@ -693,19 +693,16 @@ fn print_table(scenarios: Vec<Scenario>) {
 /// of a point (mixed widths: 1.1% against 1.0%, both 3.13 of 3.17 seats).
 const MAX_MIN_SLACK: f64 = 0.001;
 
-/// Scenarios where `flow-maxmin` is known to be worse than `flow`, each
-/// still held to its goal (docs/flow-fairness.md, "`flow-maxmin` against
-/// `flow`"). 20 heavy + 180 light: light flows (0.5 s calls every 5 s)
-/// wait longer among backlogged heavy flows under `flow-maxmin`, whose R
-/// keeps pace with the heavy flows, than under `flow`, whose equal division
-/// lets R fall behind them, so that a light flow starting at R is served
-/// first. Measured 2026-11-27 over later windows, before issue 22's
-/// provisional guess as after: 40-80 s, `flow` 5.5% (3.8% after),
-/// `flow-maxmin` 12.5% (12.5%); in the enforced window (20-40 s) the
-/// heavy flows' debt from their first seats (G each, then 1 s) kept them
-/// behind the light ones until the guess's error was forgiven (2.6% both
-/// before; 2.6% and 4.4% after).
-const MAX_MIN_WORSE: &[&str] = &["180 light"];
+/// Scenarios where `flow-maxmin` is known to be worse than `flow` beyond
+/// the slack, each still held to its goal (docs/flow-fairness.md,
+/// "`flow-maxmin` against `flow`"). Mixed widths: 1.3% against 1.1% in the
+/// enforced window (30-60 s: the worst flow 3.126 seats of 3.167 against
+/// 3.133), the same 9.94 seats of 10 shared a little differently among
+/// the three busy flows, not a flow held back:
+/// over other windows `flow-maxmin` is 0.9% against 1.0% (60-120 s),
+/// 0.6% against 0.8% (120-240 s) and 0.7% against 0.6% (30-240 s),
+/// measured 2026-11-27 by `measured_windows`.
+const MAX_MIN_WORSE: &[&str] = &["mixed"];
 
 /// The switch: every scenario whose `enforce` is set must meet its goal
 /// under `flow` and `flow-maxmin`, and `flow-maxmin` be no worse than
@@ -785,4 +782,114 @@ fn the_max_min_shares_are_the_ones_worked_by_hand() {
     // rest share what is left equally.
     assert!(close(&fair_alloc(&[1.0, 5.0, 5.0], 7.0), &[1.0, 3.0, 3.0]));
     assert!(close(&fair_alloc(&[0.5, 0.5], 4.0), &[0.5, 0.5]));
+}
+
+/// The light flows' waits in 20 heavy + 180 light flows, per 10 s of the
+/// run, under `flow` and `flow-maxmin` (the queueset alone): `cargo test
+/// --release --test queueset fairness_goals::measured_light_waits --
+/// --ignored --nocapture`. A light flow calls every 5 s and is forgotten
+/// in between, so each call arrives as a new flow; its wait is its
+/// dispatch less its arrival (the end of its last call plus its think
+/// time). Also each flow's error from its max-min share over three
+/// windows (docs/flow-fairness.md, "`flow-maxmin` against `flow`").
+#[test]
+#[ignore = "measurement: the light flows' waits among heavy flows"]
+fn measured_light_waits() {
+    let s = scenarios()
+        .into_iter()
+        .find(|s| s.name.contains("180 light"))
+        .expect("the scenario");
+    let think = 9 * SEC / 2;
+    for policy in [Fairness::Flow, Fairness::FlowMaxMin] {
+        let cfg = QueueSetConfig {
+            fairness: policy,
+            ..s.cfg.clone()
+        };
+        let trace = simulate_queueset(&cfg, &s.clients, &RunOptions::until(100 * SEC));
+        eprintln!("{}:", policy.as_str());
+        let mut calls: Vec<Vec<(u64, u64)>> = vec![Vec::new(); s.clients.len()];
+        for sv in &trace.served {
+            calls[sv.client].push((sv.start, sv.exec_end));
+        }
+        calls.iter_mut().for_each(|c| c.sort_unstable());
+        for w in 0..10u64 {
+            let (a, b) = (w * 10 * SEC, (w + 1) * 10 * SEC);
+            let mut waits: Vec<u64> = calls
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 10 != 0)
+                .flat_map(|(_, c)| {
+                    c.windows(2).filter_map(|p| {
+                        let arrival = p[0].1 + think;
+                        (a..b).contains(&arrival).then(|| p[1].0 - arrival)
+                    })
+                })
+                .collect();
+            waits.sort_unstable();
+            let n = waits.len().max(1);
+            let ms = |x: u64| x as f64 / 1e6;
+            eprintln!(
+                "  {:>3}-{:<3} s: {} light calls, wait mean {:.1} ms, p50 {:.1}, p90 {:.1}, max {:.1}",
+                a / SEC,
+                b / SEC,
+                waits.len(),
+                ms(waits.iter().sum::<u64>()) / n as f64,
+                ms(waits.get(n / 2).copied().unwrap_or(0)),
+                ms(waits.get(n * 9 / 10).copied().unwrap_or(0)),
+                ms(waits.last().copied().unwrap_or(0))
+            );
+        }
+        let fair = s.fair();
+        for (a, b) in [(20, 40), (40, 80), (60, 100)] {
+            let seats = held_seats(&trace, s.clients.len(), a * SEC, b * SEC);
+            let worst = |light: bool| {
+                seats
+                    .iter()
+                    .zip(&fair)
+                    .enumerate()
+                    .filter(|(i, _)| (i % 10 != 0) == light)
+                    .map(|(_, (g, f))| (g - f).abs() / f)
+                    .fold(0.0, f64::max)
+            };
+            eprintln!(
+                "  {a}-{b} s: worst light flow {}, worst heavy flow {}",
+                pct(worst(true)),
+                pct(worst(false))
+            );
+        }
+    }
+}
+
+/// Each flow's seats under `flow` and `flow-maxmin` over another window:
+/// `FAIRNESS_ONLY=text FAIRNESS_WINDOW=from,to cargo test --release --test
+/// queueset fairness_goals::measured_windows -- --ignored --nocapture`
+/// (seconds; the run ends at `to`).
+#[test]
+#[ignore = "measurement: scenarios over other windows"]
+fn measured_windows() {
+    let only = std::env::var("FAIRNESS_ONLY").unwrap_or_default();
+    for mut s in scenarios().into_iter().filter(|s| s.name.contains(&only)) {
+        if let Some((a, b)) = std::env::var("FAIRNESS_WINDOW")
+            .ok()
+            .and_then(|w| {
+                w.split_once(',')
+                    .map(|(a, b)| (a.parse::<u64>(), b.parse::<u64>()))
+            })
+            .and_then(|p| Some((p.0.ok()?, p.1.ok()?)))
+        {
+            s.window = (a * SEC, b * SEC);
+        }
+        eprintln!("{} ({}-{} s)", s.name, s.window.0 / SEC, s.window.1 / SEC);
+        for p in [Fairness::Flow, Fairness::FlowMaxMin] {
+            let m = s.run(p);
+            eprintln!(
+                "  {}: {} (flow {}: {:.3} of {:.3})",
+                p.as_str(),
+                pct(m.error),
+                m.worst,
+                m.seats[m.worst],
+                s.fair()[m.worst]
+            );
+        }
+    }
 }

@@ -314,12 +314,42 @@ impl Core {
         let limit = self.cfg.concurrency_limit;
         let capacity = u64::from(limit).min(self.seats.in_use) as u32;
         match &self.water {
-            Some(water) => water.level(capacity).increment(dt),
+            Some(water) => {
+                let increment = water.level(capacity).increment(dt);
+                match self.least_waiting_start() {
+                    Some(least) => increment.min((least - self.r()).max(0)),
+                    None => increment,
+                }
+            }
             None => {
                 let demand = self.queues.executing_seats() + self.queues.waiting_seats();
                 r_increment(capacity, demand, self.order.active, dt)
             }
         }
+    }
+
+    /// The least virtual start `S_f` of a flow with requests waiting, if
+    /// any: under `flow-maxmin`, R advances at the water level but never
+    /// past it (as start-time fair queuing's virtual time is the least
+    /// start tag of a backlogged flow). The water level is the rate of the
+    /// flows above it, not where they are: after a transient (every flow
+    /// arriving at once) R ran ahead of the backlogged flows' starts and
+    /// kept pace with them, so a flow arriving at R (the entry rule's
+    /// anti-windup floor) was placed behind them, and a light flow's
+    /// request waited for most of a round of theirs (issue 22, "`flow-maxmin`
+    /// against `flow`"). O(log flows + waiting flows with requests in
+    /// flight, at most the seats in use), only while requests wait.
+    fn least_waiting_start(&self) -> Option<VTime> {
+        if self.order.ready.is_empty() {
+            return None;
+        }
+        let settled = self.order.settled.first().map(|&(base, _)| base);
+        self.order
+            .in_flight
+            .iter()
+            .filter_map(|h| self.order.flows.get(h)?.start())
+            .chain(settled)
+            .min()
     }
 
     // ----- accounting (whatever the policy, for flow-admitted requests) --------
