@@ -80,6 +80,7 @@ mod paths;
 #[doc(hidden)]
 pub mod reference;
 mod shards;
+mod standing;
 #[cfg(all(test, shuttle))]
 mod shuttle_tests;
 mod utilization;
@@ -257,6 +258,7 @@ impl QueueSet {
             next_seq: 0,
             folded: Vec::new(),
             completed: Default::default(),
+            standing: Default::default(),
         };
         let shards = Shards::new();
         let route = Shared::route_for(&dealer, cfg_fairness);
