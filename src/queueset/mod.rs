@@ -80,9 +80,9 @@ mod paths;
 #[doc(hidden)]
 pub mod reference;
 mod shards;
-mod standing;
 #[cfg(all(test, shuttle))]
 mod shuttle_tests;
+mod standing;
 mod utilization;
 pub mod vtime;
 mod wait;

@@ -109,6 +109,14 @@ mod loom_tests {
     use loom::sync::atomic::{AtomicU32, Ordering};
     use loom::sync::{Arc, Mutex};
     use loom::thread;
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+
+    /// Which protocols' lock holders skipped a fold (a sweep) in any
+    /// execution, one bit per [`Protocol`] (std's atomics: they outlive
+    /// loom's executions), so a model that passes is known to exercise
+    /// the skip.
+    static SKIPPED_FOLD: AtomicU8 = AtomicU8::new(0);
+    static SKIPPED_SWEEP: AtomicU8 = AtomicU8::new(0);
 
     /// Which protocol a model runs.
     #[derive(Clone, Copy, PartialEq, Debug)]
@@ -186,6 +194,7 @@ mod loom_tests {
         /// `Shared::merge`.
         fn merge(&self, h: &mut Holder) {
             if !h.standing.must_fold() {
+                SKIPPED_FOLD.fetch_or(1 << self.protocol as u8, Relaxed);
                 return;
             }
             let fenced = self.word.is_fenced();
@@ -276,16 +285,21 @@ mod loom_tests {
             level.arrival_that_runs();
             level.merge_then_enqueue();
             level.decide();
+            level.decide();
             t.join().unwrap();
             level.assert_settled();
         });
+        assert!(
+            SKIPPED_FOLD.load(Relaxed) & (1 << protocol as u8) != 0,
+            "no execution skipped a fold"
+        );
     }
 
-    /// A hot start and finish race three lock holders' operations: an
+    /// A hot start and finish race four lock holders' operations: an
     /// arrival that fences and lifts the fence, a merge with no fence that
-    /// then enqueues, and a decision behind the standing fence, which
-    /// folds or skips by the protocol: it never misses a request
-    /// (invariant 1).
+    /// then enqueues, and two decisions behind the standing fence, which
+    /// fold or skip by the protocol (the second skips): neither misses a
+    /// request (invariant 1).
     #[test]
     fn a_skipped_fold_misses_no_request() {
         ledgers_against_the_lock_holder(Protocol::Correct);
@@ -309,8 +323,8 @@ mod loom_tests {
     }
 
     /// The budgets' side: a level of 4 seats, budgets of one seat, and
-    /// slow-path arrivals of 3 seats that run (and finish) at once when
-    /// they fit, or wait for a finisher's dispatch.
+    /// slow-path arrivals of all 4 seats that run (and finish) at once
+    /// when they fit, or wait for a finisher's dispatch.
     struct Budgets {
         word: AdmissionWord,
         budgets: [SeatBudget; 2],
@@ -320,7 +334,7 @@ mod loom_tests {
         protocol: Protocol,
     }
 
-    const WANT: u32 = 3;
+    const WANT: u32 = 4;
 
     impl Budgets {
         fn new(protocol: Protocol) -> Arc<Budgets> {
@@ -384,6 +398,8 @@ mod loom_tests {
                     b.sweep(&self.word);
                 }
                 h.0.swept();
+            } else {
+                SKIPPED_SWEEP.fetch_or(1 << self.protocol as u8, Relaxed);
             }
             h.1 += 1;
             self.serve(&mut h);
@@ -407,29 +423,29 @@ mod loom_tests {
     fn budgets_against_two_arrivals(protocol: Protocol) {
         loom::model(move || {
             let level = Budgets::new(protocol);
-            // Shard 1 holds a seat and parks another.
-            assert!(level.start(1));
-            let l0 = level.clone();
-            let t0 = thread::spawn(move || {
-                if l0.start(0) {
-                    l0.finish(0);
+            let l = level.clone();
+            // A budget draw (one seat held, one parked) and a return.
+            let t = thread::spawn(move || {
+                if l.start(0) {
+                    l.finish(0);
                 }
             });
-            let l1 = level.clone();
-            let t1 = thread::spawn(move || l1.finish(1));
             level.arrive();
             level.arrive();
-            t0.join().unwrap();
-            t1.join().unwrap();
+            t.join().unwrap();
             level.assert_settled();
         });
+        assert!(
+            SKIPPED_SWEEP.load(Relaxed) & (1 << protocol as u8) != 0,
+            "no execution skipped a sweep"
+        );
     }
 
-    /// Two arrivals of 3 seats race a refill and return on shard 0 and a
-    /// finish on shard 1; the second sweeps, or skips the sweep because
-    /// the fence stood since the first's: the limit holds at every step,
-    /// neither arrival starves behind parked seats, no seat is lost
-    /// (invariant 2).
+    /// Two arrivals of 4 seats race a budget draw and return on shard 0;
+    /// the second sweeps, or skips the sweep because the fence stood since
+    /// the first's (the first waits behind the drawn seat): the limit holds
+    /// at every step, neither arrival starves behind parked seats, no seat
+    /// is lost (invariant 2).
     #[test]
     fn a_skipped_sweep_starves_no_arrival() {
         budgets_against_two_arrivals(Protocol::Correct);
