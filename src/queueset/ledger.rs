@@ -165,6 +165,14 @@ impl<E: Copy, C: Default> Ledger<E, C> {
         take(&mut st.completed);
     }
 
+    /// Whether the ledger holds nothing to fold: no open slot, and sums
+    /// that `empty` says are empty (the debug check behind a skipped fold,
+    /// src/queueset/standing.rs, invariant 1).
+    pub(crate) fn is_settled(&self, empty: impl FnOnce(&C) -> bool) -> bool {
+        let st = lock(&self.state);
+        st.open == 0 && empty(&st.completed)
+    }
+
     /// Open slots now.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn open_count(&self) -> usize {

@@ -82,6 +82,7 @@ pub mod reference;
 mod shards;
 #[cfg(all(test, shuttle))]
 mod shuttle_tests;
+mod standing;
 mod utilization;
 pub mod vtime;
 mod wait;
@@ -257,6 +258,7 @@ impl QueueSet {
             next_seq: 0,
             folded: Vec::new(),
             completed: Default::default(),
+            standing: Default::default(),
         };
         let shards = Shards::new();
         let route = Shared::route_for(&dealer, cfg_fairness);

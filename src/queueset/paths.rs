@@ -11,6 +11,7 @@ use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{Completed, Core, Entry, FLOW_QUEUE, NO_QUEUE};
 use super::held::Held;
 use super::shards::Shards;
+use super::standing::Standing;
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{Clock, Instant, Timer};
@@ -53,6 +54,10 @@ pub(super) struct Locked {
     /// merges so a merge does not allocate.
     pub(super) folded: Vec<(Instant, u32, u64, Entry)>,
     pub(super) completed: Completed,
+    /// What the shards are known to hold while the fence stands
+    /// (src/queueset/standing.rs): a saturated level's merges and
+    /// reclaims skip them.
+    pub(super) standing: Standing,
 }
 
 impl Shared {
@@ -163,7 +168,7 @@ impl Shared {
     /// lists of waiters, not the counts that may be half-updated.
     pub(super) fn fail(&self, st: &mut Locked) {
         self.word.set_failed();
-        self.word.clear_slow();
+        self.clear_slow(st);
         let waiters = st.core.queues.drain_waiting_of_failed_level();
         let now = self.clock.now();
         for w in waiters {
@@ -200,13 +205,27 @@ impl Shared {
     /// Fold every shard's ledger into the core at `at` (the lock holder;
     /// see `Core::merge_ledgers`). A decision sets the fence first, so
     /// that no request executes unseen by it (the ledger's invariant 2).
+    /// While the fence has stood since a fenced merge, every ledger is
+    /// empty and none is touched (src/queueset/standing.rs, invariant 1).
     pub(super) fn merge(&self, st: &mut Locked, at: Instant) {
         let Locked {
             core,
             folded,
             completed,
+            standing,
             ..
         } = st;
+        if !standing.must_fold() {
+            debug_assert!(
+                self.shards
+                    .iter()
+                    .all(|shard| shard.ledger.is_settled(|sums| sums.requests == 0)),
+                "a fold skipped while a ledger held a request (standing.rs, invariant 1)"
+            );
+            return;
+        }
+        // Read before the first fold (standing.rs, invariant 1).
+        let fenced = self.word.is_fenced();
         folded.clear();
         for (i, shard) in self.shards.iter().enumerate() {
             shard.ledger.fold_into(
@@ -214,6 +233,7 @@ impl Shared {
                 |sums| completed.absorb(sums),
             );
         }
+        standing.folded(fenced);
         if core.merge_ledgers(at, folded, completed) {
             core.observe_demand();
         }
@@ -228,7 +248,7 @@ impl Shared {
         // sit parked in a budget (src/queueset/budget.rs, invariant 3), and
         // it sees every executing request: the fence goes up before the
         // ledgers are folded (the ledger's invariant 2).
-        self.reclaim();
+        self.reclaim(&mut st);
         let now = self.clock.now();
         self.merge(&mut st, now);
         #[cfg(shuttle)]
@@ -240,7 +260,7 @@ impl Shared {
             // A level that does not queue: the same one-CAS admission as
             // the hot path, with Kubernetes' rule for too-wide requests.
             let admitted = self.word.try_take(seats, seats, st.core.lingering_seats());
-            self.unfence(&st);
+            self.unfence(&mut st);
             if !admitted {
                 st.core
                     .reject_at_once(tag, RejectReason::ConcurrencyLimit, seats);
@@ -282,7 +302,7 @@ impl Shared {
                 self.settle_and_unlock(st);
             } else {
                 // A full queue: requests wait, so SLOW stays set.
-                self.unfence(&st);
+                self.unfence(&mut st);
             }
             return RawAdmission::Rejected(RejectReason::QueueFull);
         }
@@ -329,17 +349,30 @@ impl Shared {
     /// draws seats from now on, then sweep every budget back to the word.
     /// `SLOW` is cleared again when the holder settles with nothing waiting
     /// ([`Shared::settle`] or [`Shared::unfence`]). Why `SLOW` and not a
-    /// bit of its own: src/queueset/budget.rs.
-    pub(super) fn reclaim(&self) {
+    /// bit of its own: src/queueset/budget.rs. While the fence has stood
+    /// since the last sweep, the budgets hold nothing a decision must see
+    /// and none is touched (src/queueset/standing.rs, invariant 2).
+    pub(super) fn reclaim(&self, st: &mut Locked) {
+        if !st.standing.must_sweep() {
+            return;
+        }
         self.word.set_slow();
         self.shards.sweep(&self.word);
+        st.standing.swept();
+    }
+
+    /// Lift the fence (`SLOW`), and forget what it kept in the shards
+    /// (src/queueset/standing.rs): the one way the lock holder clears it.
+    pub(super) fn clear_slow(&self, st: &mut Locked) {
+        self.word.clear_slow();
+        st.standing.fence_lifted();
     }
 
     /// The end of a decision that does not settle: lift the reclaim fence
     /// if nothing waits (invariant 1 of the word keeps `SLOW` otherwise).
-    pub(super) fn unfence(&self, st: &Locked) {
+    pub(super) fn unfence(&self, st: &mut Locked) {
         if st.core.requests_waiting() == 0 {
-            self.word.clear_slow();
+            self.clear_slow(st);
         }
     }
 
@@ -364,7 +397,7 @@ impl Shared {
         }
         st.core.observe_demand();
         if st.core.requests_waiting() == 0 {
-            self.word.clear_slow();
+            self.clear_slow(st);
         }
         let next = st.core.next_timer();
         if let Some(timer) = &st.timer {
@@ -500,7 +533,7 @@ impl Shared {
         // A limit change with seats parked in budgets: they go back first,
         // so the new limit and batch apply to the seats requests hold; and
         // every executing request is folded into the core first.
-        self.reclaim();
+        self.reclaim(&mut st);
         self.merge(&mut st, now);
         st.core.sync(now);
         let limit = cfg.concurrency_limit;

@@ -29,7 +29,10 @@
 //! 2. **A decision sees every executing request**: a decision fences
 //!    (`SLOW`, an RMW on the admission word) before it folds every shard,
 //!    and a start re-reads the word after pushing its slot, both under the
-//!    shard's mutex (the ledger's invariant 2).
+//!    shard's mutex (the ledger's invariant 2). While the fence has stood
+//!    since a fold that read it set, the ledgers are empty and the lock
+//!    holder skips the fold (src/queueset/standing.rs), as it skips the
+//!    budgets' sweep.
 //! 3. **The admission word stays the one authority on seats**: the
 //!    ledgers only tell the core, at a merge, which requests execute and
 //!    what finished ones added up to, for fair-queuing accounting and
