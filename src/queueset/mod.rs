@@ -310,7 +310,15 @@ impl QueueSet {
     /// owned form.
     #[inline]
     pub fn start(&self, request: &Request) -> Admission<'_> {
-        match self.admit(request) {
+        // The hot path builds the guard straight from the held request
+        // (one move of it fewer than through `RawAdmission`).
+        if let Some(held) = self.shared.try_fast_start(request, 0) {
+            return Admission::Execute(Guard {
+                qs: self,
+                exec: Some(Execution { held }),
+            });
+        }
+        match self.shared.slow_start(request, 0) {
             RawAdmission::Execute(exec) => Admission::Execute(Guard {
                 qs: self,
                 exec: Some(exec),
@@ -351,13 +359,17 @@ impl QueueSet {
     /// time) must not hold the final seats beyond their real latency.
     pub fn finish_execution(&self, exec: Execution, end: Instant) {
         let end = end.min(self.shared.clock.now());
-        self.finish_execution_now(exec, end);
+        self.finish_execution_now(&exec, end);
     }
 
-    /// Finish at `now`, a time just read from this queueset's clock.
-    fn finish_execution_now(&self, exec: Execution, now: Instant) {
+    /// Finish at `now`, a time just read from this queueset's clock. By
+    /// reference: the held request is read where it lies (a guard's, or
+    /// the caller's), not moved down the finish. The caller gives up the
+    /// execution afterwards (it is finished exactly once).
+    #[inline]
+    fn finish_execution_now(&self, exec: &Execution, now: Instant) {
         let end = now.max(exec.held.start);
-        self.shared.finish(exec.held, end);
+        self.shared.finish(&exec.held, end);
     }
 
     /// Give back `seats` of an executing request's seats now, while it
@@ -411,7 +423,7 @@ impl QueueSet {
         match waiting.slot.try_take(None) {
             Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
             Some(SlotState::Dispatched(held)) => {
-                self.finish_execution_now(Execution { held }, self.shared.clock.now());
+                self.finish_execution_now(&Execution { held }, self.shared.clock.now());
                 false
             }
             _ => false,

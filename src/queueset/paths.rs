@@ -381,7 +381,7 @@ impl Shared {
     /// whose slot is still open in its shard's ledger (and whose seats do
     /// not linger) closes it and gives its seats to the finishing thread's
     /// budget, with no lock; any other finishes through the core.
-    pub(super) fn finish(&self, held: Held, end: Instant) {
+    pub(super) fn finish(&self, held: &Held, end: Instant) {
         if let Some(ticket) = held.ticket {
             if held.estimate.additional_latency.is_zero() {
                 let closed = self
@@ -399,7 +399,7 @@ impl Shared {
                 }
             }
         }
-        self.slow_finish(&held, end);
+        self.slow_finish(held, end);
     }
 
     pub(super) fn slow_finish(&self, held: &Held, end: Instant) {
