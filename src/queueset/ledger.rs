@@ -68,10 +68,17 @@ pub(crate) struct LedgerTicket {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Folded;
 
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
 #[derive(Debug)]
 enum Slot<E> {
     Free {
         generation: u32,
+        /// The next free slot ([`NO_SLOT`]: none): the free list runs
+        /// through the free slots themselves, so opening and closing a
+        /// slot touches no second vector.
+        next: u32,
     },
     Open {
         generation: u32,
@@ -85,7 +92,8 @@ enum Slot<E> {
 #[derive(Debug)]
 struct State<E, C> {
     slots: Vec<Slot<E>>,
-    free: Vec<u32>,
+    /// The most recently freed slot, the head of the free list.
+    free: u32,
     open: usize,
     next_seq: u64,
     completed: C,
@@ -102,7 +110,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
         Ledger {
             state: Mutex::new(State {
                 slots: Vec::new(),
-                free: Vec::new(),
+                free: NO_SLOT,
                 open: 0,
                 next_seq: 0,
                 completed: C::default(),
@@ -129,12 +137,14 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     pub(crate) fn close(
         &self,
         ticket: LedgerTicket,
-        complete: impl FnOnce(&mut C, u64, E),
+        complete: impl FnOnce(&mut C, u64, &E),
     ) -> Result<(), Folded> {
-        let mut st = lock(&self.state);
-        let (seq, entry) = st.open_entry(ticket).ok_or(Folded)?;
-        st.free_slot(ticket.slot);
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        // The entry is read where it lies, then its slot freed.
+        let (seq, entry) = State::<E, C>::open_entry(&st.slots, ticket).ok_or(Folded)?;
         complete(&mut st.completed, seq, entry);
+        st.free_slot(ticket.slot);
         Ok(())
     }
 
@@ -174,15 +184,19 @@ impl<E: Copy, C: Default> Ledger<E, C> {
 
 impl<E: Copy, C> State<E, C> {
     fn push(&mut self, entry: E) -> LedgerTicket {
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                self.slots.push(Slot::Free { generation: 0 });
-                (self.slots.len() - 1) as u32
-            }
-        };
+        if self.free == NO_SLOT {
+            self.slots.push(Slot::Free {
+                generation: 0,
+                next: NO_SLOT,
+            });
+            self.free = (self.slots.len() - 1) as u32;
+        }
+        let slot = self.free;
         let generation = match self.slots[slot as usize] {
-            Slot::Free { generation } => generation.wrapping_add(1),
+            Slot::Free { generation, next } => {
+                self.free = next;
+                generation.wrapping_add(1)
+            }
             Slot::Open { .. } => unreachable!("a free-listed slot is free"),
         };
         let seq = self.next_seq;
@@ -196,21 +210,24 @@ impl<E: Copy, C> State<E, C> {
         LedgerTicket { slot, generation }
     }
 
-    fn open_entry(&self, ticket: LedgerTicket) -> Option<(u64, E)> {
-        match self.slots.get(ticket.slot as usize)? {
+    fn open_entry(slots: &[Slot<E>], ticket: LedgerTicket) -> Option<(u64, &E)> {
+        match slots.get(ticket.slot as usize)? {
             Slot::Open {
                 generation,
                 seq,
                 entry,
-            } if *generation == ticket.generation => Some((*seq, *entry)),
+            } if *generation == ticket.generation => Some((*seq, entry)),
             _ => None,
         }
     }
 
     fn free_slot(&mut self, slot: u32) {
         if let Slot::Open { generation, .. } = self.slots[slot as usize] {
-            self.slots[slot as usize] = Slot::Free { generation };
-            self.free.push(slot);
+            self.slots[slot as usize] = Slot::Free {
+                generation,
+                next: self.free,
+            };
+            self.free = slot;
             self.open -= 1;
         }
     }
@@ -226,9 +243,9 @@ mod tests {
         seats: u64,
     }
 
-    fn add(c: &mut Sums, _seq: u64, seats: u32) {
+    fn add(c: &mut Sums, _seq: u64, seats: &u32) {
         c.requests += 1;
-        c.seats += u64::from(seats);
+        c.seats += u64::from(*seats);
     }
 
     #[test]
@@ -288,12 +305,16 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     fn close_in_two_steps(
         &self,
         ticket: LedgerTicket,
-        complete: impl FnOnce(&mut C, u64, E),
+        complete: impl FnOnce(&mut C, u64, &E),
     ) -> Result<(), Folded> {
-        let (seq, entry) = lock(&self.state).open_entry(ticket).ok_or(Folded)?;
+        let (seq, entry) = {
+            let st = lock(&self.state);
+            let (seq, entry) = State::<E, C>::open_entry(&st.slots, ticket).ok_or(Folded)?;
+            (seq, *entry)
+        };
         let mut st = lock(&self.state);
         st.free_slot(ticket.slot);
-        complete(&mut st.completed, seq, entry);
+        complete(&mut st.completed, seq, &entry);
         Ok(())
     }
 }

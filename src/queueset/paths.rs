@@ -388,7 +388,7 @@ impl Shared {
                     .shards
                     .get(held.shard)
                     .ledger
-                    .close(ticket, |sums, seq, e| sums.add(&e, held.shard, seq, end));
+                    .close(ticket, |sums, seq, e| sums.add(e, held.shard, seq, end));
                 if closed.is_ok() {
                     // Closed before the seats are free: a merge that sees
                     // them free (after a fence) sees the request finished.
