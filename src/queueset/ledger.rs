@@ -55,7 +55,7 @@
 //! `AcqRel` RMW and the re-read its `Acquire` load
 //! ([`AdmissionWord::is_fenced`](super::admission::AdmissionWord::is_fenced)).
 
-use crate::sync::{lock, Mutex};
+use crate::sync::PlainMutex;
 
 /// Where an open request's slot is (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,13 +102,13 @@ struct State<E, C> {
 /// One shard's ledger: open slots of entries `E` and completed sums `C`.
 #[derive(Debug)]
 pub(crate) struct Ledger<E, C> {
-    state: Mutex<State<E, C>>,
+    state: PlainMutex<State<E, C>>,
 }
 
 impl<E: Copy, C: Default> Ledger<E, C> {
     pub(crate) fn new() -> Ledger<E, C> {
         Ledger {
-            state: Mutex::new(State {
+            state: PlainMutex::new(State {
                 slots: Vec::new(),
                 free: NO_SLOT,
                 open: 0,
@@ -121,8 +121,9 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// A hot start: open a slot for `entry`, then re-read the word
     /// (`fenced`); if fenced, the slot is withdrawn and None returned: the
     /// caller gives its seats back and takes the slow path.
+    #[inline]
     pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<LedgerTicket> {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         let ticket = st.push(entry);
         if fenced() {
             st.free_slot(ticket.slot);
@@ -134,12 +135,13 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// A hot finish: close the ticket's slot and add its completion (with
     /// its start number on this shard) to the sums, or report that a fold
     /// took it.
+    #[inline]
     pub(crate) fn close(
         &self,
         ticket: LedgerTicket,
         complete: impl FnOnce(&mut C, u64, &E),
     ) -> Result<(), Folded> {
-        let mut guard = lock(&self.state);
+        let mut guard = self.state.lock();
         let st = &mut *guard;
         // The entry is read where it lies, then its slot freed.
         let (seq, entry) = State::<E, C>::open_entry(&st.slots, ticket).ok_or(Folded)?;
@@ -163,7 +165,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// what it needs and leaves them restarted), so that the shard keeps
     /// what the sums allocated.
     pub(crate) fn fold_into(&self, mut fold: impl FnMut(u64, E), take: impl FnOnce(&mut C)) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if st.open > 0 {
             for i in 0..st.slots.len() {
                 if let Slot::Open { entry, seq, .. } = st.slots[i] {
@@ -178,7 +180,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// Open slots now.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn open_count(&self) -> usize {
-        lock(&self.state).open
+        self.state.lock().open
     }
 }
 
@@ -308,11 +310,11 @@ impl<E: Copy, C: Default> Ledger<E, C> {
         complete: impl FnOnce(&mut C, u64, &E),
     ) -> Result<(), Folded> {
         let (seq, entry) = {
-            let st = lock(&self.state);
+            let st = self.state.lock();
             let (seq, entry) = State::<E, C>::open_entry(&st.slots, ticket).ok_or(Folded)?;
             (seq, *entry)
         };
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         st.free_slot(ticket.slot);
         complete(&mut st.completed, seq, &entry);
         Ok(())
