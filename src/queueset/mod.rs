@@ -97,12 +97,12 @@ pub use guard::{Guard, Ticket};
 use self::admission::AdmissionWord;
 use self::core::Core;
 use self::held::Held;
-use self::paths::{Locked, Routing, Shared};
-use self::shards::Shards;
+use self::paths::{Locked, Shared};
+use self::shards::{Placement, Shards};
 use self::wait::{SlotState, WaitSlot};
 use crate::clock::{Clock, Instant};
 use crate::stats::{ReadWriteHandle, SeatDemandHandle, TagStats, Utilization};
-use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -258,21 +258,15 @@ impl QueueSet {
             folded: Vec::new(),
             completed: Default::default(),
         };
-        let shards = Shards::new();
-        let route = Shared::route_for(&dealer, cfg_fairness);
+        let shards = Shards::new(&Placement::of(&dealer, cfg_fairness));
         let shared = Arc::new(Shared {
             word: AdmissionWord::new(limit, budget::batch_for(limit, shards.len())),
             enqueues: CachePadded::new(AtomicU64::new(0)),
             shards,
-            routing: ArcCell::new(Arc::new(Routing {
-                dealer,
-                fairness: cfg_fairness,
-            })),
             locked: Mutex::new(locked),
             failed: AtomicBool::new(false),
             clock: clock.clone(),
         });
-        shared.word.set_route(route);
         let for_timer = shared.clone();
         // Registering the timer may start the clock's timer thread: do it
         // before taking the level lock, never under it.
