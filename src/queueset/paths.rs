@@ -344,20 +344,20 @@ impl Shared {
     /// Finish a held request at `end`: only the seats it still holds (its
     /// estimate's, less any it released early) are given back. A request
     /// whose slot is still open in its shard's ledger (and whose seats do
-    /// not linger) closes it and gives its seats to the finishing thread's
-    /// budget, with no lock; any other finishes through the core.
+    /// not linger) closes it and gives its seats to that shard's budget
+    /// (whose line the close just wrote, whichever thread finishes), with
+    /// no level lock; any other finishes through the core.
     pub(super) fn finish(&self, held: &Held, end: Instant) {
         if let Some(ticket) = held.ticket {
             if held.estimate.additional_latency.is_zero() {
-                let closed = self
-                    .shards
-                    .get(held.shard)
+                let shard = self.shards.get(held.shard);
+                let closed = shard
                     .ledger
                     .close(ticket, |sums, seq, e| sums.add(e, held.shard, seq, end));
                 if closed.is_ok() {
                     // Closed before the seats are free: a merge that sees
                     // them free (after a fence) sees the request finished.
-                    if self.shards.mine().1.budget.give(&self.word, held.seats()) {
+                    if shard.budget.give(&self.word, held.seats()) {
                         self.dispatch_waiting();
                     }
                     return;

@@ -9,8 +9,8 @@
 //!   the shard and the slot's ticket), from whichever thread finishes.
 //! - `budget` (src/queueset/budget.rs): seats drawn from the level's
 //!   admission word in batches, so a hot start and finish do not write
-//!   the word's line.
-//!
+//!   the word's line. A finish gives its seats to the budget of its
+//!   start's shard, whose ledger it closes.
 //! - the ledger's context, the shard's [`Placement`]: how a start places
 //!   its request (the level's policy, and its dealer under Kubernetes'
 //!   policy), read under the ledger's mutex.
