@@ -124,7 +124,8 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// A hot start of a ready-made entry ([`Ledger::open_with`]).
     #[cfg(test)]
     pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<LedgerTicket> {
-        self.open_with(|_| (entry, ()), fenced).map(|(ticket, ())| ticket)
+        self.open_with(|_| (entry, ()), fenced)
+            .map(|(ticket, ())| ticket)
     }
 }
 
