@@ -79,6 +79,42 @@ mod imp {
 
 pub use imp::*;
 
+/// A mutex without poisoning, for the short critical sections of the hot
+/// path (a shard's ledger, src/queueset/ledger.rs): parking_lot's
+/// normally, whose uncontended lock and unlock are one compare-and-swap
+/// each, without std's poison bookkeeping (a `panicking()` check on each);
+/// loom's and shuttle's mutex under their cfgs, so their models see every
+/// interleaving around it. Code under it must not panic half-way through
+/// an update (nothing would mark the data): the ledger's does not.
+#[cfg(not(any(loom, shuttle)))]
+#[derive(Debug, Default)]
+pub struct PlainMutex<T>(parking_lot::Mutex<T>);
+
+#[cfg(not(any(loom, shuttle)))]
+impl<T> PlainMutex<T> {
+    pub fn new(value: T) -> Self {
+        PlainMutex(parking_lot::Mutex::new(value))
+    }
+    #[inline]
+    pub fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.0.lock()
+    }
+}
+
+#[cfg(any(loom, shuttle))]
+#[derive(Debug, Default)]
+pub struct PlainMutex<T>(Mutex<T>);
+
+#[cfg(any(loom, shuttle))]
+impl<T> PlainMutex<T> {
+    pub fn new(value: T) -> Self {
+        PlainMutex(Mutex::new(value))
+    }
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        lock(&self.0)
+    }
+}
+
 /// Lock a mutex, recovering the data if a panicking thread poisoned it.
 ///
 /// Every structure guarded here restores its invariants before any code that

@@ -134,24 +134,13 @@ fn room_for(in_use: u64, limit: u64, seats: u64, lingering: u64) -> bool {
 /// The admission word (see the module documentation for its protocol).
 pub(crate) struct AdmissionWord(CachePadded<Line>);
 
-/// The word's cache line: the word, and beside it the seat budgets' batch
-/// and the hot path's route, which every hot start reads with it (and
-/// which change only with the configuration, under the level lock).
+/// The word's cache line: the word, and beside it the seat budgets' batch,
+/// which every hot start reads with it (and which changes only with the
+/// configuration, under the level lock). How a start places its request
+/// is its shard's (src/queueset/shards.rs, `Placement`).
 struct Line {
     word: AtomicU64,
     batch: AtomicU32,
-    route: AtomicU32,
-}
-
-/// How the hot path places a request ([`AdmissionWord::route`]): the
-/// level does not queue, or queues under a flow policy (the queue is
-/// chosen at the merge), or deals the flow's card (Kubernetes' policy:
-/// the dealer is read from the routing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    NoQueue = 0,
-    Flow = 1,
-    Deal = 2,
 }
 
 impl AdmissionWord {
@@ -161,27 +150,7 @@ impl AdmissionWord {
         AdmissionWord(CachePadded::new(Line {
             word: AtomicU64::new((u64::from(limit) << LIMIT_SHIFT) & LIMIT_MASK),
             batch: AtomicU32::new(batch),
-            route: AtomicU32::new(Route::NoQueue as u32),
         }))
-    }
-
-    /// How the hot path places a request. Relaxed: a stale route places
-    /// a request as the configuration before the change did, which the
-    /// merge accounts as it accounts a request that started just before it
-    /// (a card from the old dealer, a flow's queue chosen at the merge, or
-    /// no queue).
-    #[inline]
-    pub(crate) fn route(&self) -> Route {
-        match self.0.route.load(Ordering::Relaxed) {
-            1 => Route::Flow,
-            2 => Route::Deal,
-            _ => Route::NoQueue,
-        }
-    }
-
-    /// A new route (with a new configuration). Lock holder only.
-    pub(crate) fn set_route(&self, route: Route) {
-        self.0.route.store(route as u32, Ordering::Relaxed);
     }
 
     /// The seat budgets' batch `B` (0: budgets off).

@@ -22,7 +22,8 @@
 //!   `B`; if that fails, the exact take of `seats` alone. Requests wider
 //!   than `B` always take the exact path.
 //! - **Hot finish** ([`SeatBudget::give`]): if the word shows neither
-//!   `SLOW` nor `FAILED`, add the seats to the finishing thread's budget,
+//!   `SLOW` nor `FAILED`, add the seats to the budget of the shard the
+//!   request started on (whose ledger line the finish writes anyway),
 //!   give back to the word whatever exceeds `2·B`, then re-read the word; if
 //!   `SLOW` or `FAILED` is set now, swap the budget to 0 and give those
 //!   seats to the word (dispatching if `SLOW`).

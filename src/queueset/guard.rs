@@ -81,7 +81,10 @@ impl Guard<'_> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        if let Some(exec) = self.exec.take() {
+        // Finished in place, by reference: the guard is going away, so
+        // its execution is given up here (no `take`, which would move the
+        // held request out first).
+        if let Some(exec) = &self.exec {
             let now = self.qs.shared.clock.now();
             self.qs.finish_execution_now(exec, now);
         }

@@ -20,11 +20,17 @@
 //! Every operation below runs under the ledger's mutex (one per shard,
 //! uncontended while each shard has one busy thread; the lock holder takes
 //! it once per merge):
-//! - **open** (a hot start, after it took its seats): push the slot, then,
-//!   still under the mutex, re-read the admission word; if it is fenced
-//!   (`SLOW`: requests wait, or a decision is being taken), withdraw the
-//!   slot and report it: the caller gives its seats back and takes the
-//!   slow path.
+//! - **open** (a hot start, after it took its seats): build the entry
+//!   from the shard's context (its placement: the level's policy and
+//!   dealer), push the slot, then, still under the mutex, re-read the
+//!   admission word; if it is fenced (`SLOW`: requests wait, or a
+//!   decision is being taken), withdraw the slot and report it: the
+//!   caller gives its seats back and takes the slow path.
+//! - **set context** (the level lock's holder, reconfiguring: after the
+//!   fence and the fold, before the fence is lifted): any start that
+//!   builds from the old context was pushed before the fold (and is
+//!   folded under the old configuration) or re-reads the fence and
+//!   withdraws; starts after the lifting build from the new one.
 //! - **close** (a hot finish): if the ticket's slot is open with the
 //!   ticket's generation, free it and add the request's completion to the
 //!   sums; otherwise it was folded, and the caller finishes the request
@@ -55,7 +61,7 @@
 //! `AcqRel` RMW and the re-read its `Acquire` load
 //! ([`AdmissionWord::is_fenced`](super::admission::AdmissionWord::is_fenced)).
 
-use crate::sync::{lock, Mutex};
+use crate::sync::PlainMutex;
 
 /// Where an open request's slot is (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,10 +74,17 @@ pub(crate) struct LedgerTicket {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Folded;
 
+/// The end of the free list.
+const NO_SLOT: u32 = u32::MAX;
+
 #[derive(Debug)]
 enum Slot<E> {
     Free {
         generation: u32,
+        /// The next free slot ([`NO_SLOT`]: none): the free list runs
+        /// through the free slots themselves, so opening and closing a
+        /// slot touches no second vector.
+        next: u32,
     },
     Open {
         generation: u32,
@@ -83,26 +96,46 @@ enum Slot<E> {
 }
 
 #[derive(Debug)]
-struct State<E, C> {
+struct State<E, C, X> {
+    /// What a start reads to build its entry (the shard's placement),
+    /// changed only by the level lock's holder with the fence up.
+    context: X,
     slots: Vec<Slot<E>>,
-    free: Vec<u32>,
+    /// The most recently freed slot, the head of the free list.
+    free: u32,
     open: usize,
     next_seq: u64,
     completed: C,
 }
 
-/// One shard's ledger: open slots of entries `E` and completed sums `C`.
+/// One shard's ledger: open slots of entries `E`, completed sums `C`,
+/// and the context `X` a start builds its entry from.
 #[derive(Debug)]
-pub(crate) struct Ledger<E, C> {
-    state: Mutex<State<E, C>>,
+pub(crate) struct Ledger<E, C, X = ()> {
+    state: PlainMutex<State<E, C, X>>,
 }
 
 impl<E: Copy, C: Default> Ledger<E, C> {
+    #[cfg(test)]
     pub(crate) fn new() -> Ledger<E, C> {
+        Ledger::with_context(())
+    }
+
+    /// A hot start of a ready-made entry ([`Ledger::open_with`]).
+    #[cfg(test)]
+    pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<LedgerTicket> {
+        self.open_with(|_| (entry, ()), fenced)
+            .map(|(ticket, ())| ticket)
+    }
+}
+
+impl<E: Copy, C: Default, X> Ledger<E, C, X> {
+    pub(crate) fn with_context(context: X) -> Ledger<E, C, X> {
         Ledger {
-            state: Mutex::new(State {
+            state: PlainMutex::new(State {
+                context,
                 slots: Vec::new(),
-                free: Vec::new(),
+                free: NO_SLOT,
                 open: 0,
                 next_seq: 0,
                 completed: C::default(),
@@ -110,31 +143,50 @@ impl<E: Copy, C: Default> Ledger<E, C> {
         }
     }
 
-    /// A hot start: open a slot for `entry`, then re-read the word
+    /// A hot start: build the entry from the context (and what else the
+    /// caller wants back, `R`), open a slot for it, then re-read the word
     /// (`fenced`); if fenced, the slot is withdrawn and None returned: the
-    /// caller gives its seats back and takes the slow path.
-    pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<LedgerTicket> {
-        let mut st = lock(&self.state);
+    /// caller gives its seats back and takes the slow path. The context is
+    /// read under the mutex, so an entry is built from the context of the
+    /// configuration it is folded under (the lock holder changes it only
+    /// between a fold and the fence's lifting).
+    #[inline]
+    pub(crate) fn open_with<R>(
+        &self,
+        build: impl FnOnce(&X) -> (E, R),
+        fenced: impl FnOnce() -> bool,
+    ) -> Option<(LedgerTicket, R)> {
+        let mut st = self.state.lock();
+        let (entry, back) = build(&st.context);
         let ticket = st.push(entry);
         if fenced() {
             st.free_slot(ticket.slot);
             return None;
         }
-        Some(ticket)
+        Some((ticket, back))
+    }
+
+    /// A new context (the level lock's holder, with the fence up and every
+    /// open slot folded: see the module documentation).
+    pub(crate) fn set_context(&self, context: X) {
+        self.state.lock().context = context;
     }
 
     /// A hot finish: close the ticket's slot and add its completion (with
     /// its start number on this shard) to the sums, or report that a fold
     /// took it.
+    #[inline]
     pub(crate) fn close(
         &self,
         ticket: LedgerTicket,
-        complete: impl FnOnce(&mut C, u64, E),
+        complete: impl FnOnce(&mut C, u64, &E),
     ) -> Result<(), Folded> {
-        let mut st = lock(&self.state);
-        let (seq, entry) = st.open_entry(ticket).ok_or(Folded)?;
-        st.free_slot(ticket.slot);
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
+        // The entry is read where it lies, then its slot freed.
+        let (seq, entry) = State::<E, C, X>::open_entry(&st.slots, ticket).ok_or(Folded)?;
         complete(&mut st.completed, seq, entry);
+        st.free_slot(ticket.slot);
         Ok(())
     }
 
@@ -153,7 +205,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// what it needs and leaves them restarted), so that the shard keeps
     /// what the sums allocated.
     pub(crate) fn fold_into(&self, mut fold: impl FnMut(u64, E), take: impl FnOnce(&mut C)) {
-        let mut st = lock(&self.state);
+        let mut st = self.state.lock();
         if st.open > 0 {
             for i in 0..st.slots.len() {
                 if let Slot::Open { entry, seq, .. } = st.slots[i] {
@@ -169,28 +221,32 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// that `empty` says are empty (the debug check behind a skipped fold,
     /// src/queueset/standing.rs, invariant 1).
     pub(crate) fn is_settled(&self, empty: impl FnOnce(&C) -> bool) -> bool {
-        let st = lock(&self.state);
+        let st = self.state.lock();
         st.open == 0 && empty(&st.completed)
     }
 
     /// Open slots now.
     #[cfg(all(test, not(loom)))]
     pub(crate) fn open_count(&self) -> usize {
-        lock(&self.state).open
+        self.state.lock().open
     }
 }
 
-impl<E: Copy, C> State<E, C> {
+impl<E: Copy, C, X> State<E, C, X> {
     fn push(&mut self, entry: E) -> LedgerTicket {
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                self.slots.push(Slot::Free { generation: 0 });
-                (self.slots.len() - 1) as u32
-            }
-        };
+        if self.free == NO_SLOT {
+            self.slots.push(Slot::Free {
+                generation: 0,
+                next: NO_SLOT,
+            });
+            self.free = (self.slots.len() - 1) as u32;
+        }
+        let slot = self.free;
         let generation = match self.slots[slot as usize] {
-            Slot::Free { generation } => generation.wrapping_add(1),
+            Slot::Free { generation, next } => {
+                self.free = next;
+                generation.wrapping_add(1)
+            }
             Slot::Open { .. } => unreachable!("a free-listed slot is free"),
         };
         let seq = self.next_seq;
@@ -204,21 +260,24 @@ impl<E: Copy, C> State<E, C> {
         LedgerTicket { slot, generation }
     }
 
-    fn open_entry(&self, ticket: LedgerTicket) -> Option<(u64, E)> {
-        match self.slots.get(ticket.slot as usize)? {
+    fn open_entry(slots: &[Slot<E>], ticket: LedgerTicket) -> Option<(u64, &E)> {
+        match slots.get(ticket.slot as usize)? {
             Slot::Open {
                 generation,
                 seq,
                 entry,
-            } if *generation == ticket.generation => Some((*seq, *entry)),
+            } if *generation == ticket.generation => Some((*seq, entry)),
             _ => None,
         }
     }
 
     fn free_slot(&mut self, slot: u32) {
         if let Slot::Open { generation, .. } = self.slots[slot as usize] {
-            self.slots[slot as usize] = Slot::Free { generation };
-            self.free.push(slot);
+            self.slots[slot as usize] = Slot::Free {
+                generation,
+                next: self.free,
+            };
+            self.free = slot;
             self.open -= 1;
         }
     }
@@ -234,9 +293,9 @@ mod tests {
         seats: u64,
     }
 
-    fn add(c: &mut Sums, _seq: u64, seats: u32) {
+    fn add(c: &mut Sums, _seq: u64, seats: &u32) {
         c.requests += 1;
-        c.seats += u64::from(seats);
+        c.seats += u64::from(*seats);
     }
 
     #[test]
@@ -296,12 +355,16 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     fn close_in_two_steps(
         &self,
         ticket: LedgerTicket,
-        complete: impl FnOnce(&mut C, u64, E),
+        complete: impl FnOnce(&mut C, u64, &E),
     ) -> Result<(), Folded> {
-        let (seq, entry) = lock(&self.state).open_entry(ticket).ok_or(Folded)?;
-        let mut st = lock(&self.state);
+        let (seq, entry) = {
+            let st = self.state.lock();
+            let (seq, entry) = State::<E, C, ()>::open_entry(&st.slots, ticket).ok_or(Folded)?;
+            (seq, *entry)
+        };
+        let mut st = self.state.lock();
         st.free_slot(ticket.slot);
-        complete(&mut st.completed, seq, entry);
+        complete(&mut st.completed, seq, &entry);
         Ok(())
     }
 }
@@ -388,7 +451,7 @@ mod loom_tests {
         }
 
         fn finish(&self, ticket: LedgerTicket, protocol: Protocol) {
-            let complete = |c: &mut Sums, _, _| c.requests += 1;
+            let complete = |c: &mut Sums, _: u64, _: &u32| c.requests += 1;
             let closed = if protocol == Protocol::CloseInTwoSteps {
                 self.ledger.close_in_two_steps(ticket, complete)
             } else {
@@ -501,5 +564,90 @@ mod loom_tests {
     #[should_panic(expected = "executing for ever")]
     fn a_close_in_two_steps_counts_twice() {
         finish_against_a_fold(Protocol::CloseInTwoSteps);
+    }
+
+    /// What finished requests were placed under: the configuration's
+    /// number each start read from the ledger's context.
+    #[derive(Debug, Default)]
+    struct Placed {
+        under_old: u32,
+        under_new: u32,
+    }
+
+    /// The hot start's placement against a reconfiguration (the ledger's
+    /// "set context"): the lock holder fences, folds, changes the
+    /// configuration (the core's and the shard's context), then lifts the
+    /// fence; `context_after_lifting` is the broken order.
+    fn placement_against_a_reconfiguration(context_after_lifting: bool) {
+        loom::model(move || {
+            let word = Arc::new(AdmissionWord::new(2, 0));
+            let ledger: Arc<Ledger<u32, Placed, u32>> = Arc::new(Ledger::with_context(1));
+            // The core's configuration, under the level lock.
+            let core = Arc::new(LoomMutex::new(1u32));
+            let (w, l) = (word.clone(), ledger.clone());
+            let t = thread::spawn(move || {
+                if !w.try_take_fast(1) {
+                    return;
+                }
+                match l.open_with(|&config| (config, ()), || w.is_fenced()) {
+                    Some((ticket, ())) => {
+                        // Folded or not, the seat goes back.
+                        let _ = l.close(ticket, |sums, _, &config| {
+                            if config == 1 {
+                                sums.under_old += 1;
+                            } else {
+                                sums.under_new += 1;
+                            }
+                        });
+                        w.give_back(1);
+                    }
+                    None => {
+                        w.give_back(1);
+                    }
+                }
+            });
+            {
+                let mut config = core.lock().unwrap();
+                word.set_slow();
+                let sums = ledger.fold(|_, placed| {
+                    assert_eq!(placed, *config, "placed under another configuration")
+                });
+                assert_eq!(sums.under_new, 0, "placed under another configuration");
+                *config = 2;
+                if context_after_lifting {
+                    word.clear_slow();
+                    ledger.set_context(2);
+                } else {
+                    ledger.set_context(2);
+                    word.clear_slow();
+                }
+            }
+            t.join().unwrap();
+            // Every start accounted after the reconfiguration was placed
+            // under the new configuration.
+            let config = core.lock().unwrap();
+            let sums = ledger.fold(|_, placed| {
+                assert_eq!(placed, *config, "placed under another configuration")
+            });
+            assert_eq!(sums.under_old, 0, "placed under another configuration");
+            assert_eq!(word.load().seats_in_use, 0, "a seat was lost");
+        });
+    }
+
+    /// A start that reads its shard's placement races a reconfiguration:
+    /// it is folded under the old configuration, or withdraws at the
+    /// fence, or places under the new one.
+    #[test]
+    fn a_start_places_under_the_configuration_that_accounts_it() {
+        placement_against_a_reconfiguration(false);
+    }
+
+    /// The same with the context changed after the fence is lifted: a
+    /// start in between places under the old configuration and is
+    /// accounted under the new one.
+    #[test]
+    #[should_panic(expected = "placed under another configuration")]
+    fn a_context_changed_after_the_fence_misplaces_a_start() {
+        placement_against_a_reconfiguration(true);
     }
 }

@@ -98,12 +98,12 @@ pub use guard::{Guard, Ticket};
 use self::admission::AdmissionWord;
 use self::core::Core;
 use self::held::Held;
-use self::paths::{Locked, Routing, Shared};
-use self::shards::Shards;
+use self::paths::{Locked, Shared};
+use self::shards::{Placement, Shards};
 use self::wait::{SlotState, WaitSlot};
 use crate::clock::{Clock, Instant};
 use crate::stats::{ReadWriteHandle, SeatDemandHandle, TagStats, Utilization};
-use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex};
 use crate::work_estimate::WorkEstimate;
 use crossbeam_utils::CachePadded;
 use std::fmt;
@@ -260,21 +260,15 @@ impl QueueSet {
             completed: Default::default(),
             standing: Default::default(),
         };
-        let shards = Shards::new();
-        let route = Shared::route_for(&dealer, cfg_fairness);
+        let shards = Shards::new(&Placement::of(&dealer, cfg_fairness));
         let shared = Arc::new(Shared {
             word: AdmissionWord::new(limit, budget::batch_for(limit, shards.len())),
             enqueues: CachePadded::new(AtomicU64::new(0)),
             shards,
-            routing: ArcCell::new(Arc::new(Routing {
-                dealer,
-                fairness: cfg_fairness,
-            })),
             locked: Mutex::new(locked),
             failed: AtomicBool::new(false),
             clock: clock.clone(),
         });
-        shared.word.set_route(route);
         let for_timer = shared.clone();
         // Registering the timer may start the clock's timer thread: do it
         // before taking the level lock, never under it.
@@ -312,7 +306,15 @@ impl QueueSet {
     /// owned form.
     #[inline]
     pub fn start(&self, request: &Request) -> Admission<'_> {
-        match self.admit(request) {
+        // The hot path builds the guard straight from the held request
+        // (one move of it fewer than through `RawAdmission`).
+        if let Some(held) = self.shared.try_fast_start(request, 0) {
+            return Admission::Execute(Guard {
+                qs: self,
+                exec: Some(Execution { held }),
+            });
+        }
+        match self.shared.slow_start(request, 0) {
             RawAdmission::Execute(exec) => Admission::Execute(Guard {
                 qs: self,
                 exec: Some(exec),
@@ -353,13 +355,17 @@ impl QueueSet {
     /// time) must not hold the final seats beyond their real latency.
     pub fn finish_execution(&self, exec: Execution, end: Instant) {
         let end = end.min(self.shared.clock.now());
-        self.finish_execution_now(exec, end);
+        self.finish_execution_now(&exec, end);
     }
 
-    /// Finish at `now`, a time just read from this queueset's clock.
-    fn finish_execution_now(&self, exec: Execution, now: Instant) {
+    /// Finish at `now`, a time just read from this queueset's clock. By
+    /// reference: the held request is read where it lies (a guard's, or
+    /// the caller's), not moved down the finish. The caller gives up the
+    /// execution afterwards (it is finished exactly once).
+    #[inline]
+    fn finish_execution_now(&self, exec: &Execution, now: Instant) {
         let end = now.max(exec.held.start);
-        self.shared.finish(exec.held, end);
+        self.shared.finish(&exec.held, end);
     }
 
     /// Give back `seats` of an executing request's seats now, while it
@@ -413,7 +419,7 @@ impl QueueSet {
         match waiting.slot.try_take(None) {
             Some(SlotState::Rejected(RejectReason::Cancelled)) => true,
             Some(SlotState::Dispatched(held)) => {
-                self.finish_execution_now(Execution { held }, self.shared.clock.now());
+                self.finish_execution_now(&Execution { held }, self.shared.clock.now());
                 false
             }
             _ => false,

@@ -6,18 +6,17 @@
 //! [`ledger`](super::ledger); how a merge accounts the hot path's requests
 //! at `Core::merge_ledgers` (src/queueset/core/epoch.rs).
 
-use super::admission::{AdmissionWord, Route};
+use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
 use super::core::{Completed, Core, Entry, FLOW_QUEUE, NO_QUEUE};
 use super::held::Held;
-use super::shards::Shards;
+use super::shards::{Placement, Shards};
 use super::standing::Standing;
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
 use crate::clock::{Clock, Instant, Timer};
-use crate::dealer::Dealer;
 use crate::stats::Phase;
-use crate::sync::{Arc, ArcCell, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 
 pub(super) struct Shared {
@@ -28,21 +27,11 @@ pub(super) struct Shared {
     pub(super) enqueues: CachePadded<AtomicU64>,
     /// The per-thread budgets and ledgers.
     pub(super) shards: Shards,
-    /// The current dealer and fairness policy, read by the hot path
-    /// without the lock; replaced under the lock on reconfiguration.
-    pub(super) routing: ArcCell<Routing>,
     pub(super) locked: Mutex<Locked>,
     /// Set when a panic left the locked state half-updated (see the module
     /// documentation): the level then rejects every new request.
     pub(super) failed: AtomicBool,
     pub(super) clock: Clock,
-}
-
-/// What the hot path needs to know to place a request.
-pub(super) struct Routing {
-    /// `None` when the level does not queue.
-    pub(super) dealer: Option<Dealer>,
-    pub(super) fairness: Fairness,
 }
 
 pub(super) struct Locked {
@@ -83,24 +72,26 @@ impl Shared {
         if !took.taken {
             return None;
         }
-        // The route on the word's line spares the flow policies (and a
-        // level that does not queue) the routing's load.
-        let (queue, flow) = match self.word.route() {
-            Route::NoQueue => (NO_QUEUE, None),
-            Route::Flow => (FLOW_QUEUE, Some(request.flow_hash)),
-            Route::Deal => self.deal(request.flow_hash),
-        };
         let at = self.clock.now();
-        let entry = Entry {
-            queue,
-            flow_hash: request.flow_hash,
-            tag,
-            estimate,
-            start: at,
-        };
         // The ledger's invariant 2: the slot is pushed, then the word
-        // re-read, under the shard's mutex.
-        let Some(ticket) = shard.ledger.open(entry, || self.word.is_fenced()) else {
+        // re-read, under the shard's mutex; the entry is placed there too,
+        // from the shard's copy of the level's policy and dealer.
+        let flow_hash = request.flow_hash;
+        let opened = shard.ledger.open_with(
+            |placement| {
+                let queue = placement.queue(flow_hash, &self.enqueues);
+                let entry = Entry {
+                    queue,
+                    flow_hash,
+                    tag,
+                    estimate,
+                    start: at,
+                };
+                (entry, queue)
+            },
+            || self.word.is_fenced(),
+        );
+        let Some((ticket, queue)) = opened else {
             // A decision fenced meanwhile: the seats go back (to the word,
             // the fence being up) and the request takes the slow path.
             if shard.budget.give(&self.word, seats) {
@@ -112,38 +103,12 @@ impl Shared {
             shard: shard_index,
             ticket: Some(ticket),
             queue,
-            flow,
+            flow: (queue == FLOW_QUEUE).then_some(flow_hash),
             tag,
             estimate,
             start: at,
             released: 0,
         })
-    }
-
-    /// Kubernetes' queue for a hot start: the card at the rotating offset
-    /// of the flow's hand (with nothing waiting every card is equally
-    /// empty). A routing that no longer deals (a reconfiguration since the
-    /// route was read) places the request as it says.
-    #[inline]
-    fn deal(&self, flow_hash: u64) -> (u32, Option<u64>) {
-        self.routing.with(|routing| match &routing.dealer {
-            None => (NO_QUEUE, None),
-            Some(_) if routing.fairness.is_flow() => (FLOW_QUEUE, Some(flow_hash)),
-            Some(dealer) => {
-                let n = self.enqueues.fetch_add(1, Ordering::Relaxed);
-                let card = dealer.card_at(flow_hash, (n % dealer.hand_size() as u64) as u32);
-                (card, None)
-            }
-        })
-    }
-
-    /// The hot path's route for a configuration.
-    pub(super) fn route_for(dealer: &Option<Dealer>, fairness: Fairness) -> Route {
-        match dealer {
-            None => Route::NoQueue,
-            Some(_) if fairness.is_flow() => Route::Flow,
-            Some(_) => Route::Deal,
-        }
     }
 
     /// Take the level lock. A poisoned lock means a panic interrupted an
@@ -412,27 +377,27 @@ impl Shared {
     /// Finish a held request at `end`: only the seats it still holds (its
     /// estimate's, less any it released early) are given back. A request
     /// whose slot is still open in its shard's ledger (and whose seats do
-    /// not linger) closes it and gives its seats to the finishing thread's
-    /// budget, with no lock; any other finishes through the core.
-    pub(super) fn finish(&self, held: Held, end: Instant) {
+    /// not linger) closes it and gives its seats to that shard's budget
+    /// (whose line the close just wrote, whichever thread finishes), with
+    /// no level lock; any other finishes through the core.
+    pub(super) fn finish(&self, held: &Held, end: Instant) {
         if let Some(ticket) = held.ticket {
             if held.estimate.additional_latency.is_zero() {
-                let closed = self
-                    .shards
-                    .get(held.shard)
+                let shard = self.shards.get(held.shard);
+                let closed = shard
                     .ledger
-                    .close(ticket, |sums, seq, e| sums.add(&e, held.shard, seq, end));
+                    .close(ticket, |sums, seq, e| sums.add(e, held.shard, seq, end));
                 if closed.is_ok() {
                     // Closed before the seats are free: a merge that sees
                     // them free (after a fence) sees the request finished.
-                    if self.shards.mine().1.budget.give(&self.word, held.seats()) {
+                    if shard.budget.give(&self.word, held.seats()) {
                         self.dispatch_waiting();
                     }
                     return;
                 }
             }
         }
-        self.slow_finish(&held, end);
+        self.slow_finish(held, end);
     }
 
     pub(super) fn slow_finish(&self, held: &Held, end: Instant) {
@@ -539,8 +504,7 @@ impl Shared {
         let limit = cfg.concurrency_limit;
         let fairness = cfg.fairness;
         st.core.reconfigure(cfg, dealer.clone());
-        self.word.set_route(Self::route_for(&dealer, fairness));
-        self.routing.store(Arc::new(Routing { dealer, fairness }));
+        self.shards.set_placement(&Placement::of(&dealer, fairness));
         self.word.set_limit(limit);
         self.word
             .set_batch(super::budget::batch_for(limit, self.shards.len()));

@@ -9,7 +9,11 @@
 //!   the shard and the slot's ticket), from whichever thread finishes.
 //! - `budget` (src/queueset/budget.rs): seats drawn from the level's
 //!   admission word in batches, so a hot start and finish do not write
-//!   the word's line.
+//!   the word's line. A finish gives its seats to the budget of its
+//!   start's shard, whose ledger it closes.
+//! - the ledger's context, the shard's [`Placement`]: how a start places
+//!   its request (the level's policy, and its dealer under Kubernetes'
+//!   policy), read under the ledger's mutex.
 //!
 //! The deal counter (Kubernetes' `enqueues`, the rotating offset into a
 //! flow's hand) stays level-wide under Kubernetes' policy: queue choices
@@ -45,9 +49,11 @@
 
 use super::admission::AdmissionWord;
 use super::budget::SeatBudget;
-use super::core::{Completed, Entry};
+use super::config::Fairness;
+use super::core::{Completed, Entry, FLOW_QUEUE, NO_QUEUE};
 use super::ledger::Ledger;
-use crate::sync::thread_index;
+use crate::dealer::Dealer;
+use crate::sync::{thread_index, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
 /// The most shards a level has: beyond this, more ledgers make the merge
@@ -58,10 +64,55 @@ const MAX_SHARDS: usize = 16;
 /// path accounted its start under the lock).
 pub(super) const ANY_SHARD: u32 = u32::MAX;
 
+/// How a hot start places its request: the shard's copy of the level's
+/// policy and dealer, read under the shard's ledger mutex (the ledger's
+/// context: no shared pointer to load on the hot path), replaced by the
+/// level lock's holder on reconfiguration ([`Shards::set_placement`]).
+// One per shard: the dealer inline, beside the ledger's slots, spares the
+// hot start a pointer to chase; the size costs nothing at one a shard.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub(super) enum Placement {
+    /// The level does not queue.
+    NoQueue,
+    /// A flow policy: the queue is chosen at the fold.
+    Flow,
+    /// Kubernetes' policy: the card at the rotating offset of the flow's
+    /// hand (with nothing waiting every card is equally empty).
+    Deal(Dealer),
+}
+
+impl Placement {
+    /// The placement of a configuration.
+    pub(super) fn of(dealer: &Option<Dealer>, fairness: Fairness) -> Placement {
+        match dealer {
+            None => Placement::NoQueue,
+            Some(_) if fairness.is_flow() => Placement::Flow,
+            Some(dealer) => Placement::Deal(dealer.clone()),
+        }
+    }
+
+    /// The queue of a hot start of `flow_hash` ([`FLOW_QUEUE`] under a
+    /// flow policy, [`NO_QUEUE`] at a level that does not queue). Dealing
+    /// advances `enqueues`, Kubernetes' level-wide rotating offset.
+    #[inline]
+    pub(super) fn queue(&self, flow_hash: u64, enqueues: &AtomicU64) -> u32 {
+        match self {
+            Placement::NoQueue => NO_QUEUE,
+            Placement::Flow => FLOW_QUEUE,
+            Placement::Deal(dealer) => {
+                let n = enqueues.fetch_add(1, Ordering::Relaxed);
+                dealer.card_at(flow_hash, (n % u64::from(dealer.hand_size())) as u32)
+            }
+        }
+    }
+}
+
 /// One shard (see the module documentation).
 pub(super) struct Shard {
-    /// Hot-path requests of this shard (src/queueset/ledger.rs).
-    pub(super) ledger: Ledger<Entry, Completed>,
+    /// Hot-path requests of this shard (src/queueset/ledger.rs), and its
+    /// placement (the ledger's context).
+    pub(super) ledger: Ledger<Entry, Completed, Placement>,
     /// The seats this shard holds for its threads (src/queueset/budget.rs).
     pub(super) budget: SeatBudget,
 }
@@ -73,7 +124,7 @@ impl Shards {
     /// One shard per CPU, rounded down to a power of two (so picking a
     /// thread's shard is a mask, not a division), at most [`MAX_SHARDS`];
     /// two under loom and shuttle, so their models race two ledgers.
-    pub(super) fn new() -> Shards {
+    pub(super) fn new(placement: &Placement) -> Shards {
         let n = if cfg!(any(loom, shuttle)) {
             2
         } else {
@@ -86,12 +137,21 @@ impl Shards {
             (0..n)
                 .map(|_| {
                     CachePadded::new(Shard {
-                        ledger: Ledger::new(),
+                        ledger: Ledger::with_context(placement.clone()),
                         budget: SeatBudget::new(),
                     })
                 })
                 .collect(),
         )
+    }
+
+    /// Every shard's new placement (the level lock's holder,
+    /// reconfiguring: after the fence and the fold, before the fence is
+    /// lifted; the ledger's protocol, "set context").
+    pub(super) fn set_placement(&self, placement: &Placement) {
+        for shard in self.iter() {
+            shard.ledger.set_context(placement.clone());
+        }
     }
 
     /// How many shards.
