@@ -34,6 +34,13 @@ step "rust: both crates (apf, then apf-cli against the packaged apf) pass cargo 
 # file missing from `include` or a dependency only the workspace provides
 # fails here. The C API crates (capi/: apf-capi, libapf) are publish =
 # false: the C library is installed from the repository (scripts/install.sh).
+# Cargo extracts the packaged apf into a registry directory of its own
+# (~/.cargo/registry/src/-<hash>/apf-<version>) and does not extract it
+# again while that directory exists, so a second run at the same version
+# would build apf-cli against the first run's sources: remove the
+# extracted copies of our own crates (never crates.io's) first.
+find "${CARGO_HOME:-$HOME/.cargo}/registry/src" -mindepth 2 -maxdepth 2 -type d \
+  -path '*/registry/src/-*/apf-*' -exec rm -rf {} + 2>/dev/null || true
 cargo publish --dry-run -p apf -p apf-cli --allow-dirty --quiet
 
 step "tower layer: unit tests, the loopback load test, and the adaptive limit's real-server check"
