@@ -379,6 +379,7 @@ impl Shared {
     /// not linger) closes it and gives its seats to that shard's budget
     /// (whose line the close just wrote, whichever thread finishes), with
     /// no level lock; any other finishes through the core.
+    #[inline]
     pub(super) fn finish(&self, held: &Held, end: Instant) {
         if let Some(ticket) = held.ticket() {
             if !held.lingers() {
@@ -399,6 +400,8 @@ impl Shared {
         self.slow_finish(held, end);
     }
 
+    #[cold]
+    #[inline(never)]
     pub(super) fn slow_finish(&self, held: &Held, end: Instant) {
         let mut st = self.lock_and_merge();
         if self.is_failed() {
