@@ -8,8 +8,10 @@
 //! position among the cards not dealt yet. Kubernetes extracts the digits
 //! with one 64-bit division per card, each waiting on the previous quotient.
 //! Here digit `i` is `⌊hash / Pᵢ⌋ mod (deck − i)` with `Pᵢ` the product of the
-//! first `i` bases, and each `⌊hash / Pᵢ⌋` comes from a precomputed reciprocal
-//! of `Pᵢ`: a multiply, an add and a shift, all independent of each other.
+//! first `i` bases. `⌊hash / deck⌋` comes from a precomputed 65-bit
+//! reciprocal (a multiply, an add and a shift); being below `2^64 / deck`,
+//! it is then divided by each `Pᵢ / deck` with a 64-bit reciprocal (a
+//! multiply and a shift), the later quotients independent of each other.
 //! [`Dealer::deal_plain`] keeps Kubernetes' division chain as the reference.
 
 use std::fmt;
@@ -182,6 +184,7 @@ struct Reciprocal {
 }
 
 impl Reciprocal {
+    #[cfg(test)]
     const ONE: Reciprocal = Reciprocal { magic: 0, shift: 0 };
 
     fn new(divisor: NonZeroU64) -> Reciprocal {
@@ -204,15 +207,63 @@ impl Reciprocal {
     }
 }
 
+/// Exact division of a dividend known to be below `2^bits` (`bits <= 63`)
+/// by a fixed divisor, with a 64-bit multiplier: one multiply and one
+/// shift, no carry into a 65th bit.
+///
+/// With `l = ⌈log2 d⌉`, `k = bits + l` and `m = ⌈2^k / d⌉`, `m·d` exceeds
+/// `2^k` by `e < d <= 2^l`, so for `n < 2^bits` the error `e·n / (d·2^k)`
+/// stays below `1/d` and `⌊m·n / 2^k⌋ = ⌊n / d⌋` (the same theorem as
+/// [`Reciprocal`]). `m <= 2^bits` for `d = 1`; otherwise `d > 2^(l−1)`
+/// makes `m < 2^(bits+1) <= 2^64` as long as `l <= bits + 1`, which the
+/// dealer's divisors meet (checked where they are made). The dividend
+/// comes pre-shifted left by `64 − bits`, so the multiply's high word is
+/// `⌊m·n / 2^bits⌋` and a shift by `l` finishes the division.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NarrowReciprocal {
+    magic: u64,
+    shift: u32,
+}
+
+impl NarrowReciprocal {
+    const UNUSED: NarrowReciprocal = NarrowReciprocal { magic: 0, shift: 0 };
+
+    /// Divides dividends below `2^bits`; None if the multiplier would not
+    /// fit 64 bits.
+    fn new(divisor: NonZeroU64, bits: u32) -> Option<NarrowReciprocal> {
+        let divisor = divisor.get();
+        let shift = u64::BITS - (divisor - 1).leading_zeros();
+        let k = bits + shift;
+        // ⌈2^k / d⌉ = ⌊(2^k − 1) / d⌋ + 1; k <= 63 + 64 fits a u128.
+        let multiplier = ((1u128 << k) - 1) / u128::from(divisor) + 1;
+        let magic = u64::try_from(multiplier).ok()?;
+        Some(NarrowReciprocal { magic, shift })
+    }
+
+    /// `⌊n / d⌋` for `shifted = n << (64 − bits)`.
+    #[inline(always)]
+    fn quotient(self, shifted: u64) -> u64 {
+        let high = ((u128::from(self.magic) * u128::from(shifted)) >> 64) as u64;
+        high >> self.shift
+    }
+}
+
 /// Deals hands of `hand_size` distinct cards from `0..deck_size`.
 /// Immutable after construction, so it can be shared across threads.
 #[derive(Debug, Clone)]
 pub struct Dealer {
     deck_size: u32,
     hand_size: u32,
-    /// Entry `i` divides by `deck · (deck − 1) · … · (deck − i)`, the product
-    /// of the first `i + 1` bases; entries at and past `hand_size` are unused.
-    prefix_products: [Reciprocal; MAX_HAND_SIZE],
+    /// Divides the hash by the deck: the first quotient, from all 64 bits.
+    by_deck: Reciprocal,
+    /// The first quotient is below `2^64 / deck <= 2^(64 − pre)`: shifted
+    /// left by `pre` it feeds the narrow reciprocals.
+    pre: u32,
+    /// Entry `i` (from 1) divides the first quotient by
+    /// `(deck − 1) · … · (deck − i)`, giving `⌊hash / Pᵢ₊₁⌋` with `Pᵢ₊₁` the
+    /// product of the first `i + 1` bases; entry 0 and entries at and past
+    /// `hand_size` are unused.
+    later_products: [NarrowReciprocal; MAX_HAND_SIZE],
 }
 
 impl Dealer {
@@ -221,20 +272,28 @@ impl Dealer {
     /// Kubernetes' `NewDealer`).
     pub fn new(deck_size: u32, hand_size: u32) -> Result<Dealer, DealerError> {
         validate(deck_size, hand_size)?;
-        let mut prefix_products = [Reciprocal::ONE; MAX_HAND_SIZE];
+        let deck = NonZeroU64::MIN.saturating_add(u64::from(deck_size - 1));
+        let pre = deck_size.ilog2();
+        let mut later_products = [NarrowReciprocal::UNUSED; MAX_HAND_SIZE];
         let mut product = NonZeroU64::MIN;
-        for (i, slot) in (0u32..).zip(&mut prefix_products[..hand_size as usize]) {
+        for (i, slot) in (1u32..).zip(&mut later_products[1..hand_size as usize]) {
             // i < hand_size <= deck_size, so the base deck − i is at least 1.
             let base = NonZeroU64::MIN.saturating_add(u64::from(deck_size - 1 - i));
             // A valid deal needs at most 60 bits, so deck^hand and with it
-            // every prefix product is below 2^60: saturation never happens.
+            // every product is below 2^60: saturation never happens.
             product = product.saturating_mul(base);
-            *slot = Reciprocal::new(product);
+            // A second card means deck >= 2, so pre >= 1 and the first
+            // quotient has at most 63 bits; the product being below
+            // 2^60 / deck keeps its multiplier within 64 bits.
+            *slot = NarrowReciprocal::new(product, u64::BITS - pre)
+                .expect("a valid deal's divisors have 64-bit multipliers");
         }
         Ok(Dealer {
             deck_size,
             hand_size,
-            prefix_products,
+            by_deck: Reciprocal::new(deck),
+            pre,
+            later_products,
         })
     }
 
@@ -308,13 +367,20 @@ impl Dealer {
     /// Fills `out` with the first `out.len()` mixed-radix digits of `hash`.
     #[inline(always)]
     fn digits(&self, hash: u64, out: &mut [u32]) {
-        let reciprocals = &self.prefix_products[..out.len()];
-        let mut quotient = hash;
+        let Some((first, rest)) = out.split_first_mut() else {
+            return;
+        };
         let mut base = u64::from(self.deck_size);
-        for (digit, reciprocal) in out.iter_mut().zip(reciprocals) {
-            // Both quotients come straight from `hash`, so the multiplies of
-            // successive digits do not wait on each other.
-            let next = reciprocal.quotient(hash);
+        let mut quotient = self.by_deck.quotient(hash);
+        // hash − deck·⌊hash / deck⌋ = hash mod deck < deck <= MAX_DECK_SIZE.
+        *first = (hash - base * quotient) as u32;
+        base -= 1;
+        // Below 2^64 once shifted (see `pre`); every later quotient comes
+        // from it alone, so their multiplies do not wait on each other.
+        let shifted = quotient << self.pre;
+        let reciprocals = &self.later_products[1..=rest.len()];
+        for (digit, reciprocal) in rest.iter_mut().zip(reciprocals) {
+            let next = reciprocal.quotient(shifted);
             // quotient − base·next = quotient mod base < base <= MAX_DECK_SIZE.
             *digit = (quotient - base * next) as u32;
             quotient = next;

@@ -451,14 +451,20 @@ impl Level {
         }
     }
 
-    /// Finish `exec` now. A limited level's queueset reads the clock for
-    /// it (an end after now counts as now there), so the finish reads it
-    /// once, not once here and again in the queueset.
-    fn finish_now(&self, exec: LevelExecution) {
+    /// Finish `exec` now, in place: the guard that holds it is going away
+    /// and gives it up afterwards (so it is finished exactly once), and
+    /// the held request is read where it lies instead of being moved out
+    /// and down the finish. A limited level's queueset reads the clock
+    /// for it, so the finish reads it once, not once here and again in the
+    /// queueset.
+    fn finish_now(&self, exec: &LevelExecution) {
         match (exec, &self.kind) {
-            (exec @ LevelExecution::Exempt { .. }, _) => self.finish(exec, self.clock.now()),
+            (&LevelExecution::Exempt { seats, start, tag }, _) => self.finish(
+                LevelExecution::Exempt { seats, start, tag },
+                self.clock.now(),
+            ),
             (LevelExecution::Queued(exec), LevelKind::Limited(qs)) => {
-                qs.finish_execution(exec, Instant::FAR_FUTURE)
+                qs.finish_execution_in_place(exec)
             }
             _ => unreachable!("an execution finishes at the level that admitted it"),
         }
@@ -760,7 +766,10 @@ impl RequestGuard {
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        if let Some(exec) = self.exec.take() {
+        // By reference (no `take`, which would move the held request out
+        // first): the guard is going away, so its execution is given up
+        // here.
+        if let Some(exec) = &self.exec {
             self.level.finish_now(exec);
         }
     }

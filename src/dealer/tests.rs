@@ -515,3 +515,46 @@ proptest! {
         prop_assert_eq!(Dealer::new(deck, hand).map(|_| ()), validate(deck, hand));
     }
 }
+
+/// The narrow reciprocal against hardware division, for dividends below
+/// `2^bits` at the top of that range and just around multiples, for every
+/// width a dealer uses (64 − ⌊log2 deck⌋ for decks of 2 and more) and
+/// divisors up to 2^60 / 2^(64 − bits), where its multiplier must fit.
+#[test]
+fn narrow_reciprocal_division_edges() {
+    for bits in (64 - 26)..=63u32 {
+        let below = (1u64 << bits) - 1;
+        let largest_divisor = 1u64 << (60 - (64 - bits));
+        let powers = (0..=(60 - (64 - bits))).flat_map(|k| {
+            let p = 1u64 << k;
+            [p - 1, p, p + 1].into_iter().filter(|&d| d != 0)
+        });
+        let divisors: Vec<u64> = powers
+            .chain(1..=300)
+            .chain(DIVISOR_EDGES.iter().copied())
+            .filter(|&d| d <= largest_divisor)
+            .collect();
+        for &divisor in &divisors {
+            let narrow = NarrowReciprocal::new(NonZeroU64::new(divisor).unwrap(), bits)
+                .expect("the multiplier fits");
+            let top = below - below % divisor;
+            for dividend in [
+                0,
+                1,
+                below,
+                below - 1,
+                top,
+                top.saturating_sub(1),
+                divisor - 1,
+                divisor.min(below),
+            ] {
+                let quotient = narrow.quotient(dividend << (64 - bits));
+                assert_eq!(
+                    quotient,
+                    dividend / divisor,
+                    "{dividend} / {divisor} ({bits} bits)"
+                );
+            }
+        }
+    }
+}

@@ -26,35 +26,78 @@ use super::shards::ANY_SHARD;
 use super::ReleaseError;
 use crate::clock::Instant;
 use crate::work_estimate::WorkEstimate;
+use std::time::Duration;
 
 /// A request holding seats (see the module documentation).
+///
+/// Laid out flat (64 bytes rather than the 80 of its fields as options
+/// and a [`WorkEstimate`] with its `Duration`): every start moves it into
+/// the guard and every finish and release reads it, so the presence of the
+/// ticket and the flow are flags beside plain values, and the estimate's
+/// latency is kept as its seconds and nanoseconds, rebuilt exactly by
+/// [`Held::estimate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Held {
     /// The shard whose ledger holds its start ([`ANY_SHARD`] when the
     /// slow path accounted its start): its finish closes the slot there.
     pub(crate) shard: u32,
-    /// Its slot in that ledger (None: the slow path accounted its start).
-    /// A slot folded into the core meanwhile no longer answers to it: the
-    /// finish then goes through the core.
-    pub(crate) ticket: Option<LedgerTicket>,
     /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
     /// (the queue is then chosen at the fold and found in the flow table);
     /// [`NO_QUEUE`] at a level that does not queue.
     pub(crate) queue: u32,
-    /// The flow's hash when a flow fairness policy admitted it: the
-    /// request counts in the level's flow table until it finishes.
-    pub(crate) flow: Option<u64>,
     /// The caller's tag (see `tally`).
     pub(crate) tag: u32,
-    /// The estimate it holds seats for (after clamping and capping).
-    pub(crate) estimate: WorkEstimate,
-    /// When it started executing.
-    pub(crate) start: Instant,
     /// Seats already given back early.
     pub(crate) released: u32,
+    /// The estimate's seats (after clamping and capping).
+    initial_seats: u32,
+    final_seats: u32,
+    /// The estimate's additional latency, as `Duration` keeps it.
+    latency_nanos: u32,
+    /// Its slot in that ledger, when `has_ticket` (otherwise the slow path
+    /// accounted its start). A slot folded into the core meanwhile no
+    /// longer answers to it: the finish then goes through the core.
+    ticket: LedgerTicket,
+    latency_secs: u64,
+    /// The flow's hash, when `has_flow`: a flow fairness policy admitted
+    /// it, and it counts in the level's flow table until it finishes.
+    flow_hash: u64,
+    /// When it started executing.
+    pub(crate) start: Instant,
+    has_ticket: bool,
+    has_flow: bool,
 }
 
 impl Held {
+    /// A request holding seats for `estimate` since `start`, accounted on
+    /// `shard` at `ticket` (or by the slow path: `ANY_SHARD`, no ticket).
+    #[inline]
+    pub(crate) fn new(
+        shard: u32,
+        ticket: Option<LedgerTicket>,
+        queue: u32,
+        flow: Option<u64>,
+        tag: u32,
+        estimate: WorkEstimate,
+        start: Instant,
+    ) -> Held {
+        Held {
+            shard,
+            queue,
+            tag,
+            released: 0,
+            initial_seats: estimate.initial_seats,
+            final_seats: estimate.final_seats,
+            latency_nanos: estimate.additional_latency.subsec_nanos(),
+            ticket: ticket.unwrap_or_default(),
+            latency_secs: estimate.additional_latency.as_secs(),
+            flow_hash: flow.unwrap_or_default(),
+            start,
+            has_ticket: ticket.is_some(),
+            has_flow: flow.is_some(),
+        }
+    }
+
     /// A request dispatched from a queue (or admitted by the slow path):
     /// its start is accounted under the level lock, so it has no shard.
     pub(crate) fn dispatched(
@@ -64,22 +107,50 @@ impl Held {
         estimate: WorkEstimate,
         start: Instant,
     ) -> Held {
-        Held {
-            shard: ANY_SHARD,
-            ticket: None,
-            queue,
-            flow,
-            tag,
-            estimate,
-            start,
-            released: 0,
+        Held::new(ANY_SHARD, None, queue, flow, tag, estimate, start)
+    }
+
+    /// Its slot in its shard's ledger (None: the slow path accounted its
+    /// start).
+    #[inline]
+    pub(crate) fn ticket(&self) -> Option<LedgerTicket> {
+        self.has_ticket.then_some(self.ticket)
+    }
+
+    /// The flow's hash when a flow fairness policy admitted it.
+    #[inline]
+    pub(crate) fn flow(&self) -> Option<u64> {
+        self.has_flow.then_some(self.flow_hash)
+    }
+
+    /// The estimate it holds seats for (after clamping and capping),
+    /// exactly as it was given.
+    #[inline]
+    pub(crate) fn estimate(&self) -> WorkEstimate {
+        WorkEstimate {
+            initial_seats: self.initial_seats,
+            final_seats: self.final_seats,
+            additional_latency: Duration::new(self.latency_secs, self.latency_nanos),
         }
+    }
+
+    /// Whether its final seats stay taken after it finishes (a non-zero
+    /// additional latency).
+    #[inline]
+    pub(crate) fn lingers(&self) -> bool {
+        self.latency_secs != 0 || self.latency_nanos != 0
+    }
+
+    /// The most seats it holds at any one time (its estimate's).
+    #[inline]
+    fn max_seats(&self) -> u32 {
+        self.initial_seats.max(self.final_seats)
     }
 
     /// The seats it still holds: its estimate's, less those released.
     #[inline]
     pub(crate) fn seats(&self) -> u32 {
-        self.estimate.max_seats() - self.released
+        self.max_seats() - self.released
     }
 
     /// The initial seats it is still charged for: its initial seats, fewer
@@ -87,7 +158,7 @@ impl Held {
     /// final seats; it gives up the final-only ones first).
     #[inline]
     pub(crate) fn charged_seats(&self) -> u32 {
-        self.estimate.initial_seats.min(self.seats())
+        self.initial_seats.min(self.seats())
     }
 
     /// Its queue, if the level queues and the queue was chosen at

@@ -63,8 +63,10 @@
 
 use crate::sync::PlainMutex;
 
-/// Where an open request's slot is (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where an open request's slot is (see the module documentation). The
+/// default fills a held request's place when it has no ticket, and is
+/// never read there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct LedgerTicket {
     slot: u32,
     generation: u32,

@@ -358,6 +358,14 @@ impl QueueSet {
         self.finish_execution_now(&exec, end);
     }
 
+    /// Finish now, by reference, for an owner that is going away and
+    /// gives the execution up afterwards (it is finished exactly once):
+    /// the held request is read where it lies, not moved out first.
+    #[inline]
+    pub(crate) fn finish_execution_in_place(&self, exec: &Execution) {
+        self.finish_execution_now(exec, self.shared.clock.now());
+    }
+
     /// Finish at `now`, a time just read from this queueset's clock. By
     /// reference: the held request is read where it lies (a guard's, or
     /// the caller's), not moved down the finish. The caller gives up the
@@ -617,7 +625,7 @@ impl Execution {
     }
     /// The work estimate it holds seats for (after clamping).
     pub fn estimate(&self) -> WorkEstimate {
-        self.held.estimate
+        self.held.estimate()
     }
     /// The queue it belongs to, if the level queues and the queue was
     /// chosen at admission (under the flow fairness policies a request

@@ -99,16 +99,15 @@ impl Shared {
             }
             return None;
         };
-        Some(Held {
-            shard: shard_index,
-            ticket: Some(ticket),
+        Some(Held::new(
+            shard_index,
+            Some(ticket),
             queue,
-            flow: (queue == FLOW_QUEUE).then_some(flow_hash),
+            (queue == FLOW_QUEUE).then_some(flow_hash),
             tag,
             estimate,
-            start: at,
-            released: 0,
-        })
+            at,
+        ))
     }
 
     /// Take the level lock. A poisoned lock means a panic interrupted an
@@ -380,9 +379,10 @@ impl Shared {
     /// not linger) closes it and gives its seats to that shard's budget
     /// (whose line the close just wrote, whichever thread finishes), with
     /// no level lock; any other finishes through the core.
+    #[inline]
     pub(super) fn finish(&self, held: &Held, end: Instant) {
-        if let Some(ticket) = held.ticket {
-            if held.estimate.additional_latency.is_zero() {
+        if let Some(ticket) = held.ticket() {
+            if !held.lingers() {
                 let shard = self.shards.get(held.shard);
                 let closed = shard
                     .ledger
@@ -400,6 +400,8 @@ impl Shared {
         self.slow_finish(held, end);
     }
 
+    #[cold]
+    #[inline(never)]
     pub(super) fn slow_finish(&self, held: &Held, end: Instant) {
         let mut st = self.lock_and_merge();
         if self.is_failed() {

@@ -14,7 +14,7 @@ impl Core {
     /// estimate's if it released some early, see `release_early`). Returns
     /// the seats to give back now (0 when they linger).
     pub(crate) fn finish(&mut self, held: &Held, now: Instant) -> u32 {
-        let (tag, estimate, flow) = (held.tag, held.estimate, held.flow);
+        let (tag, estimate, flow) = (held.tag, held.estimate(), held.flow());
         let queue = self.flow_leaves(held.queue, flow);
         self.tallies.get(tag).end(held.start, now);
         self.tallies.note(Phase::Executing, tag, -1, now);

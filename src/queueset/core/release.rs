@@ -56,16 +56,14 @@ impl Core {
             seats > 0 && seats <= before.seats(),
             "release within what is held"
         );
-        let queue = self.executing_queue(before.queue, before.flow);
+        let queue = self.executing_queue(before.queue, before.flow());
         self.tallies.get(before.tag).release(seats);
         if queue != NO_QUEUE {
             let q = queue as usize;
-            let after = Held {
-                released: before.released + seats,
-                ..*before
-            };
+            let mut after = *before;
+            after.released += seats;
             let refunded = before.charged_seats() - after.charged_seats();
-            if let Some(flow) = before.flow {
+            if let Some(flow) = before.flow() {
                 self.order_release_early(flow, refunded, seats, before.start, now);
             }
             if refunded > 0 {

@@ -84,24 +84,22 @@ fn flow_core_with_request() -> (Core, WorkEstimate) {
 
 /// [`FLOW`]'s request as its execution holds it (admitted lock-free).
 fn flow_held(estimate: WorkEstimate) -> Held {
-    Held {
-        shard: ANY_SHARD,
-        ticket: None,
-        queue: FLOW_QUEUE,
-        flow: Some(FLOW),
-        tag: 0,
+    Held::new(
+        ANY_SHARD,
+        None,
+        FLOW_QUEUE,
+        Some(FLOW),
+        0,
         estimate,
-        start: Instant::ZERO,
-        released: 0,
-    }
+        Instant::ZERO,
+    )
 }
 
 /// The same after it released one seat.
 fn released_one(estimate: WorkEstimate) -> Held {
-    Held {
-        released: 1,
-        ..flow_held(estimate)
-    }
+    let mut held = flow_held(estimate);
+    held.released = 1;
+    held
 }
 
 fn at(ms: u64) -> Instant {
