@@ -293,7 +293,7 @@ impl Dispatcher {
         let note = || WaitingNote::new(distinguisher, digest);
         let (estimate, learn) = self.learned(&schema, digest, estimate);
         let tag = tag_for_verb(schema.id, digest.verb);
-        let outcome = Level::admit_leased(
+        Level::admit_into(
             level.clone(),
             tag,
             flow_hash,
@@ -301,13 +301,13 @@ impl Dispatcher {
             deadline,
             note,
             learn,
-        );
-        Decision {
-            outcome,
-            flow_schema: schema,
-            priority_level: level,
-            flow_hash,
-        }
+            |outcome| Decision {
+                outcome,
+                flow_schema: schema,
+                priority_level: level,
+                flow_hash,
+            },
+        )
     }
 
     /// For a schema that learns its cost: the seats learned for the

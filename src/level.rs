@@ -410,6 +410,36 @@ impl Level {
         note: impl FnOnce() -> WaitingNote,
         learn: Option<Learn>,
     ) -> Outcome {
+        Level::admit_into(
+            level,
+            tag,
+            flow_hash,
+            estimate,
+            deadline,
+            note,
+            learn,
+            |outcome| outcome,
+        )
+    }
+
+    /// [`Level::admit_leased`], the outcome handed to `wrap` on each path
+    /// (the dispatcher builds its `Decision` there). So the hot path's
+    /// held request goes from the queueset's fast start straight into the
+    /// caller's value, not through an outcome common to every path (which
+    /// the compiler kept in memory and copied twice more: ~30
+    /// instructions per request).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn admit_into<R>(
+        level: Lease<Level>,
+        tag: u32,
+        flow_hash: u64,
+        estimate: WorkEstimate,
+        deadline: Option<Instant>,
+        note: impl FnOnce() -> WaitingNote,
+        learn: Option<Learn>,
+        wrap: impl FnOnce(Outcome) -> R,
+    ) -> R {
         let estimate = level.cap(estimate);
         match &level.kind {
             LevelKind::Exempt(e) => {
@@ -418,11 +448,11 @@ impl Level {
                 e.executing.fetch_add(1, Ordering::Relaxed);
                 let start = level.clock.now();
                 e.started(tag, start, seats);
-                Outcome::Execute(RequestGuard {
+                wrap(Outcome::Execute(RequestGuard {
                     level,
                     learn,
                     exec: Some(LevelExecution::Exempt { seats, start, tag }),
-                })
+                }))
             }
             LevelKind::Limited(qs) => {
                 let request = Request {
@@ -430,7 +460,14 @@ impl Level {
                     estimate,
                     deadline,
                 };
-                match qs.admit_tagged(&request, tag) {
+                if let Some(exec) = qs.fast_admit_tagged(&request, tag) {
+                    return wrap(Outcome::Execute(RequestGuard {
+                        level,
+                        learn,
+                        exec: Some(LevelExecution::Queued(exec)),
+                    }));
+                }
+                wrap(match qs.slow_admit_tagged(&request, tag) {
                     RawAdmission::Execute(exec) => Outcome::Execute(RequestGuard {
                         level,
                         learn,
@@ -446,7 +483,7 @@ impl Level {
                         })
                     }
                     RawAdmission::Rejected(reason) => Outcome::Rejected(reason),
-                }
+                })
             }
         }
     }

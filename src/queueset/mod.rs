@@ -343,10 +343,27 @@ impl QueueSet {
     /// them.
     #[inline]
     pub(crate) fn admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
-        match self.shared.try_fast_start(request, tag) {
-            Some(held) => RawAdmission::Execute(Execution { held }),
-            None => self.shared.slow_start(request, tag),
+        match self.fast_admit_tagged(request, tag) {
+            Some(exec) => RawAdmission::Execute(exec),
+            None => self.slow_admit_tagged(request, tag),
         }
+    }
+
+    /// The lock-free half of [`QueueSet::admit_tagged`]: the execution if
+    /// the request took seats without the level lock; None sends it to
+    /// [`QueueSet::slow_admit_tagged`]. Split so that a caller can build
+    /// its own value around the hot path's execution directly.
+    #[inline]
+    pub(crate) fn fast_admit_tagged(&self, request: &Request, tag: u32) -> Option<Execution> {
+        self.shared
+            .try_fast_start(request, tag)
+            .map(|held| Execution { held })
+    }
+
+    /// The locked half of [`QueueSet::admit_tagged`], for a request that
+    /// [`QueueSet::fast_admit_tagged`] turned away (and only for one).
+    pub(crate) fn slow_admit_tagged(&self, request: &Request, tag: u32) -> RawAdmission {
+        self.shared.slow_start(request, tag)
     }
 
     /// Finish an execution at `end`; seats held for additional latency are
