@@ -30,8 +30,7 @@ use std::task::{Context, Poll};
 
 mod lease;
 mod shared;
-pub use lease::Lease;
-pub(crate) use lease::Leases;
+pub use lease::{Lease, Leases};
 pub use shared::SharedRequest;
 
 /// A flow schema as requests see it: its identity.
@@ -375,7 +374,9 @@ impl Level {
     /// tallied under `tag` (its flow schema's id, with the
     /// [`READ_ONLY_TAG`](crate::stats::READ_ONLY_TAG) bit for
     /// a read-only request). `note` is taken only if the request has to wait.
-    /// The outcome clones the level's shared `Arc`.
+    /// The outcome holds a [`Lease`] of its own (one allocation): a caller
+    /// that admits many requests keeps the level's [`Leases`] and calls
+    /// [`Level::admit_with_leases`].
     pub fn admit(
         level: &Arc<Level>,
         tag: u32,
@@ -385,7 +386,30 @@ impl Level {
         note: impl FnOnce() -> WaitingNote,
     ) -> Outcome {
         Level::admit_leased(
-            Lease::shared(level.clone()),
+            Lease::new(level.clone()),
+            tag,
+            flow_hash,
+            estimate,
+            deadline,
+            note,
+            None,
+        )
+    }
+
+    /// [`Level::admit`] at the level of `leases` (made once with
+    /// [`Leases::new`]): the outcome clones the calling thread's shard's
+    /// lease, so a request allocates nothing and writes no reference count
+    /// that other cores write (the C ABI's `apf_queueset_start`).
+    pub fn admit_with_leases(
+        leases: &Leases<Level>,
+        tag: u32,
+        flow_hash: u64,
+        estimate: WorkEstimate,
+        deadline: Option<Instant>,
+        note: impl FnOnce() -> WaitingNote,
+    ) -> Outcome {
+        Level::admit_leased(
+            leases.mine().clone(),
             tag,
             flow_hash,
             estimate,

@@ -24,7 +24,7 @@ use crate::error::apf_error;
 use crate::sync::Arc;
 use apf::classification::RequestDigest;
 use apf::clock::{Clock, Instant, ManualClock};
-use apf::level::{Level, Outcome, WaitingNote};
+use apf::level::{Leases, Level, Outcome, WaitingNote};
 use apf::queueset::vtime::to_seat_seconds;
 use apf::queueset::{QueueSet, QueueSetConfig, RejectReason};
 use std::ffi::{c_char, c_int};
@@ -156,6 +156,9 @@ pub(crate) struct FfiQueueSet {
     /// retires them while the level is intact.
     owner: Owner,
     level: Arc<Level>,
+    /// The level's leases, one per shard: a request clones its thread's
+    /// (no reference count that every core writes, no allocation).
+    leases: Leases<Level>,
     manual: Option<ManualClock>,
     completion: Arc<Completion>,
 }
@@ -389,6 +392,7 @@ pub unsafe extern "C" fn apf_queueset_new(
         let level = Arc::new(Level::limited(name.to_owned(), None, qs, clock));
         out.write(to_boxed_mut_ptr(FfiQueueSet {
             owner: Owner::new(OwnerKind::QueueSet),
+            leases: Leases::new(&level),
             level,
             manual,
             completion: Arc::new(Completion::default()),
@@ -472,7 +476,7 @@ pub unsafe extern "C" fn apf_queueset_start(
         let estimate = to_estimate(unsafe { estimate.as_ref() });
         let out = try_out!(out);
         let deadline = (deadline_nanos != 0).then(|| Instant::from_nanos(deadline_nanos));
-        let outcome = Level::admit(&q.level, tag, flow_hash, estimate, deadline, || {
+        let outcome = Level::admit_with_leases(&q.leases, tag, flow_hash, estimate, deadline, || {
             WaitingNote::new("", &RequestDigest::default())
         });
         let (outcome, reason, request, waiting) = match outcome {

@@ -14,7 +14,8 @@
 //! - A configuration snapshot holds, for each level and each flow schema,
 //!   a [`Leases`]: one [`Lease`] per shard, each a reference count of its
 //!   own on its own cache lines, each holding one clone of the shared
-//!   `Arc` (taken once, when the snapshot is built).
+//!   `Arc` (taken once, when the snapshot is built). The C ABI's queueset
+//!   holds its level's the same way, for as long as it lives.
 //! - A request clones the lease of its thread's shard
 //!   (`thread_index() & (shards − 1)`, as the queueset's shards): the count
 //!   it writes is written only by the threads of that shard, so with no
@@ -53,40 +54,32 @@ use std::ops::Deref;
 /// A reference to a level or a flow schema that keeps it alive (see the
 /// module documentation). Dereferences to the value; [`Lease::arc`] gives
 /// the shared `Arc` (for identity, or an owner of one's own).
-pub struct Lease<T>(Holder<T>);
-
-enum Holder<T> {
-    /// One shard's reference: its count is on its own cache lines.
-    Sharded(Arc<CachePadded<Arc<T>>>),
-    /// The shared `Arc` itself (a caller that holds only that, such as the
-    /// C ABI's single-level queueset).
-    Shared(Arc<T>),
-}
+///
+/// One representation only (a shard's reference count on cache lines of
+/// its own, holding a clone of the shared `Arc`), so that reading the
+/// value through it is two loads and no test: a request reads its level
+/// and schema through leases about ten times.
+pub struct Lease<T>(Arc<CachePadded<Arc<T>>>);
 
 impl<T> Lease<T> {
-    /// A lease that is the shared `Arc` itself: cloning it writes the
-    /// shared count, as cloning the `Arc` does.
-    pub fn shared(value: Arc<T>) -> Lease<T> {
-        Lease(Holder::Shared(value))
+    /// A lease of its own for `value`: one allocation of two cache lines.
+    /// A holder that hands out many (one per request) keeps [`Leases`]
+    /// and clones its thread's shard's instead.
+    pub fn new(value: Arc<T>) -> Lease<T> {
+        Lease(Arc::new(CachePadded::new(value)))
     }
 
     /// The shared `Arc` (clone it to own the value beyond the lease).
     #[inline]
     pub fn arc(&self) -> &Arc<T> {
-        match &self.0 {
-            Holder::Sharded(inner) => inner,
-            Holder::Shared(arc) => arc,
-        }
+        &self.0
     }
 }
 
 impl<T> Clone for Lease<T> {
     #[inline]
     fn clone(&self) -> Self {
-        Lease(match &self.0 {
-            Holder::Sharded(inner) => Holder::Sharded(inner.clone()),
-            Holder::Shared(arc) => Holder::Shared(arc.clone()),
-        })
+        Lease(self.0.clone())
     }
 }
 
@@ -104,14 +97,17 @@ impl<T: fmt::Debug> fmt::Debug for Lease<T> {
     }
 }
 
-/// One [`Lease`] per shard of one value (see the module documentation).
-pub(crate) struct Leases<T>(Box<[Lease<T>]>);
+/// One [`Lease`] per shard of one value (see the module documentation):
+/// what a holder that admits many requests keeps (the dispatcher's
+/// configuration snapshot, the C ABI's queueset), so that each request
+/// clones its thread's shard's lease.
+pub struct Leases<T>(Box<[Lease<T>]>);
 
 impl<T> Leases<T> {
     /// Leases of `value`, one per shard: as many as the queueset's shards
     /// (one per CPU rounded down to a power of two, at most 16; two under
     /// loom and shuttle). Each costs one allocation of two cache lines.
-    pub(crate) fn new(value: &Arc<T>) -> Leases<T> {
+    pub fn new(value: &Arc<T>) -> Leases<T> {
         let n = if cfg!(any(loom, shuttle)) {
             2
         } else {
@@ -120,11 +116,13 @@ impl<T> Leases<T> {
                 .clamp(1, 16);
             1 << cpus.ilog2()
         };
-        Leases(
-            (0..n)
-                .map(|_| Lease(Holder::Sharded(Arc::new(CachePadded::new(value.clone())))))
-                .collect(),
-        )
+        Leases((0..n).map(|_| Lease::new(value.clone())).collect())
+    }
+
+    /// The lease of the calling thread's shard.
+    #[inline]
+    pub fn mine(&self) -> &Lease<T> {
+        self.of_thread(crate::sync::thread_index())
     }
 
     /// The lease of the shard of the thread numbered `thread`
@@ -133,6 +131,70 @@ impl<T> Leases<T> {
     pub(crate) fn of_thread(&self, thread: usize) -> &Lease<T> {
         // A power of two (see `new`).
         &self.0[thread & (self.0.len() - 1)]
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Leases<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leases")
+            .field("shards", &self.0.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom), not(shuttle)))]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::level::{Level, Outcome};
+    use crate::queueset::{QueueSet, QueueSetConfig};
+    use crate::work_estimate::WorkEstimate;
+    use std::time::Duration;
+
+    fn level() -> Arc<Level> {
+        let (clock, _manual) = Clock::manual();
+        let cfg = QueueSetConfig {
+            name: "leased".into(),
+            concurrency_limit: 2,
+            ..QueueSetConfig::default()
+        };
+        let qs = QueueSet::new(cfg, clock.clone()).expect("valid config");
+        Arc::new(Level::limited("leased".into(), None, qs, clock))
+    }
+
+    /// The shared count counts the live leases (invariant 3), and a
+    /// request admitted through them adds none to it; `Level::admit`'s
+    /// lease of its own adds one while its request runs.
+    #[test]
+    fn a_request_through_leases_writes_no_shared_count() {
+        let level = level();
+        let leases = Leases::new(&level);
+        let with_leases = Arc::strong_count(&level);
+        assert_eq!(with_leases, 1 + leases.0.len(), "one count per lease");
+        let one = WorkEstimate::new(1, 0, Duration::ZERO);
+        let outcome = Level::admit_with_leases(&leases, 0, 7, one, None, || unreachable!());
+        let Outcome::Execute(guard) = outcome else {
+            panic!("a free seat")
+        };
+        assert_eq!(Arc::strong_count(&level), with_leases, "no shared write");
+        assert_eq!(level.seats_in_use(), 1);
+        let own = Level::admit(&level, 0, 7, one, None, || unreachable!());
+        let Outcome::Execute(own) = own else {
+            panic!("a free seat")
+        };
+        assert_eq!(
+            Arc::strong_count(&level),
+            with_leases + 1,
+            "a lease of its own"
+        );
+        drop((guard, own));
+        assert_eq!(level.seats_in_use(), 0, "both finished");
+        assert_eq!(Arc::strong_count(&level), with_leases);
+        let lease = leases.mine().clone();
+        assert!(Arc::ptr_eq(lease.arc(), &level));
+        assert_eq!(lease.name, "leased", "reads the value");
+        drop((lease, leases));
+        assert_eq!(Arc::strong_count(&level), 1, "no lease left");
     }
 }
 
