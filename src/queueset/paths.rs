@@ -355,9 +355,7 @@ impl Shared {
         self.settle(&mut st);
         let wakers = st.core.take_wakers();
         drop(st);
-        for waker in wakers {
-            waker.wake();
-        }
+        wakers.wake_all();
     }
 
     /// After a slow-path operation: clear `SLOW` if nothing waits any more,
