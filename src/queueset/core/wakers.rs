@@ -62,7 +62,11 @@ mod tests {
                 wakers.add(None); // a blocking waiter: nothing to wake
                 wakers.add(Some(Waker::from(Arc::new(Record(i, woken.clone())))));
             }
-            assert_eq!(wakers.rest.capacity() == 0, n <= 1, "one waker allocates nothing");
+            assert_eq!(
+                wakers.rest.capacity() == 0,
+                n <= 1,
+                "one waker allocates nothing"
+            );
             std::mem::take(&mut wakers).wake_all();
             assert_eq!(*woken.lock().unwrap(), (0..n).collect::<Vec<_>>());
             assert!(wakers.first.is_none() && wakers.rest.capacity() == 0);
