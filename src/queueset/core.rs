@@ -22,7 +22,6 @@ use crate::dealer::Dealer;
 use crate::stats::{Phase, SeatDemandHandle, Tallies, Utilization};
 use crate::sync::Arc;
 use crate::work_estimate::WorkEstimate;
-use std::task::Waker;
 
 mod checks;
 mod deadlines;
@@ -34,6 +33,7 @@ mod order;
 mod queues;
 mod release;
 mod vclock;
+mod wakers;
 mod water;
 
 use self::deadlines::Deadlines;
@@ -41,6 +41,7 @@ pub(crate) use self::lingering::{Lingering, LingeringSeats};
 pub(crate) use self::order::FlowOrder;
 pub(crate) use self::queues::Queues;
 use self::vclock::VirtualClock;
+use self::wakers::Wakers;
 
 pub(crate) use self::epoch::{Completed, Entry};
 
@@ -115,7 +116,7 @@ pub(crate) struct Core {
     /// change's time, for borrowing.
     demand_observer: Option<SeatDemandHandle>,
     /// Async waiters to wake after the lock is released.
-    wakers: Vec<Waker>,
+    wakers: Wakers,
     /// What each tag's requests did (metrics only: no decision reads it).
     pub(crate) tallies: Tallies,
     /// Time-weighted utilization up to the last sync (metrics only; see
@@ -144,7 +145,7 @@ impl Core {
             deadlines: Deadlines::default(),
             counters: Counters::default(),
             demand_observer: None,
-            wakers: Vec::new(),
+            wakers: Wakers::default(),
             tallies: Tallies::default(),
             utilization: Utilization::default(),
             flows: FlowTable::default(),
@@ -441,7 +442,7 @@ impl Core {
             estimate,
             now,
         )));
-        self.wakers.extend(waker);
+        self.wakers.add(waker);
         true
     }
 
@@ -465,7 +466,7 @@ impl Core {
 
     /// Wakers of async waiters decided since the last call, to be woken
     /// once the level lock is released.
-    pub(crate) fn take_wakers(&mut self) -> Vec<Waker> {
+    pub(crate) fn take_wakers(&mut self) -> Wakers {
         std::mem::take(&mut self.wakers)
     }
 
@@ -533,7 +534,7 @@ impl Core {
             .wait_rejected
             .observe(duration_nanos(at.saturating_since(w.arrival)));
         let waker = w.slot.decide(SlotState::Rejected(reason));
-        self.wakers.extend(waker);
+        self.wakers.add(waker);
         Some((q, w.hash))
     }
 

@@ -158,20 +158,27 @@ impl Shared {
     /// nothing about requests that may start meanwhile; a start that
     /// slips past is folded by the next merge). On a failed level nothing
     /// is merged (its state is not trusted).
+    ///
+    /// The clock is read only when the merge folds: on a saturated level
+    /// every merge is skipped (src/queueset/standing.rs), and an unused read
+    /// there was a third clock read per saturated request, ~24 ns that an
+    /// instruction count does not show (docs/scaling.md, "The saturated
+    /// level (issue 21)").
     pub(super) fn lock_and_merge(&self) -> MutexGuard<'_, Locked> {
         let mut st = self.lock();
         if !self.is_failed() {
-            self.merge(&mut st, self.clock.now());
+            self.merge(&mut st, || self.clock.now());
         }
         st
     }
 
-    /// Fold every shard's ledger into the core at `at` (the lock holder;
-    /// see `Core::merge_ledgers`). A decision sets the fence first, so
-    /// that no request executes unseen by it (the ledger's invariant 2).
-    /// While the fence has stood since a fenced merge, every ledger is
-    /// empty and none is touched (src/queueset/standing.rs, invariant 1).
-    pub(super) fn merge(&self, st: &mut Locked, at: Instant) {
+    /// Fold every shard's ledger into the core at the time `at` returns,
+    /// called only if something is folded (the lock holder; see
+    /// `Core::merge_ledgers`). A decision sets the fence first, so that no
+    /// request executes unseen by it (the ledger's invariant 2). While the
+    /// fence has stood since a fenced merge, every ledger is empty and none
+    /// is touched (src/queueset/standing.rs, invariant 1).
+    pub(super) fn merge(&self, st: &mut Locked, at: impl FnOnce() -> Instant) {
         let Locked {
             core,
             folded,
@@ -188,6 +195,7 @@ impl Shared {
             );
             return;
         }
+        let at = at();
         // Read before the first fold (standing.rs, invariant 1).
         let fenced = self.word.is_fenced();
         folded.clear();
@@ -214,7 +222,7 @@ impl Shared {
         // ledgers are folded (the ledger's invariant 2).
         self.reclaim(&mut st);
         let now = self.clock.now();
-        self.merge(&mut st, now);
+        self.merge(&mut st, || now);
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Start, now);
         st.core.sync(now);
@@ -347,9 +355,7 @@ impl Shared {
         self.settle(&mut st);
         let wakers = st.core.take_wakers();
         drop(st);
-        for waker in wakers {
-            waker.wake();
-        }
+        wakers.wake_all();
     }
 
     /// After a slow-path operation: clear `SLOW` if nothing waits any more,
@@ -501,7 +507,7 @@ impl Shared {
         // so the new limit and batch apply to the seats requests hold; and
         // every executing request is folded into the core first.
         self.reclaim(&mut st);
-        self.merge(&mut st, now);
+        self.merge(&mut st, || now);
         st.core.sync(now);
         let limit = cfg.concurrency_limit;
         let fairness = cfg.fairness;

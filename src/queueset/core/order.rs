@@ -876,7 +876,7 @@ impl Core {
             estimate,
             now,
         )));
-        self.wakers.extend(waker);
+        self.wakers.add(waker);
         true
     }
 
