@@ -86,12 +86,14 @@
 mod chunk;
 mod core;
 mod heap;
+mod index;
 mod limiter;
 mod metrics;
 mod parking;
 mod priority;
 mod queue;
 mod shard;
+mod slots;
 mod strategy;
 mod table;
 mod waiter;
