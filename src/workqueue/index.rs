@@ -16,10 +16,14 @@
 //!    holder frees that list ([`Index::reclaim`]) only when it reads the
 //!    index's reader count as zero *after* the replacement. A probe counts
 //!    itself before it loads the array and uncounts after its last read of
-//!    it. All four are `SeqCst`: if the reclaim's read of zero precedes a
-//!    probe's count in their single total order, the probe's load of the
-//!    array follows the replacement's swap and sees the new array; if not,
-//!    the reclaim sees the count and keeps the list. A reclaim that keeps
+//!    it. Every access to the count is a read-modify-write (the reclaim's
+//!    read is a `fetch_add` of zero), so the count's modification order
+//!    decides, with no `SeqCst`: if the reclaim's RMW comes before a
+//!    probe's count, the count reads from it (`AcqRel`), so the swap that
+//!    published the new array happens before the probe's load, which sees
+//!    the new array; if after, the reclaim reads the count (non-zero, or
+//!    zero from the probe's `Release` uncount, after its last read) and
+//!    frees only in the second case. A reclaim that keeps
 //!    finding readers keeps the list (growth doubles, so the retired
 //!    arrays together are smaller than the current one) and tries again at
 //!    the next lock acquisition. The broken twin for the loom models
@@ -114,12 +118,12 @@ impl Index {
     /// may miss (module docs), and `hit` must validate what it is given.
     #[inline]
     pub(crate) fn find(&self, hash: u32, hit: impl FnMut(u32) -> bool) -> Option<u32> {
-        self.readers.fetch_add(1, Ordering::SeqCst);
+        self.readers.fetch_add(1, Ordering::Acquire);
         // SAFETY: counted before the load (invariant 2): the array is not
         // freed until this probe is uncounted below.
-        let b = unsafe { &*self.current.load(Ordering::SeqCst) };
+        let b = unsafe { &*self.current.load(Ordering::Acquire) };
         let found = probe(b, hash, hit);
-        self.readers.fetch_sub(1, Ordering::SeqCst);
+        self.readers.fetch_sub(1, Ordering::Release);
         found
     }
 
@@ -152,7 +156,7 @@ impl Index {
                 place(&new, hash_of(slot), slot);
             }
         }
-        let old = self.current.swap(Box::into_raw(new), Ordering::SeqCst);
+        let old = self.current.swap(Box::into_raw(new), Ordering::AcqRel);
         // SAFETY: `old` came from `Box::into_raw` and is unpublished now;
         // probes may still be on it, so it waits for `reclaim`.
         w.retired.push(unsafe { Box::from_raw(old) });
@@ -165,7 +169,10 @@ impl Index {
         if w.retired.is_empty() {
             return;
         }
-        if !cfg!(apf_broken_wqfree = "reclaim") && self.readers.load(Ordering::SeqCst) != 0 {
+        // A read-modify-write, ordered after the swaps that retired the
+        // arrays (invariant 2); the broken twin reads nothing.
+        if !cfg!(apf_broken_wqfree = "reclaim") && self.readers.fetch_add(0, Ordering::AcqRel) != 0
+        {
             return;
         }
         if cfg!(loom) {

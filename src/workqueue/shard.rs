@@ -356,9 +356,9 @@ impl<T: Eq, H: Copy + Default> ShardState<T, H> {
             return;
         }
         // Every event a claim on a freed entry pushed is in the list now:
-        // apply them before the slots are reused. The broken twin for the
-        // loom models (`--cfg apf_broken_wqfree="sweep"`) reuses first.
-        #[cfg(not(apf_broken_wqfree = "sweep"))]
+        // apply them before the slots are reused. (A claim under the lock
+        // applies the list too, `Locked::held`; this keeps the rule local
+        // to the sweep.)
         self.apply_all(shard);
         for local in freed {
             self.kept -= 1;

@@ -145,6 +145,21 @@ impl<T, H: Copy> Entry<T, H> {
         }
     }
 
+    /// The broken twin's comparison without a claim (never built
+    /// otherwise): a data race with a sweep that loom's cells catch.
+    #[cfg(apf_broken_wqfree = "claim")]
+    pub(crate) fn peek_item_unclaimed(&self, item: &T) -> bool
+    where
+        T: Eq,
+    {
+        if self.state.load(Ordering::Relaxed) & PHASE == FREE {
+            return false;
+        }
+        // SAFETY: none: this is the deliberately broken twin.
+        self.item
+            .with(|p| unsafe { (*p).assume_init_ref() == item })
+    }
+
     /// Free a kept, unclaimed entry (under the shard's lock: invariant 1).
     /// On [`Sweep::Freed`] the caller owns the item: drop it with
     /// [`Entry::drop_item`] before the slot is reused.

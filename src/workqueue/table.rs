@@ -95,6 +95,12 @@ impl<T: Eq, H: Copy + Default> Table<T, H> {
             if entry.hash() != hash {
                 return false;
             }
+            // The broken twin for the loom models compares the item before
+            // the claim, racing a sweep that drops it.
+            #[cfg(apf_broken_wqfree = "claim")]
+            if !entry.peek_item_unclaimed(item) {
+                return false;
+            }
             match entry.try_claim() {
                 Some(claim) if claim.item() == item => {
                     got = Some(claim);
