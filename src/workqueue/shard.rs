@@ -138,7 +138,7 @@ enum Event {
 
 /// How many events a lock-free caller pushes between its tries to apply
 /// the list (through `try_lock`).
-const APPLY_EVERY: u32 = if cfg!(loom) { 2 } else { 64 };
+const APPLY_EVERY: u32 = if cfg!(loom) { 8 } else { 64 };
 
 /// A shard: its lock and state, the table readable without the lock, the
 /// events made by claims and the processing count. Cache-padded so that
