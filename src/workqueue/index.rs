@@ -75,9 +75,12 @@ pub(crate) struct Index {
 /// The parts of [`Index`] only the shard's lock holder touches.
 pub(crate) struct IndexWriter {
     live: usize,
-    /// Arrays replaced by a bigger one (invariant 2).
+    /// Arrays replaced by a bigger one (invariant 2). Boxed: probes hold
+    /// `&Buckets`, which must not move.
+    #[allow(clippy::vec_box)]
     retired: Vec<Box<Buckets>>,
     /// Under loom: reclaimed arrays, marked and kept (see `Buckets`).
+    #[allow(clippy::vec_box)]
     kept_for_loom: Vec<Box<Buckets>>,
 }
 

@@ -317,7 +317,9 @@ pub(crate) struct Slots<T, H> {
 
 /// The parts of [`Slots`] only the shard's lock holder touches.
 pub(crate) struct SlotsWriter<T, H> {
-    /// Directories replaced by a bigger one, freed with the table.
+    /// Directories replaced by a bigger one, freed with the table. Boxed:
+    /// readers hold `&Dir`, which must not move.
+    #[allow(clippy::vec_box)]
     retired: Vec<Box<Dir<T, H>>>,
 }
 

@@ -17,12 +17,15 @@
 //!
 //! # Locks and what they guard
 //!
-//! - **The item table is sharded by hash** ([`super::shard`]): an item's
-//!   entry (its phase, its re-queue hint, whether it is in the delay heap),
-//!   its per-item metrics and its shard's processing count are guarded by
-//!   the lock of the shard its hash picks. So `add` and `done` of items in
-//!   different shards never wait for each other, and a holder that is
-//!   descheduled stalls only the calls for its shard's items.
+//! - **The item table is sharded by hash** ([`super::shard`]): the table's
+//!   shape (which slots are occupied, the index) and the per-item metrics
+//!   are guarded by the lock of the shard its hash picks; an item's phase,
+//!   re-queue hint and delayed bit change only inside a *claim* of its
+//!   entry's busy bit, with or without that lock (src/workqueue/slots.rs),
+//!   and metric changes made without the lock wait on the shard's event
+//!   list for the next holder. So `add` and `done` of items in different
+//!   shards never wait for each other, and (FIFO) a caller that is
+//!   descheduled inside its section stalls only calls for its own item.
 //! - **The queue's lock** ([`Shared::state`], [`Inner`]) guards the strategy
 //!   (two lanes, priorities), the delay heap, the shutdown flags and the
 //!   timer. The parked workers are not under it: they are on a lock-free
@@ -36,25 +39,27 @@
 //! Strategies other than FIFO, and the priority queue's merged adds, take
 //! the queue's lock and then the item's shard lock for every operation: the
 //! strategy's order and the delay heap are queue-wide. A FIFO queue
-//! ([`Shared::fast`]) takes only the item's shard lock in `add` and `done`,
-//! and no lock at all in a `get` that finds an item ready:
+//! ([`Shared::fast`]) takes no lock in a `get` that finds an item ready, nor
+//! in an `add` or `done` that finds its item's entry through the index
+//! ([`Shards::claim`]); one that misses (a new item, or a probe that raced
+//! a change of the index) takes the item's shard lock:
 //!
 //! # FIFO without the queue's lock
 //!
 //! - **The ready list** ([`Shared::ready`], a lock-free FIFO of
-//!   [`Ticket`]s) holds the queued items in order. A ticket is pushed under
-//!   its item's shard lock by the one transition into [`Phase::Queued`], and
-//!   an item leaves `Queued` only through a get, so an item has at most one
-//!   ticket and its slot is never freed while the ticket is out.
+//!   [`Ticket`]s) holds the queued items in order. A ticket is pushed inside
+//!   a claim of its item's entry by the one transition into
+//!   [`Phase::Queued`], and an item leaves `Queued` only through a get, so
+//!   an item has at most one ticket and its slot is never freed while the
+//!   ticket is out.
 //! - **A get** pops a ticket (item and hint were cloned into it when it was
-//!   pushed) and pushes the slot and time onto its shard's *taken* list
-//!   before it returns. Every acquisition of a shard's lock first applies
-//!   that shard's taken list (the item becomes processing, the metrics count
-//!   the get), so every operation that follows a get (its `done`, an add
-//!   made after it returned, a snapshot, a draining shutdown) sees the item
-//!   processing. The get takes effect at its push onto the taken list: an
-//!   operation between the pop and that push sees the item still `Queued`,
-//!   the state just before the get, which the locked queue also allows.
+//!   pushed) and claims the ticket's entry: the item becomes processing,
+//!   the shard's processing count grows, and a started event goes onto the
+//!   shard's event list, before the get returns. So every operation that
+//!   follows a get (its `done`, an add made after it returned, a snapshot,
+//!   a draining shutdown) sees the item processing. An operation between
+//!   the pop and the claim sees the item still `Queued`, the state just
+//!   before the get, which the locked queue also allows.
 //! - **Parking takes no lock either** ([`super::parking`], where the
 //!   protocol's invariants and orderings are): a worker that found the
 //!   ready list empty counts itself, pushes its waiter onto the lock-free
@@ -67,22 +72,27 @@
 //!   of the worker parked longest and a hand-off of the item at the ready
 //!   list's head. No pusher takes the queue's lock for it, and the wake-up
 //!   (a waiter's mutex and condition variable) runs with no lock held.
-//! - **Shutdown** sets its flags under the queue's lock, then takes and
-//!   releases every shard's lock in turn: an add that found the queue open
-//!   under its shard lock has pushed its ticket before that pass, and one
-//!   after it sees the flag. Only then does it set [`Shared::sealed`] (a
+//! - **Shutdown** sets its flags under the queue's lock, issues a `SeqCst`
+//!   fence, then takes every shard's lock in turn and waits there until no
+//!   entry of the shard is claimed: an add that found the queue open under
+//!   its shard lock has pushed its ticket before that pass, and one after
+//!   it sees the flag. A lock-free add claims its entry, issues a `SeqCst`
+//!   fence and only then reads the closed flag: either it sees the flag,
+//!   or the shutdown's pass sees its claim (and waits for its release,
+//!   after the ticket's push) or a later state. Only then does it set [`Shared::sealed`] (a
 //!   get that then finds nothing ready returns none, a parker's last look
 //!   sees it) and hand every parked worker "look again": each takes what is
 //!   still ready, or sees the queue sealed, so a released worker never
 //!   leaves behind an item added before the shutdown.
-//! - **A draining shutdown** sums the shards' processing counts, each under
-//!   its shard's lock, while holding the queue's lock, and waits on
-//!   [`Shared::drained`]. A `done` that brings its shard's count to zero
-//!   reads the draining flag after releasing the shard lock and, if set,
-//!   takes the queue's lock to signal. The shard lock orders the two: a
-//!   `done` after the sum's visit of its shard reads the flag set before it;
-//!   one before is counted by the sum. The signal needs the queue's lock,
-//!   which the shutdown holds from its sum until it waits: no signal is lost.
+//! - **A draining shutdown** sets the draining flag, issues a `SeqCst`
+//!   fence, sums the shards' atomic processing counts while holding the
+//!   queue's lock, and waits on [`Shared::drained`]. A `done` decrements its
+//!   shard's count, issues a `SeqCst` fence and reads the draining flag;
+//!   if its decrement brought the count to zero and the flag is set, it
+//!   takes the queue's lock to signal. The two fences order the two: a
+//!   `done` whose decrement the sum missed reads the flag set before it.
+//!   The signal needs the queue's lock, which the shutdown holds from its
+//!   sum until it waits: no signal is lost.
 //!
 //! Items are stored once, in their shard's slab; the strategies, the delay
 //! heap and the tickets hold queue-wide slot numbers that name the shard.
