@@ -46,7 +46,7 @@
 //! pointer it loaded (`Acquire`, pairing with the `Release` publication).
 
 use super::table::Phase;
-use crate::sync::{spin_hint, AtomicPtr, AtomicU32, Ordering, UnsafeCell};
+use crate::sync::{spin_hint, thread, AtomicPtr, AtomicU32, Ordering, UnsafeCell};
 use std::mem::MaybeUninit;
 use std::ptr;
 
@@ -98,6 +98,19 @@ impl<T, H: Default> Entry<T, H> {
     }
 }
 
+/// One wait for a claim's release: spin a while (a claim is a few dozen
+/// instructions), then yield, so that with more threads than cores the
+/// holder, if it was descheduled inside its claim, gets a core back.
+#[inline]
+fn wait_a_little(spins: &mut u32) {
+    if *spins < 64 {
+        *spins += 1;
+        spin_hint();
+    } else {
+        thread::yield_now();
+    }
+}
+
 /// What [`Entry::free_if_kept`] found.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Sweep {
@@ -122,12 +135,13 @@ impl<T, H: Copy> Entry<T, H> {
     #[inline]
     pub(crate) fn try_claim(&self) -> Option<Claim<'_, T, H>> {
         let mut word = self.state.load(Ordering::Relaxed);
+        let mut spins = 0u32;
         loop {
             if word & PHASE == FREE {
                 return None;
             }
             if word & BUSY != 0 {
-                spin_hint();
+                wait_a_little(&mut spins);
                 word = self.state.load(Ordering::Relaxed);
                 continue;
             }
@@ -455,8 +469,9 @@ impl<T, H: Copy + Default> Slots<T, H> {
     pub(crate) fn wait_unclaimed(&self, high: u32) {
         for slot in 0..high {
             if let Some(entry) = self.get(slot) {
+                let mut spins = 0u32;
                 while entry.state.load(Ordering::Acquire) & BUSY != 0 {
-                    spin_hint();
+                    wait_a_little(&mut spins);
                 }
             }
         }
