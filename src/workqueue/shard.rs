@@ -49,9 +49,7 @@
 use super::metrics::QueueMetrics;
 use super::slots::{Claim, Sweep};
 use super::table::{Phase, Table, TableWriter, NONE};
-use crate::sync::{
-    fence, lock, try_lock, AtomicU32, AtomicUsize, Mutex, MutexGuard, Ordering, SegQueue,
-};
+use crate::sync::{fence, lock, try_lock, AtomicU32, AtomicUsize, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
 use std::mem::ManuallyDrop;
 
@@ -150,7 +148,14 @@ const APPLY_EVERY: u32 = if cfg!(loom) { 8 } else { 128 };
 struct Shard<T, H> {
     state: Mutex<ShardState<T, H>>,
     table: Table<T, H>,
-    events: SegQueue<Event>,
+    /// crossbeam's `SegQueue` itself, under loom and shuttle too (not the
+    /// mutex-guarded deque of `crate::sync::SegQueue`): nothing here relies
+    /// on a push synchronising with a pop (events are plain data applied
+    /// under the lock; what orders an item's claims is its state word),
+    /// and the deque's mutex would order every lock-free caller after a
+    /// lock holder's visit of the list, an order the real list does not
+    /// give, which hid the drain handshake's missing fence from loom.
+    events: crossbeam_queue::SegQueue<Event>,
     /// Events pushed without the lock (only its multiples of
     /// [`APPLY_EVERY`] matter).
     pushed: AtomicU32,
@@ -183,7 +188,7 @@ impl<T: Eq, H: Copy + Default> Shards<T, H> {
                         kept_slots: Vec::new(),
                     }),
                     table,
-                    events: SegQueue::new(),
+                    events: crossbeam_queue::SegQueue::new(),
                     pushed: AtomicU32::new(0),
                     processing: AtomicUsize::new(0),
                 })
