@@ -128,6 +128,17 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// Lock a mutex if it is free now, recovering the data from a poisoned
+/// lock as [`lock`] does; `None` if another thread holds it.
+#[inline]
+pub fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// An unbounded multi-producer multi-consumer FIFO: crossbeam's lock-free
 /// `SegQueue` normally, a mutex-guarded deque under loom and shuttle
 /// (crossbeam's internals are outside their view, and its push-to-pop

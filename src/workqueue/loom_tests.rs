@@ -516,3 +516,123 @@ mod handshake {
         });
     }
 }
+
+/// Models of the lock-free `done` and `add` (docs/scaling.md, "Done and
+/// add that never wait for a descheduled thread"; the protocol's
+/// invariants are at `slots.rs`, `index.rs` and `shard.rs`). Each has a
+/// deliberately broken twin, built with `--cfg apf_broken_wqfree="..."`
+/// (docs/verification.md lists which model catches which).
+mod lock_free {
+    use super::*;
+    use crate::workqueue::index::{Index, IndexWriter};
+
+    /// Items `n` of the shard of item 0.
+    fn same_shard(q: &DelayingQueue<u8>, n: usize) -> Vec<u8> {
+        (0..=u8::MAX)
+            .filter(|b| q.shard_index(b) == q.shard_index(&0))
+            .take(n)
+            .collect()
+    }
+
+    /// Twin `claim`: the item compared before the busy bit is set (loom's
+    /// cell tracking sees the read race the sweep's drop of the item).
+    #[test]
+    fn a_lock_free_add_racing_a_sweep_of_its_kept_entry() {
+        loom::model(|| {
+            let (q, _clock) = queue();
+            let items = same_shard(&q, 3);
+            let (y, z, w) = (items[0], items[1], items[2]);
+            for x in [y, z] {
+                q.add(x);
+                let got = q.try_get().unwrap();
+                // Lock-free: the entry is kept, its events not applied.
+                q.done(&got).unwrap();
+            }
+            let q2 = q.clone();
+            // Finds `y`'s kept entry through the index, without the lock.
+            let adder = thread::spawn(move || q2.add(y));
+            // A new item: the shard's lock, whose holder applies the
+            // events (two kept entries: KEEP under loom) and sweeps.
+            q.add(w);
+            adder.join().unwrap();
+            let mut got = Vec::new();
+            while let Ok(x) = q.try_get() {
+                got.push(x);
+                q.done(&x).unwrap();
+            }
+            got.sort_unstable();
+            let mut want = vec![y, w];
+            want.sort_unstable();
+            assert_eq!(got, want, "the re-add is queued once, the new item once");
+            let m = q.metrics();
+            assert_eq!((m.adds, m.depth), (4, 0));
+        });
+    }
+
+    /// Twin `reclaim`: a replaced index array freed (under loom: marked)
+    /// without reading the probe count; the probe's check sees it.
+    #[test]
+    fn a_probe_racing_a_growth_and_a_reclaim() {
+        loom::model(|| {
+            let index = Arc::new(Index::with_capacity(0));
+            let mut w = IndexWriter::new();
+            let hash_of = |s: u32| s;
+            index.insert(&mut w, 0, 0, hash_of);
+            let reader = {
+                let index = index.clone();
+                thread::spawn(move || index.find(0, |s| s == 0))
+            };
+            // The seventh entry doubles the 8 buckets (load 3/4).
+            for s in 1..7 {
+                index.insert(&mut w, s, s, hash_of);
+            }
+            index.reclaim(&mut w);
+            assert_eq!(reader.join().unwrap(), Some(0), "growth copies every entry");
+            index.reclaim(&mut w);
+            assert_eq!(index.find(0, |s| s == 0), Some(0));
+        });
+    }
+
+    /// Twin `drain`: the done without its `SeqCst` fence between the
+    /// count's decrement and the look at the draining flag (loom reports
+    /// the draining shutdown's lost wake-up as a deadlock).
+    #[test]
+    fn a_lock_free_done_racing_a_draining_shutdown() {
+        loom::model(|| {
+            let (q, _clock) = queue();
+            q.add(1);
+            let one = q.try_get().unwrap();
+            let q2 = q.clone();
+            // Lock-free (the entry is found through the index), and with
+            // nothing to re-queue: no parking handshake's fence after it.
+            let finisher = thread::spawn(move || q2.done(&one).unwrap());
+            q.shut_down_with_drain();
+            finisher.join().unwrap();
+            assert_eq!(q.try_get(), Err(TryGetError::ShutDown));
+        });
+    }
+
+    /// Twin `close`: the add without its fence between the claim and the
+    /// look at the closed flag: it can push its ticket after the queue was
+    /// sealed, where a get already returned "shut down".
+    #[test]
+    fn a_lock_free_add_racing_a_shutdown_is_handed_out_or_ignored() {
+        loom::model(|| {
+            let (q, _clock) = queue();
+            q.add(1);
+            let one = q.try_get().unwrap();
+            // Kept: the next add finds the entry without the lock.
+            q.done(&one).unwrap();
+            let q2 = q.clone();
+            let adder = thread::spawn(move || q2.add(1));
+            q.shut_down();
+            let first = q.try_get();
+            adder.join().unwrap();
+            let later = q.try_get();
+            assert!(
+                !(first == Err(TryGetError::ShutDown) && later == Ok(1)),
+                "an add that found the queue open was queued after the seal"
+            );
+        });
+    }
+}

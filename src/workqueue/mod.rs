@@ -20,10 +20,13 @@
 //! The item table (every tracked item's phase, its hash-index bucket and
 //! per-item metrics) is sharded by hash, each shard its own lock; a second,
 //! queue-wide lock guards the strategy, the delay heap and shutdown. A
-//! FIFO queue's `add` and `done` take only their item's shard lock, and its
-//! `get` takes no lock at all (a lock-free list of ready items, and one of
-//! parked workers that a pusher hands the item to); other strategies take the queue's lock, then the
-//! item's shard lock (the `core` module's protocol). Every step is short:
+//! FIFO queue's `get` takes no lock at all (a lock-free list of ready
+//! items, and one of parked workers that a pusher hands the item to), and
+//! neither do its `add` and `done` when they find the item's entry (a
+//! claim of the entry's busy bit, found through an index probed without
+//! the lock); an add of a new item takes its shard's lock. Other
+//! strategies take the queue's lock, then the item's shard lock (the
+//! `core` and `shard` modules' protocols). Every step is short:
 //! a hash lookup and an O(1) strategy operation (O(log p) for p
 //! distinct priorities, O(log w) for w waiting items), plus the clone of the
 //! item `get` returns. A done item's entry is kept until it is added again
@@ -42,8 +45,8 @@
 //! queue's [`Clock`], so the manual clock drives them deterministically.
 //!
 //! Per queued item the queue spends, beyond the item itself, a 4-byte
-//! hash-index bucket (at most 8/7 of them per item), a 4-byte hash and a
-//! phase byte beside the item in the slab, the strategy's link (12 bytes
+//! hash-index bucket (4/3 to 8/3 of them per item), a 4-byte hash and a
+//! 4-byte state word beside the item in its entry, the strategy's link (12 bytes
 //! for two lanes and priorities; for FIFO the ready list's ticket while the
 //! item is queued: its slot, a clone of the item and a state word, 24 bytes
 //! for a `u64` item) and, with timed metrics, an 8-byte
@@ -86,12 +89,14 @@
 mod chunk;
 mod core;
 mod heap;
+mod index;
 mod limiter;
 mod metrics;
 mod parking;
 mod priority;
 mod queue;
 mod shard;
+mod slots;
 mod strategy;
 mod table;
 mod waiter;

@@ -1,9 +1,13 @@
 //! The item table: every item the queue tracks (dirty, processing or
-//! waiting), stored once in a slab of slots, and a hash index from item to
-//! slot that holds only 4-byte slot numbers.
+//! waiting), stored once in entries that never move ([`Slots`]), and a hash
+//! index from item to slot that holds only 4-byte slot numbers ([`Index`]).
+//! Both are read without the shard's lock by a FIFO queue's `done` and
+//! `add` ([`Table::claim`]); every change of the table's shape (occupying,
+//! freeing, indexing a slot) is made under the lock, through the
+//! [`TableWriter`] that lives inside it.
 
-use super::chunk::ChunkVec;
-use hashbrown::HashTable;
+use super::index::{Index, IndexWriter};
+use super::slots::{Claim, Entry, Slots, SlotsWriter, Sweep};
 
 /// No slot: the end of a list, an absent position.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -30,216 +34,239 @@ pub(crate) enum Phase {
     Kept,
 }
 
-pub(crate) struct Entry<T, H> {
-    pub(crate) item: T,
-    /// The item's hash, kept so that growing the index never hashes items
-    /// again and lookups compare hashes before items.
-    hash: u32,
-    pub(crate) phase: Phase,
-    /// The hint to queue the item with once `done` is called
-    /// ([`Phase::RunningDirty`]).
-    pub(crate) hint: H,
-    /// Whether the item is in the delay heap (kept here so that `done`
-    /// can tell, under the item's shard lock alone, whether to forget it).
-    pub(crate) delayed: bool,
-}
-
-enum SlotEntry<T, H> {
-    Vacant { next_free: u32 },
-    Occupied(Entry<T, H>),
-}
-
-impl<T, H> Default for SlotEntry<T, H> {
-    fn default() -> Self {
-        SlotEntry::Vacant { next_free: NONE }
-    }
-}
-
-pub(crate) struct ItemTable<T, H> {
-    slots: ChunkVec<SlotEntry<T, H>>,
-    index: HashTable<u32>,
-    free_head: u32,
-    /// Slots below this number have been handed out at least once.
-    high_water: u32,
-    /// Slot numbers stay below this.
-    limit: u32,
-    len: usize,
-}
-
-/// Spread a 32-bit hash over the 64 bits the index reads: its low bits pick
-/// the bucket and its top 7 bits are the bucket's tag.
-#[inline]
-fn spread(h: u32) -> u64 {
-    (u64::from(h) << 32) | u64::from(h)
-}
-
 /// Reduce a full hash to the 32 bits stored beside the item.
 #[inline]
 pub(crate) fn short_hash(full: u64) -> u32 {
     (full >> 32) as u32 ^ full as u32
 }
 
-impl<T: Eq, H: Copy> ItemTable<T, H> {
+/// The lock-free readable part of a shard's item table.
+pub(crate) struct Table<T, H> {
+    slots: Slots<T, H>,
+    index: Index,
+}
+
+/// The part of a shard's item table under its lock: holding `&mut` of it
+/// is what the table's changing methods ask for.
+pub(crate) struct TableWriter<T, H> {
+    slots: SlotsWriter<T, H>,
+    index: IndexWriter,
+    /// Freed slots, reused first (most recently freed first).
+    free: Vec<u32>,
+    /// Slots below this number have been handed out at least once.
+    high_water: u32,
+    /// Slot numbers stay below this.
+    limit: u32,
+    /// Occupied entries.
+    len: usize,
+}
+
+impl<T: Eq, H: Copy + Default> Table<T, H> {
     /// A table whose index holds `capacity` items before it first grows,
     /// and whose slot numbers stay below `limit`.
-    pub(crate) fn with_capacity(capacity: usize, limit: u32) -> Self {
-        ItemTable {
-            slots: ChunkVec::new(),
-            index: HashTable::with_capacity(capacity),
-            free_head: NONE,
-            high_water: 0,
-            limit,
-            len: 0,
-        }
+    pub(crate) fn with_capacity(capacity: usize, limit: u32) -> (Self, TableWriter<T, H>) {
+        (
+            Table {
+                slots: Slots::new(),
+                index: Index::with_capacity(capacity),
+            },
+            TableWriter {
+                slots: SlotsWriter::new(),
+                index: IndexWriter::new(),
+                free: Vec::new(),
+                high_water: 0,
+                limit,
+                len: 0,
+            },
+        )
     }
 
-    #[cfg(all(not(loom), any(test, feature = "testing")))]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The slot holding `item`, whose short hash is `hash`.
-    pub(crate) fn find(&self, hash: u32, item: &T) -> Option<u32> {
-        let slots = &self.slots;
-        self.index
-            .find(spread(hash), |&s| match slots.get(s as usize) {
-                Some(SlotEntry::Occupied(e)) => e.hash == hash && e.item == *item,
-                _ => false,
-            })
-            .copied()
-    }
-
-    /// Whether `insert` would find no slot.
-    pub(crate) fn is_full(&self) -> bool {
-        self.free_head == NONE && self.high_water >= self.limit
-    }
-
-    /// Store an item known to be absent; `None` once `limit` items are
-    /// tracked at once.
-    pub(crate) fn insert(&mut self, hash: u32, item: T, phase: Phase, hint: H) -> Option<u32> {
-        let slot = if self.free_head != NONE {
-            let slot = self.free_head;
-            if let SlotEntry::Vacant { next_free } = *self.slots.at(slot as usize) {
-                self.free_head = next_free;
+    /// The entry of `item` (whose short hash is `hash`), claimed. Without
+    /// the lock this may miss an item that is there (the index's module
+    /// docs); under it, it is exact. A hit is validated: the claim is
+    /// held and the item compared under it.
+    #[inline]
+    pub(crate) fn claim(&self, hash: u32, item: &T) -> Option<(u32, Claim<'_, T, H>)> {
+        let mut got = None;
+        let slot = self.index.find(hash, |slot| {
+            let Some(entry) = self.slots.get(slot) else {
+                return false;
+            };
+            if entry.hash() != hash {
+                return false;
             }
+            // The broken twin for the loom models compares the item before
+            // the claim, racing a sweep that drops it.
+            #[cfg(apf_broken_wqfree = "claim")]
+            if !entry.peek_item_unclaimed(item) {
+                return false;
+            }
+            match entry.try_claim() {
+                Some(claim) if claim.item() == item => {
+                    got = Some(claim);
+                    true
+                }
+                // Another item (the slot was reused) or a free entry: the
+                // claim, if any, is released unchanged.
+                _ => false,
+            }
+        })?;
+        got.map(|claim| (slot, claim))
+    }
+
+    /// The entry of an occupied slot (from a claim, the strategy, the
+    /// delay heap or a ticket).
+    #[inline]
+    pub(crate) fn entry(&self, slot: u32) -> &Entry<T, H> {
+        self.slots.at(slot)
+    }
+
+    /// Whether `insert` would find no slot (under the lock).
+    pub(crate) fn is_full(&self, w: &TableWriter<T, H>) -> bool {
+        w.free.is_empty() && w.high_water >= w.limit
+    }
+
+    /// Store an item known to be absent, claimed (under the lock); `None`
+    /// once `limit` items are held at once.
+    pub(crate) fn insert(
+        &self,
+        w: &mut TableWriter<T, H>,
+        hash: u32,
+        item: T,
+        phase: Phase,
+        hint: H,
+    ) -> Option<(u32, Claim<'_, T, H>)> {
+        let slot = if let Some(slot) = w.free.pop() {
             slot
-        } else if self.high_water < self.limit {
-            self.high_water += 1;
-            self.high_water - 1
+        } else if w.high_water < w.limit {
+            w.high_water += 1;
+            w.high_water - 1
         } else {
             return None;
         };
-        *self.slots.at(slot as usize) = SlotEntry::Occupied(Entry {
-            item,
-            hash,
-            phase,
-            hint,
-            delayed: false,
-        });
+        let claim = self
+            .slots
+            .occupy(&mut w.slots, slot, hash, item, phase, hint);
         let slots = &self.slots;
         self.index
-            .insert_unique(spread(hash), slot, |&s| match slots.get(s as usize) {
-                Some(SlotEntry::Occupied(e)) => spread(e.hash),
-                _ => 0,
-            });
-        self.len += 1;
-        Some(slot)
+            .insert(&mut w.index, hash, slot, |s| slots.at(s).hash());
+        w.len += 1;
+        Some((slot, claim))
     }
 
-    /// Forget the item in `slot`.
-    pub(crate) fn remove(&mut self, slot: u32) {
-        let hash = match self.slots.get(slot as usize) {
-            Some(SlotEntry::Occupied(e)) => e.hash,
-            _ => return,
-        };
-        if let Ok(found) = self.index.find_entry(spread(hash), |&s| s == slot) {
-            found.remove();
+    /// Forget the claimed item in `slot` (under the lock); the slot is
+    /// reusable at once (the caller applied the shard's events after
+    /// taking the claim, and no event can follow a free entry).
+    pub(crate) fn remove(&self, w: &mut TableWriter<T, H>, slot: u32, claim: Claim<'_, T, H>) {
+        self.unindex(w, slot);
+        self.slots.vacate(claim);
+        w.free.push(slot);
+    }
+
+    fn unindex(&self, w: &mut TableWriter<T, H>, slot: u32) {
+        let slots = &self.slots;
+        let hash = slots.at(slot).hash();
+        self.index
+            .remove(&mut w.index, hash, slot, |s| slots.at(s).hash());
+        w.len -= 1;
+    }
+
+    /// Free `slot` if it is kept and unclaimed (under the lock). A freed
+    /// slot is not reusable until [`Table::recycle`]: the caller first
+    /// applies the metric events that claims pushed before it was freed.
+    pub(crate) fn sweep(&self, w: &mut TableWriter<T, H>, slot: u32) -> Sweep {
+        let found = self.slots.sweep(slot);
+        if found == Sweep::Freed {
+            self.unindex(w, slot);
         }
-        *self.slots.at(slot as usize) = SlotEntry::Vacant {
-            next_free: self.free_head,
-        };
-        self.free_head = slot;
-        self.len -= 1;
+        found
     }
 
-    /// The entry in `slot`, if the slot is occupied.
+    /// Make a swept slot reusable (under the lock).
+    pub(crate) fn recycle(&self, w: &mut TableWriter<T, H>, slot: u32) {
+        w.free.push(slot);
+    }
+
+    /// Free the index's replaced arrays if no probe is on them (under the
+    /// lock).
     #[inline]
-    pub(crate) fn get(&self, slot: u32) -> Option<&Entry<T, H>> {
-        match self.slots.get(slot as usize) {
-            Some(SlotEntry::Occupied(e)) => Some(e),
-            _ => None,
-        }
+    pub(crate) fn reclaim(&self, w: &mut TableWriter<T, H>) {
+        self.index.reclaim(&mut w.index);
     }
 
-    /// The entry in an occupied slot.
-    ///
-    /// Slots come from `find`, `insert` or a structure that only holds
-    /// occupied slots (strategy, delay heap), so a vacant slot here is a bug
-    /// in this module, not bad input.
-    #[inline]
-    pub(crate) fn entry(&self, slot: u32) -> &Entry<T, H> {
-        match self.slots.get(slot as usize) {
-            Some(SlotEntry::Occupied(e)) => e,
-            _ => unreachable!("slot {slot} is not occupied"),
-        }
+    /// Wait until no claim is held on any slot (under the lock: shutdown).
+    pub(crate) fn wait_unclaimed(&self, w: &TableWriter<T, H>) {
+        self.slots.wait_unclaimed(w.high_water);
     }
+}
 
-    #[inline]
-    pub(crate) fn entry_mut(&mut self, slot: u32) -> &mut Entry<T, H> {
-        match self.slots.at(slot as usize) {
-            SlotEntry::Occupied(e) => e,
-            SlotEntry::Vacant { .. } => unreachable!("slot {slot} is not occupied"),
-        }
+impl<T, H> TableWriter<T, H> {
+    /// Occupied entries, kept ones included.
+    #[cfg(all(not(loom), any(test, feature = "testing")))]
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::workqueue::slots::Sweep;
 
     #[test]
-    fn insert_find_remove_and_reuse() {
-        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0, NONE);
-        let a = t.insert(1, 10, Phase::Queued, ()).unwrap();
-        let b = t.insert(2, 20, Phase::Queued, ()).unwrap();
+    fn insert_claim_remove_and_reuse() {
+        let (t, mut w) = Table::<u64, ()>::with_capacity(0, NONE);
+        let (a, c) = t.insert(&mut w, 1, 10, Phase::Queued, ()).unwrap();
+        drop(c);
+        let (b, c) = t.insert(&mut w, 2, 20, Phase::Queued, ()).unwrap();
+        drop(c);
         assert_ne!(a, b);
-        assert_eq!(t.find(1, &10), Some(a));
-        assert_eq!(t.find(2, &20), Some(b));
-        assert_eq!(t.find(1, &20), None, "same item, other hash");
-        t.remove(a);
-        assert_eq!(t.find(1, &10), None);
-        assert_eq!(t.len(), 1);
-        let c = t.insert(3, 30, Phase::Running, ()).unwrap();
+        assert_eq!(t.claim(1, &10).map(|(s, _)| s), Some(a));
+        assert_eq!(t.claim(2, &20).map(|(s, _)| s), Some(b));
+        assert!(t.claim(1, &20).is_none(), "same item, other hash");
+        let (_, c) = t.claim(1, &10).unwrap();
+        t.remove(&mut w, a, c);
+        assert!(t.claim(1, &10).is_none());
+        assert_eq!(w.len(), 1);
+        let (c, claim) = t.insert(&mut w, 3, 30, Phase::Running, ()).unwrap();
         assert_eq!(c, a, "freed slots are reused first");
-        assert_eq!(t.entry(c).phase, Phase::Running);
+        assert_eq!(claim.phase(), Phase::Running);
     }
 
     #[test]
     fn many_items_with_colliding_short_hashes() {
-        let mut t: ItemTable<u64, ()> = ItemTable::with_capacity(0, NONE);
+        let (t, mut w) = Table::<u64, ()>::with_capacity(0, NONE);
         for i in 0..5000u64 {
-            t.insert((i % 7) as u32, i, Phase::Queued, ()).unwrap();
+            t.insert(&mut w, (i % 7) as u32, i, Phase::Queued, ())
+                .unwrap();
         }
         for i in 0..5000u64 {
-            let s = t.find((i % 7) as u32, &i).expect("present");
-            assert_eq!(t.entry(s).item, i);
+            let (_, c) = t.claim((i % 7) as u32, &i).expect("present");
+            assert_eq!(*c.item(), i);
         }
         for i in (0..5000u64).step_by(2) {
-            let s = t.find((i % 7) as u32, &i).unwrap();
-            t.remove(s);
+            let (s, c) = t.claim((i % 7) as u32, &i).unwrap();
+            t.remove(&mut w, s, c);
         }
-        assert_eq!(t.len(), 2500);
-        assert_eq!(t.find(0, &0), None);
-        assert!(t.find((4999 % 7) as u32, &4999).is_some());
+        assert_eq!(w.len(), 2500);
+        assert!(t.claim(0, &0).is_none());
+        assert!(t.claim((4999 % 7) as u32, &4999).is_some());
     }
 
     #[test]
-    fn the_slot_entry_costs_no_tag_beyond_the_entry() {
-        // The vacant variant's free link fits around the phase byte's niche,
-        // so a slot is no bigger than the entry it holds.
+    fn a_swept_slot_waits_for_recycle() {
+        let (t, mut w) = Table::<u64, ()>::with_capacity(0, 2);
+        let (a, c) = t.insert(&mut w, 1, 10, Phase::Kept, ()).unwrap();
+        drop(c);
+        drop(t.insert(&mut w, 2, 20, Phase::Queued, ()).unwrap());
+        assert!(t.is_full(&w));
+        assert_eq!(t.sweep(&mut w, a), Sweep::Freed);
+        assert!(t.is_full(&w), "not reusable before recycle");
+        assert!(t.claim(1, &10).is_none());
+        t.recycle(&mut w, a);
         assert_eq!(
-            std::mem::size_of::<SlotEntry<u64, ()>>(),
-            std::mem::size_of::<Entry<u64, ()>>()
+            t.insert(&mut w, 3, 30, Phase::Idle, ()).map(|(s, _)| s),
+            Some(a)
         );
     }
 }

@@ -411,7 +411,7 @@ fn reshared(builtin: &Config) -> Config {
 /// bumped before each add and read right after each get.
 #[test]
 fn fifo_workqueue_under_real_threads() {
-    soak_fifo_workqueue(16, 0, 3, false);
+    soak_fifo_workqueue(16, 0, 3, false, false);
 }
 
 /// The same with the item table sharded 1,024 ways (a queue sized for a
@@ -420,7 +420,7 @@ fn fifo_workqueue_under_real_threads() {
 /// the parking handshake (src/workqueue/core/mod.rs).
 #[test]
 fn sharded_fifo_workqueue_under_real_threads() {
-    soak_fifo_workqueue(4096, 1 << 20, 3, false);
+    soak_fifo_workqueue(4096, 1 << 20, 3, false, false);
 }
 
 /// More consumers than keys, half of their gets with a 1 µs–1 ms timeout:
@@ -429,10 +429,23 @@ fn sharded_fifo_workqueue_under_real_threads() {
 /// items to the others (src/workqueue/parking.rs).
 #[test]
 fn fifo_workqueue_with_many_parked_and_timed_out_consumers() {
-    soak_fifo_workqueue(4, 0, 8, true);
+    soak_fifo_workqueue(4, 0, 8, true, false);
 }
 
-fn soak_fifo_workqueue(keys: usize, capacity: usize, consumers: u64, timed: bool) {
+/// The lock-free `done` and `add` (src/workqueue/shard.rs, slots.rs,
+/// index.rs) under churn: 4,096 keys over 4 shards, consumers re-adding
+/// every other key they finish (get, done, add: the retry pattern, whose
+/// add finds the kept entry without the lock), so kept entries are swept
+/// and their slots reused beside lock-free claims, index arrays grow
+/// under probes, and a scraper takes metric snapshots throughout. After
+/// the drain the metrics are exact: one queue-time and one work-time
+/// observation per get, nothing dirty, nothing running.
+#[test]
+fn fifo_workqueue_lock_free_churn_with_scrapes() {
+    soak_fifo_workqueue(4096, 0, 3, false, true);
+}
+
+fn soak_fifo_workqueue(keys: usize, capacity: usize, consumers: u64, timed: bool, churn: bool) {
     use apf::workqueue::{GetTimeoutError, QueueConfig, Workqueue};
     use std::time::Duration;
     let config = QueueConfig {
@@ -482,6 +495,12 @@ fn soak_fifo_workqueue(keys: usize, capacity: usize, consumers: u64, timed: bool
                     }
                     processing[k].store(false, SeqCst);
                     queue.done(&(k as u32)).unwrap();
+                    // Not counted in `added`: a re-add after the
+                    // shutdown is ignored, and the producers' adds are
+                    // what the last check follows.
+                    if churn && taken.is_multiple_of(2) {
+                        queue.add(k as u32);
+                    }
                 }
                 taken
             })
@@ -506,16 +525,39 @@ fn soak_fifo_workqueue(keys: usize, capacity: usize, consumers: u64, timed: bool
             })
         })
         .collect();
+    let scraper = churn.then(|| {
+        let (queue, stop) = (queue.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut scrapes = 0u64;
+            while !stop.load(SeqCst) {
+                let m = queue.metrics();
+                assert!(m.queue_duration.count >= m.work_duration.count);
+                scrapes += 1;
+                thread::yield_now();
+            }
+            scrapes
+        })
+    });
     thread::sleep(soak_time());
     stop.store(true, SeqCst);
     let adds: u64 = producers.into_iter().map(|t| t.join().unwrap()).sum();
+    if let Some(scraper) = scraper {
+        assert!(scraper.join().unwrap() > 0);
+    }
     queue.shut_down_with_drain();
     let taken: u64 = consumers.into_iter().map(|t| t.join().unwrap()).sum();
     assert!(
-        adds > 0 && taken > 0 && taken <= adds,
+        taken > 0 && (churn || (adds > 0 && taken <= adds)),
         "adds {adds}, taken {taken}"
     );
     assert_eq!(queue.len(), 0);
+    if churn {
+        let m = queue.metrics();
+        assert_eq!(m.queue_duration.count, taken, "one queue time per get");
+        assert_eq!(m.work_duration.count, taken, "one work time per get");
+        assert_eq!(m.depth, 0, "nothing dirty after the drain");
+        assert_eq!(m.unfinished_work_seconds, 0.0, "nothing running");
+    }
     for k in 0..keys {
         assert_eq!(
             seen[k].load(SeqCst),

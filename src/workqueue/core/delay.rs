@@ -2,9 +2,9 @@
 //! waits. Everything here runs under the queue's lock, then the item's
 //! shard lock (the lock order of the parent module's protocol).
 
-use super::{track, Inner, Mode, Shared};
+use super::{Inner, Mode, Shared};
 use crate::clock::Instant;
-use crate::workqueue::shard::Locked;
+use crate::workqueue::shard::Held;
 use crate::workqueue::strategy::{QueueStrategy, Slot};
 use crate::workqueue::table::Phase;
 use crate::workqueue::waiter::Wakes;
@@ -28,22 +28,15 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 inner.retries += 1;
             }
             let mut shard = self.shard(hash);
-            let Some(slot) = track(&mut shard, hash, item, hint) else {
+            let Some(mut held) = shard.track(hash, item, hint) else {
                 return;
             };
             if delay == 0 {
                 now = self.stamp();
-                self.add_tracked(
-                    Some(&mut inner),
-                    &mut shard,
-                    slot,
-                    hint,
-                    now,
-                    Some(&mut wakes),
-                );
+                self.add_tracked(Some(&mut inner), &mut held, hint, now, Some(&mut wakes));
             } else {
                 let at = self.clock.now().as_nanos().saturating_add(delay);
-                self.add_waiting(&mut inner, &mut shard, slot, at, hint);
+                self.add_waiting(&mut inner, &mut held, at, hint);
             }
         }
         wakes.run();
@@ -62,15 +55,9 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             let mut inner = self.lock();
             while let Some((slot, hint)) = inner.waiting.pop_due(now) {
                 let mut shard = self.shard_of(slot);
-                shard.entry_mut(slot).delayed = false;
-                self.add_tracked(
-                    Some(&mut inner),
-                    &mut shard,
-                    slot,
-                    hint,
-                    now,
-                    Some(&mut wakes),
-                );
+                let mut held = shard.claim_slot(slot);
+                held.set_delayed(false);
+                self.add_tracked(Some(&mut inner), &mut held, hint, now, Some(&mut wakes));
             }
             inner.arm_timer();
         }
@@ -84,20 +71,19 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     pub(super) fn add_waiting(
         &self,
         inner: &mut Inner<T, S>,
-        shard: &mut Locked<'_, T, Hint<T, S>>,
-        slot: u32,
+        held: &mut Held<'_, '_, T, Hint<T, S>>,
         at: u64,
         hint: Hint<T, S>,
     ) {
-        shard.revive(slot);
-        let entry = shard.entry_mut(slot);
+        held.revive();
+        let slot = held.slot();
         if self.mode == Mode::Merged {
             // Already ready: no delay is shorter than none, but the hint
             // still merges.
-            match entry.phase {
-                Phase::Queued => return inner.strategy.touch(Slot(slot), &entry.item, hint),
+            match held.phase() {
+                Phase::Queued => return inner.strategy.touch(Slot(slot), held.item(), hint),
                 Phase::RunningDirty => {
-                    entry.hint = S::merge(entry.hint, hint);
+                    held.set_hint(S::merge(held.hint(), hint));
                     return;
                 }
                 Phase::Idle | Phase::Running => {}
@@ -108,7 +94,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
             Some((_, held)) => inner.waiting.update(slot, at, S::merge(held, hint)),
             None => {
                 inner.waiting.push(slot, at, hint);
-                entry.delayed = true;
+                held.set_delayed(true);
             }
         }
         inner.arm_timer();
@@ -118,10 +104,10 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     pub(super) fn forget_waiting(&self, inner: &mut Inner<T, S>) {
         for slot in inner.waiting.drain() {
             let mut shard = self.shard_of(slot);
-            let entry = shard.entry_mut(slot);
-            entry.delayed = false;
-            if entry.phase == Phase::Idle {
-                shard.remove(slot);
+            let mut held = shard.claim_slot(slot);
+            held.set_delayed(false);
+            if held.phase() == Phase::Idle {
+                held.remove();
             }
         }
         if let Some(timer) = &inner.timer {

@@ -17,12 +17,15 @@
 //!
 //! # Locks and what they guard
 //!
-//! - **The item table is sharded by hash** ([`super::shard`]): an item's
-//!   entry (its phase, its re-queue hint, whether it is in the delay heap),
-//!   its per-item metrics and its shard's processing count are guarded by
-//!   the lock of the shard its hash picks. So `add` and `done` of items in
-//!   different shards never wait for each other, and a holder that is
-//!   descheduled stalls only the calls for its shard's items.
+//! - **The item table is sharded by hash** ([`super::shard`]): the table's
+//!   shape (which slots are occupied, the index) and the per-item metrics
+//!   are guarded by the lock of the shard its hash picks; an item's phase,
+//!   re-queue hint and delayed bit change only inside a *claim* of its
+//!   entry's busy bit, with or without that lock (src/workqueue/slots.rs),
+//!   and metric changes made without the lock wait on the shard's event
+//!   list for the next holder. So `add` and `done` of items in different
+//!   shards never wait for each other, and (FIFO) a caller that is
+//!   descheduled inside its section stalls only calls for its own item.
 //! - **The queue's lock** ([`Shared::state`], [`Inner`]) guards the strategy
 //!   (two lanes, priorities), the delay heap, the shutdown flags and the
 //!   timer. The parked workers are not under it: they are on a lock-free
@@ -36,25 +39,27 @@
 //! Strategies other than FIFO, and the priority queue's merged adds, take
 //! the queue's lock and then the item's shard lock for every operation: the
 //! strategy's order and the delay heap are queue-wide. A FIFO queue
-//! ([`Shared::fast`]) takes only the item's shard lock in `add` and `done`,
-//! and no lock at all in a `get` that finds an item ready:
+//! ([`Shared::fast`]) takes no lock in a `get` that finds an item ready, nor
+//! in an `add` or `done` that finds its item's entry through the index
+//! ([`Shards::claim`]); one that misses (a new item, or a probe that raced
+//! a change of the index) takes the item's shard lock:
 //!
 //! # FIFO without the queue's lock
 //!
 //! - **The ready list** ([`Shared::ready`], a lock-free FIFO of
-//!   [`Ticket`]s) holds the queued items in order. A ticket is pushed under
-//!   its item's shard lock by the one transition into [`Phase::Queued`], and
-//!   an item leaves `Queued` only through a get, so an item has at most one
-//!   ticket and its slot is never freed while the ticket is out.
+//!   [`Ticket`]s) holds the queued items in order. A ticket is pushed inside
+//!   a claim of its item's entry by the one transition into
+//!   [`Phase::Queued`], and an item leaves `Queued` only through a get, so
+//!   an item has at most one ticket and its slot is never freed while the
+//!   ticket is out.
 //! - **A get** pops a ticket (item and hint were cloned into it when it was
-//!   pushed) and pushes the slot and time onto its shard's *taken* list
-//!   before it returns. Every acquisition of a shard's lock first applies
-//!   that shard's taken list (the item becomes processing, the metrics count
-//!   the get), so every operation that follows a get (its `done`, an add
-//!   made after it returned, a snapshot, a draining shutdown) sees the item
-//!   processing. The get takes effect at its push onto the taken list: an
-//!   operation between the pop and that push sees the item still `Queued`,
-//!   the state just before the get, which the locked queue also allows.
+//!   pushed) and claims the ticket's entry: the item becomes processing,
+//!   the shard's processing count grows, and a started event goes onto the
+//!   shard's event list, before the get returns. So every operation that
+//!   follows a get (its `done`, an add made after it returned, a snapshot,
+//!   a draining shutdown) sees the item processing. An operation between
+//!   the pop and the claim sees the item still `Queued`, the state just
+//!   before the get, which the locked queue also allows.
 //! - **Parking takes no lock either** ([`super::parking`], where the
 //!   protocol's invariants and orderings are): a worker that found the
 //!   ready list empty counts itself, pushes its waiter onto the lock-free
@@ -67,22 +72,27 @@
 //!   of the worker parked longest and a hand-off of the item at the ready
 //!   list's head. No pusher takes the queue's lock for it, and the wake-up
 //!   (a waiter's mutex and condition variable) runs with no lock held.
-//! - **Shutdown** sets its flags under the queue's lock, then takes and
-//!   releases every shard's lock in turn: an add that found the queue open
-//!   under its shard lock has pushed its ticket before that pass, and one
-//!   after it sees the flag. Only then does it set [`Shared::sealed`] (a
+//! - **Shutdown** sets its flags under the queue's lock, issues a `SeqCst`
+//!   fence, then takes every shard's lock in turn and waits there until no
+//!   entry of the shard is claimed: an add that found the queue open under
+//!   its shard lock has pushed its ticket before that pass, and one after
+//!   it sees the flag. A lock-free add claims its entry, issues a `SeqCst`
+//!   fence and only then reads the closed flag: either it sees the flag,
+//!   or the shutdown's pass sees its claim (and waits for its release,
+//!   after the ticket's push) or a later state. Only then does it set [`Shared::sealed`] (a
 //!   get that then finds nothing ready returns none, a parker's last look
 //!   sees it) and hand every parked worker "look again": each takes what is
 //!   still ready, or sees the queue sealed, so a released worker never
 //!   leaves behind an item added before the shutdown.
-//! - **A draining shutdown** sums the shards' processing counts, each under
-//!   its shard's lock, while holding the queue's lock, and waits on
-//!   [`Shared::drained`]. A `done` that brings its shard's count to zero
-//!   reads the draining flag after releasing the shard lock and, if set,
-//!   takes the queue's lock to signal. The shard lock orders the two: a
-//!   `done` after the sum's visit of its shard reads the flag set before it;
-//!   one before is counted by the sum. The signal needs the queue's lock,
-//!   which the shutdown holds from its sum until it waits: no signal is lost.
+//! - **A draining shutdown** sets the draining flag, issues a `SeqCst`
+//!   fence, sums the shards' atomic processing counts while holding the
+//!   queue's lock, and waits on [`Shared::drained`]. A `done` decrements its
+//!   shard's count, issues a `SeqCst` fence and reads the draining flag;
+//!   if its decrement brought the count to zero and the flag is set, it
+//!   takes the queue's lock to signal. The two fences order the two: a
+//!   `done` whose decrement the sum missed reads the flag set before it.
+//!   The signal needs the queue's lock, which the shutdown holds from its
+//!   sum until it waits: no signal is lost.
 //!
 //! Items are stored once, in their shard's slab; the strategies, the delay
 //! heap and the tickets hold queue-wide slot numbers that name the shard.
@@ -92,13 +102,13 @@ mod delay;
 use super::heap::DelayHeap;
 use super::metrics::{Totals, WorkqueueMetrics};
 use super::parking::{Compacted, ParkedList, Parking};
-use super::shard::{Locked, Shards};
+use super::shard::{Held, Locked, Shards};
 use super::strategy::{QueueStrategy, Slot};
 use super::table::{short_hash, Phase};
 use super::waiter::{wait, Waiter, Wakes};
 use super::{GetTimeoutError, Item, QueueConfig, TryGetError, WorkqueueError};
 use crate::clock::{Clock, Timer};
-use crate::sync::{lock, Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering, SegQueue};
+use crate::sync::{fence, lock, Arc, AtomicBool, Condvar, Mutex, MutexGuard, Ordering, SegQueue};
 use std::any::TypeId;
 use std::time::Duration;
 
@@ -222,19 +232,22 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     #[inline]
     fn take_ready(&self, now: u64) -> Option<(T, Hint<T, S>)> {
         let Ticket { slot, item, hint } = self.ready.pop()?;
-        self.shards.record_taken(slot, now);
+        // The get takes effect in a claim of the item's entry, so that a
+        // lock-free `done` after it sees the item processing.
+        let mut held = self.shards.claim_slot(slot);
+        debug_assert_eq!(held.phase(), Phase::Queued);
+        held.start(now);
         Some((item, hint))
     }
 
     /// Queue the item in `slot` on the ready list (FIFO); the caller then
     /// serves parked workers (see the module docs).
     #[inline]
-    fn push_ticket(&self, shard: &mut Locked<'_, T, Hint<T, S>>, slot: u32, hint: Hint<T, S>) {
-        let entry = shard.entry_mut(slot);
-        entry.phase = Phase::Queued;
+    fn push_ticket(&self, held: &mut Held<'_, '_, T, Hint<T, S>>, hint: Hint<T, S>) {
+        held.set_phase(Phase::Queued);
         self.ready.push(Ticket {
-            slot,
-            item: entry.item.clone(),
+            slot: held.slot(),
+            item: held.item().clone(),
             hint,
         });
     }
@@ -301,14 +314,27 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let hash = self.hash(&item);
         let now = self.stamp();
         if self.fast {
-            let queued = {
-                let mut shard = self.shard(hash);
-                if self.closed.load(Ordering::Acquire) {
-                    return;
+            let queued = match self.shards.claim(hash, &item) {
+                Some(mut held) => {
+                    // The adder's half of the shutdown handshake (module
+                    // docs): claim, fence, then look at the flag.
+                    #[cfg(not(apf_broken_wqfree = "close"))]
+                    fence(Ordering::SeqCst);
+                    if self.closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    self.add_tracked(None, &mut held, hint, now, None)
                 }
-                match track(&mut shard, hash, item, hint) {
-                    Some(slot) => self.add_tracked(None, &mut shard, slot, hint, now, None),
-                    None => false,
+                None => {
+                    let mut shard = self.shard(hash);
+                    if self.closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let queued = match shard.track(hash, item, hint) {
+                        Some(mut held) => self.add_tracked(None, &mut held, hint, now, None),
+                        None => false,
+                    };
+                    queued
                 }
             };
             if queued {
@@ -323,16 +349,9 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 return;
             }
             let mut shard = self.shard(hash);
-            if let Some(slot) = track(&mut shard, hash, item, hint) {
-                self.add_tracked(
-                    Some(&mut inner),
-                    &mut shard,
-                    slot,
-                    hint,
-                    now,
-                    Some(&mut wakes),
-                );
-            }
+            if let Some(mut held) = shard.track(hash, item, hint) {
+                self.add_tracked(Some(&mut inner), &mut held, hint, now, Some(&mut wakes));
+            };
         }
         wakes.run();
     }
@@ -392,8 +411,9 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let mut inner = self.lock();
         if let Some((Slot(slot), hint)) = inner.strategy.pop() {
             let mut shard = self.shard_of(slot);
-            shard.start(slot, now);
-            return Next::Got((shard.entry(slot).item.clone(), hint));
+            let mut held = shard.claim_slot(slot);
+            held.start(now);
+            return Next::Got((held.item().clone(), hint));
         }
         if inner.shutting_down {
             Next::Closed
@@ -472,13 +492,23 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let hash = self.hash(item);
         let now = self.stamp();
         if self.fast {
-            let (queued, left) = {
-                let mut shard = self.shard(hash);
-                self.finish(None, &mut shard, hash, item, now, None)?
+            let (queued, left) = match self.shards.claim(hash, item) {
+                Some(mut held) => self.finish(None, &mut held, now, None)?,
+                None => {
+                    let mut shard = self.shard(hash);
+                    let mut held = shard
+                        .find(hash, item)
+                        .ok_or(WorkqueueError::NotProcessing)?;
+                    self.finish(None, &mut held, now, None)?
+                }
             };
             if queued {
                 self.wake_parked(now);
             }
+            // The done's half of the drain handshake (module docs): the
+            // count's decrement, a fence, then the flag.
+            #[cfg(not(apf_broken_wqfree = "drain"))]
+            fence(Ordering::SeqCst);
             if left == 0 && self.draining.load(Ordering::Acquire) {
                 let _inner = self.lock();
                 self.drained.notify_all();
@@ -489,14 +519,10 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         let result = {
             let mut inner = self.lock();
             let mut shard = self.shard(hash);
-            let result = self.finish(
-                Some(&mut inner),
-                &mut shard,
-                hash,
-                item,
-                now,
-                Some(&mut wakes),
-            );
+            let result = match shard.find(hash, item) {
+                Some(mut held) => self.finish(Some(&mut inner), &mut held, now, Some(&mut wakes)),
+                None => Err(WorkqueueError::NotProcessing),
+            };
             if let Ok((_, 0)) = result {
                 if inner.drain {
                     self.drained.notify_all();
@@ -514,34 +540,23 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     fn finish(
         &self,
         inner: Option<&mut Inner<T, S>>,
-        shard: &mut Locked<'_, T, Hint<T, S>>,
-        hash: u32,
-        item: &T,
+        held: &mut Held<'_, '_, T, Hint<T, S>>,
         now: u64,
         wakes: Option<&mut Wakes<T, Hint<T, S>>>,
     ) -> Result<(bool, usize), WorkqueueError> {
-        let slot = shard
-            .find(hash, item)
-            .ok_or(WorkqueueError::NotProcessing)?;
-        let entry = shard.entry_mut(slot);
-        let requeue = match entry.phase {
+        let requeue = match held.phase() {
             Phase::Running => None,
-            Phase::RunningDirty => Some(entry.hint),
+            Phase::RunningDirty => Some(held.hint()),
             Phase::Idle | Phase::Queued | Phase::Kept => return Err(WorkqueueError::NotProcessing),
         };
-        entry.phase = Phase::Idle;
-        let delayed = entry.delayed;
-        let left = shard.finish(slot, now);
+        // Forgotten, as client-go does, unless dirty again or waiting; the
+        // entry is kept for a re-add (the shard sweeps it later).
+        let kept = requeue.is_none() && !held.delayed();
+        held.set_phase(if kept { Phase::Kept } else { Phase::Idle });
+        let left = held.finish(now, kept);
         let queued = match requeue {
-            Some(hint) => self.make_available(inner, shard, slot, hint, now, wakes),
-            None => {
-                if !delayed {
-                    // Forgotten, as client-go does; the entry is kept for
-                    // a re-add (the shard sweeps it later).
-                    shard.keep(slot);
-                }
-                false
-            }
+            Some(hint) => self.make_available(inner, held, hint, now, wakes),
+            None => false,
         };
         Ok((queued, left))
     }
@@ -552,24 +567,23 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     fn add_tracked(
         &self,
         mut inner: Option<&mut Inner<T, S>>,
-        shard: &mut Locked<'_, T, Hint<T, S>>,
-        slot: u32,
+        held: &mut Held<'_, '_, T, Hint<T, S>>,
         hint: Hint<T, S>,
         now: u64,
         wakes: Option<&mut Wakes<T, Hint<T, S>>>,
     ) -> bool {
-        shard.revive(slot);
-        let entry = shard.entry_mut(slot);
+        held.revive();
+        let slot = held.slot();
         let mut hint = hint;
-        match entry.phase {
+        match held.phase() {
             Phase::Queued => {
                 if let (false, Some(inner)) = (self.fast, inner) {
-                    inner.strategy.touch(Slot(slot), &entry.item, hint);
+                    inner.strategy.touch(Slot(slot), held.item(), hint);
                 }
                 return false;
             }
             Phase::RunningDirty => {
-                entry.hint = S::merge(entry.hint, hint);
+                held.set_hint(S::merge(held.hint(), hint));
                 return false;
             }
             Phase::Kept => unreachable!("revived above"),
@@ -577,21 +591,20 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
                 if self.mode == Mode::Merged {
                     if let Some(waited) = inner.as_deref_mut().and_then(|i| i.waiting.remove(slot))
                     {
-                        entry.delayed = false;
+                        held.set_delayed(false);
                         hint = S::merge(waited, hint);
                     }
                 }
             }
         }
         // Into the dirty set.
-        shard.on_add(slot, now);
-        let entry = shard.entry_mut(slot);
-        if entry.phase == Phase::Running {
-            entry.phase = Phase::RunningDirty;
-            entry.hint = hint;
+        held.on_add(now);
+        if held.phase() == Phase::Running {
+            held.set_phase(Phase::RunningDirty);
+            held.set_hint(hint);
             return false;
         }
-        self.make_available(inner, shard, slot, hint, now, wakes)
+        self.make_available(inner, held, hint, now, wakes)
     }
 
     /// A dirty item that nobody processes: FIFO pushes its ticket (returns
@@ -600,26 +613,24 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     fn make_available(
         &self,
         inner: Option<&mut Inner<T, S>>,
-        shard: &mut Locked<'_, T, Hint<T, S>>,
-        slot: u32,
+        held: &mut Held<'_, '_, T, Hint<T, S>>,
         hint: Hint<T, S>,
         now: u64,
         wakes: Option<&mut Wakes<T, Hint<T, S>>>,
     ) -> bool {
         if self.fast {
-            self.push_ticket(shard, slot, hint);
+            self.push_ticket(held, hint);
             return true;
         }
         let (Some(inner), Some(wakes)) = (inner, wakes) else {
             unreachable!("only FIFO queues change items without the queue's lock")
         };
         if let Some(waiter) = self.parked.claim() {
-            shard.start(slot, now);
-            wakes.push((waiter, Some((shard.entry(slot).item.clone(), hint))));
+            held.start(now);
+            wakes.push((waiter, Some((held.item().clone(), hint))));
         } else {
-            let entry = shard.entry_mut(slot);
-            entry.phase = Phase::Queued;
-            inner.strategy.push(Slot(slot), &entry.item, hint);
+            held.set_phase(Phase::Queued);
+            inner.strategy.push(Slot(held.slot()), held.item(), hint);
         }
         false
     }
@@ -689,11 +700,10 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         self.lock().shutting_down
     }
 
-    /// Items processing in every shard (under the queue's lock).
+    /// Items processing in every shard (under the queue's lock; the
+    /// summing half of the drain handshake).
     fn processing(&self) -> usize {
-        (0..self.shards.len())
-            .map(|i| self.shards.lock(i).state.processing)
-            .sum()
+        self.shards.processing()
     }
 
     /// Stop accepting adds and release parked workers. With `drain`, also
@@ -705,10 +715,14 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
         inner.drain = drain;
         self.closed.store(true, Ordering::Release);
         self.draining.store(drain, Ordering::Release);
+        // The shutdown's half of the add handshake (module docs): the flag,
+        // a fence, then every claim seen released.
+        fence(Ordering::SeqCst);
         // Every add that found the queue open has queued its item once
-        // each shard's lock was taken after the flag (module docs).
+        // each shard's lock was taken after the flag, and each claim held
+        // then was released (module docs).
         for i in 0..self.shards.len() {
-            drop(self.shards.lock(i));
+            self.shards.quiesce(i);
         }
         self.sealed.store(true, Ordering::Release);
         // Every parked worker looks again: it takes what is still ready,
@@ -752,25 +766,6 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
-}
-
-/// The slot of `item` in its locked shard, tracking it if it is not; `None`
-/// (counted as rejected) when the shard is full.
-#[inline]
-fn track<T: Item, H: Copy>(
-    shard: &mut Locked<'_, T, H>,
-    hash: u32,
-    item: T,
-    hint: H,
-) -> Option<u32> {
-    if let Some(slot) = shard.find(hash, &item) {
-        return Some(slot);
-    }
-    let slot = shard.insert(hash, item, hint);
-    if slot.is_none() {
-        shard.on_reject();
-    }
-    slot
 }
 
 /// The item hasher. Fixed seeds under loom: an item's shard must be the
