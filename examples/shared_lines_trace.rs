@@ -29,10 +29,13 @@ fn main() {
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(500);
-    // `same-shard`: a third thread takes a thread index between the two
-    // threads' first requests, so that both land on one shard (as two
-    // busy threads of a server whose threads come and go can).
-    let same_shard = std::env::args().nth(3).as_deref() == Some("same-shard");
+    // A third thread takes a thread index between the two threads' first
+    // requests: `same-shard`, it stays alive until the second thread has
+    // its index, so that both busy threads land on one shard (three live
+    // threads, two shards); `churn`, it exits first (a thread that came
+    // and went: its index is free again for the second thread).
+    let third = std::env::args().nth(3).unwrap_or_default();
+    let third = third.as_str();
     let names: Vec<String> = (0..16)
         .map(|i| format!("system:serviceaccount:shop:user-{i}"))
         .collect();
@@ -100,7 +103,7 @@ fn main() {
     };
     eprintln!("MARKS {:p} {:p} TURN {:p}", &MARK[0], &MARK[1], &TURN);
     std::thread::scope(|s| {
-        for t in 0..2 {
+        for (t, mark) in MARK.iter().enumerate() {
             let request = &request;
             s.spawn(move || {
                 // Warm up: thread-locals, the ledger's slot, the budget.
@@ -108,9 +111,23 @@ fn main() {
                     while TURN.load(Ordering::Acquire) != t {
                         std::thread::yield_now();
                     }
-                    if same_shard && t == 1 && u == 0 {
+                    if t == 1 && u == 0 && third == "churn" {
                         std::thread::scope(|s| {
                             s.spawn(|| request(t, 0));
+                        });
+                    }
+                    if t == 1 && u == 0 && third == "same-shard" {
+                        let (ready, is_ready) = std::sync::mpsc::channel();
+                        let (done, is_done) = std::sync::mpsc::channel::<()>();
+                        std::thread::scope(|s| {
+                            s.spawn(move || {
+                                request(t, 0);
+                                ready.send(()).unwrap();
+                                is_done.recv().ok();
+                            });
+                            is_ready.recv().unwrap();
+                            request(t, 0);
+                            done.send(()).unwrap();
                         });
                     }
                     request(t, u % 16);
@@ -121,10 +138,10 @@ fn main() {
                     while TURN.load(Ordering::Acquire) != t {
                         std::thread::yield_now();
                     }
-                    MARK[t].store(i + 1, Ordering::Relaxed);
+                    mark.store(i + 1, Ordering::Relaxed);
                     u = (u + 1) % 16;
                     request(t, u);
-                    MARK[t].store(0, Ordering::Relaxed);
+                    mark.store(0, Ordering::Relaxed);
                     TURN.store(1 - t, Ordering::Release);
                 }
             });

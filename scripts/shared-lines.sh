@@ -5,12 +5,14 @@
 # scripts/shared-lines.py counts the lines each request finds written or
 # held by the other thread. Counts, not times: the same at any load.
 #
-#   scripts/shared-lines.sh [CASE [TURNS [same-shard]]]
+#   scripts/shared-lines.sh [CASE [TURNS [same-shard|churn]]]
 #
 # CASE: dispatcher (default), one_level, level_per_thread, or
 # dispatcher_shared_arc (the calibration: the dispatcher plus one clone of
 # the level's shared `Arc` per request, which must show as one more line).
-# same-shard: the two threads' indices put them on one shard.
+# same-shard: a third live thread's index puts the two on one shard;
+# churn: a third thread takes an index and exits before the second
+# thread's first request (src/sync/thread_index.rs gives it back).
 # About 15 s for 200 turns. Needs valgrind, python3, binutils.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
