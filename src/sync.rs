@@ -312,20 +312,13 @@ impl<T> ArcCell<T> {
     }
 }
 
-/// A small number for the calling thread, fixed for its lifetime (0 for
-/// the first thread that asks, then 1, 2, …): picks the thread's shard of a
-/// sharded structure (`queueset::shards`). Under loom and shuttle the
-/// counter and the thread-local are theirs, so every model run numbers its
-/// threads afresh, in the order the schedule makes them ask.
+/// Under loom and shuttle the counter and the thread-local of
+/// `thread_index` are theirs, so every model run numbers its threads
+/// afresh, in the order the schedule makes them ask.
 #[cfg(not(any(loom, shuttle)))]
-#[inline]
-pub fn thread_index() -> usize {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    std::thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    INDEX.with(|i| *i)
-}
+mod thread_index;
+#[cfg(not(any(loom, shuttle)))]
+pub use thread_index::thread_index;
 
 #[cfg(loom)]
 pub fn thread_index() -> usize {
