@@ -20,7 +20,9 @@
 //! must follow Kubernetes' one sequence, hot-path and slow-path ones alike
 //! (a per-shard offset for the hot path was tried with the ledger and
 //! failed five Kubernetes-policy tests, among them two of Kubernetes' own
-//! scenarios). The flow policies' hot path deals nothing.
+//! scenarios). The hot path takes only the offset; the card is dealt
+//! later, where it is needed ([`DEAL_LATER`]). The flow policies' hot path
+//! deals nothing.
 //!
 //! A thread uses shard `thread_index() % shards` for every start; with one
 //! thread (every single-threaded test, the reference-model differential
@@ -52,7 +54,7 @@ use super::budget::SeatBudget;
 use super::config::Fairness;
 use super::core::{Completed, Entry, FLOW_QUEUE, NO_QUEUE};
 use super::ledger::Ledger;
-use crate::dealer::Dealer;
+use crate::dealer::{Dealer, MAX_HAND_SIZE};
 use crate::sync::{thread_index, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 
@@ -93,19 +95,60 @@ impl Placement {
     }
 
     /// The queue of a hot start of `flow_hash` ([`FLOW_QUEUE`] under a
-    /// flow policy, [`NO_QUEUE`] at a level that does not queue). Dealing
-    /// advances `enqueues`, Kubernetes' level-wide rotating offset.
+    /// flow policy, [`NO_QUEUE`] at a level that does not queue). Under
+    /// Kubernetes' policy it takes the next value of `enqueues`,
+    /// Kubernetes' level-wide rotating offset, and defers the card: the
+    /// queue is [`DEAL_LATER`] plus the offset into the flow's hand, and
+    /// [`Placement::card`] deals it when it is first needed (see
+    /// [`DEAL_LATER`]).
     #[inline]
-    pub(super) fn queue(&self, flow_hash: u64, enqueues: &AtomicU64) -> u32 {
+    pub(super) fn queue(&self, enqueues: &AtomicU64) -> u32 {
         match self {
             Placement::NoQueue => NO_QUEUE,
             Placement::Flow => FLOW_QUEUE,
             Placement::Deal(dealer) => {
                 let n = enqueues.fetch_add(1, Ordering::Relaxed);
-                dealer.card_at(flow_hash, (n % u64::from(dealer.hand_size())) as u32)
+                // Below the hand size, at most MAX_HAND_SIZE.
+                DEAL_LATER + (n % u64::from(dealer.hand_size())) as u32
             }
         }
     }
+
+    /// `queue` with a deferred card dealt (the card at the deferred
+    /// offset of `flow_hash`'s hand); any other queue as it is. Only the
+    /// placement the start read may deal it: a shard's context while its
+    /// ledger holds the entry, or at the fold that hands it to the core.
+    #[inline]
+    pub(super) fn card(&self, queue: u32, flow_hash: u64) -> u32 {
+        match (self, deferred_offset(queue)) {
+            (Placement::Deal(dealer), Some(offset)) => dealer.card_at(flow_hash, offset),
+            (_, Some(_)) => unreachable!("only a dealing placement defers a card"),
+            (_, None) => queue,
+        }
+    }
+}
+
+/// A hot start's queue under Kubernetes' policy before its card is dealt:
+/// `DEAL_LATER + offset`, the offset (`enqueues mod hand size`) into the
+/// flow's hand. With nothing waiting Kubernetes picks the card at that
+/// offset (every queue of the hand is equally empty), and the card is a
+/// pure function of (dealer, hash, offset); so the hot start only takes
+/// the offset, in Kubernetes' one sequence, and the card is dealt where
+/// it is read: at the fold (src/queueset/ledger.rs, under the placement
+/// the start read, which the level lock's holder changes only after
+/// folding), for the round-robin position of the latest finished start
+/// (at the same fold), and for [`super::QueueSet::execution_queue`].
+/// A request that starts and finishes between two folds, the common
+/// case, never deals. Queue indexes stay below `MAX_DECK_SIZE = 2^26`,
+/// so the deferred range, below [`FLOW_QUEUE`], is distinct from them.
+pub(crate) const DEAL_LATER: u32 = 1 << 31;
+
+/// The offset of a deferred card ([`DEAL_LATER`]), if `queue` is one.
+#[inline]
+pub(crate) fn deferred_offset(queue: u32) -> Option<u32> {
+    queue
+        .checked_sub(DEAL_LATER)
+        .filter(|&offset| offset < MAX_HAND_SIZE as u32)
 }
 
 /// One shard (see the module documentation).

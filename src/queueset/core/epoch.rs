@@ -48,8 +48,10 @@ use crate::work_estimate::WorkEstimate;
 /// A request started on the hot path, as its shard's ledger holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Entry {
-    /// Its queue under Kubernetes' policy (the card its shard dealt);
-    /// [`FLOW_QUEUE`] under the flow policies (chosen at the fold, from
+    /// Its queue under Kubernetes' policy: the card is dealt at the fold
+    /// (`shards::DEAL_LATER`: until then the offset into the flow's hand;
+    /// the core sees only dealt cards); [`FLOW_QUEUE`] under the flow
+    /// policies (chosen at the fold, from
     /// the flow table); [`NO_QUEUE`] at a level that does not queue.
     pub(crate) queue: u32,
     pub(crate) flow_hash: u64,
@@ -74,11 +76,13 @@ pub(crate) struct Completed {
     /// The latest-ending one's `(end, end − start)` (ties: the longest):
     /// the level's last service time under per-flow order, order-free.
     pub(crate) last: Option<(Instant, u64)>,
-    /// The latest-starting one whose queue its start dealt (Kubernetes'
-    /// policy): its [`start_key`] (the fold's order) and its queue
-    /// ([`NO_QUEUE`]: none yet), so the merge finds the epoch's last
-    /// dispatch (the round-robin position), order-free.
-    pub(crate) last_start: (u128, u32),
+    /// The latest-starting one whose queue its start chose (Kubernetes'
+    /// policy): its [`start_key`] (the fold's order), its queue
+    /// ([`NO_QUEUE`]: none yet; in a shard's sums the card is still to be
+    /// dealt, `shards::DEAL_LATER`, until [`Completed::deal_last_start`]
+    /// at the fold) and its flow's hash, so the merge finds the epoch's
+    /// last dispatch (the round-robin position), order-free.
+    pub(crate) last_start: (u128, u32, u64),
 }
 
 impl Default for Completed {
@@ -89,7 +93,7 @@ impl Default for Completed {
             tallies: Tallies::default(),
             executed_nanos: [0; 2],
             last: None,
-            last_start: (0, NO_QUEUE),
+            last_start: (0, NO_QUEUE, 0),
         }
     }
 }
@@ -124,12 +128,23 @@ impl Completed {
         if e.queue < FLOW_QUEUE {
             let key = start_key(e.start, shard, seq);
             if key >= self.last_start.0 {
-                self.last_start = (key, e.queue);
+                self.last_start = (key, e.queue, e.flow_hash);
             }
         }
         self.tallies
             .get(e.tag)
             .began_and_ended_at_once(seats, e.queue != NO_QUEUE, ran);
+    }
+
+    /// Deal the card of the latest start (the shard's fold, with the
+    /// placement its requests started under: `card` of the deferred queue
+    /// and the flow's hash).
+    #[inline]
+    pub(crate) fn deal_last_start(&mut self, card: impl FnOnce(u32, u64) -> u32) {
+        let (_, queue, hash) = &mut self.last_start;
+        if *queue != NO_QUEUE {
+            *queue = card(*queue, *hash);
+        }
     }
 
     /// Add a shard's sums to these (the shard keeps its tallies' index).
@@ -151,7 +166,7 @@ impl Completed {
             *a += std::mem::take(b);
         }
         self.last = self.last.max(other.last.take());
-        let theirs = std::mem::replace(&mut other.last_start, (0, NO_QUEUE));
+        let theirs = std::mem::replace(&mut other.last_start, (0, NO_QUEUE, 0));
         if theirs.1 != NO_QUEUE && (self.last_start.1 == NO_QUEUE || theirs.0 > self.last_start.0) {
             self.last_start = theirs;
         }
@@ -297,7 +312,7 @@ impl Core {
         // start whose queue is known (folded, or finished under Kubernetes'
         // policy, which dealt its card at the start): ties between equal
         // virtual finishes are then broken as per-event replay breaks them.
-        let mut last = std::mem::replace(&mut completed.last_start, (0, NO_QUEUE));
+        let mut last = std::mem::replace(&mut completed.last_start, (0, NO_QUEUE, 0));
         if let Some(&(start, shard, seq, e)) = folded
             .iter()
             .rev()
@@ -305,7 +320,7 @@ impl Core {
         {
             let key = start_key(start, shard, seq);
             if last.1 == NO_QUEUE || key > last.0 {
-                last = (key, e.queue);
+                last = (key, e.queue, e.flow_hash);
             }
         }
         if last.1 != NO_QUEUE {
@@ -326,6 +341,10 @@ impl Core {
     /// policy; under the flow policies its flow's queue, chosen now from
     /// the flow table (the request joins it).
     fn fold_queue(&mut self, e: &Entry) -> u32 {
+        debug_assert!(
+            crate::queueset::shards::deferred_offset(e.queue).is_none(),
+            "a folded entry's card is dealt at the fold"
+        );
         if e.queue != FLOW_QUEUE {
             return e.queue;
         }
