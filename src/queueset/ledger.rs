@@ -126,7 +126,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// A hot start of a ready-made entry ([`Ledger::open_with`]).
     #[cfg(test)]
     pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<LedgerTicket> {
-        self.open_with(|_| (entry, ()), fenced)
+        self.open_with(|_| (entry, ()), fenced, |_, _, _| {})
             .map(|(ticket, ())| ticket)
     }
 }
@@ -148,7 +148,9 @@ impl<E: Copy, C: Default, X> Ledger<E, C, X> {
     /// A hot start: build the entry from the context (and what else the
     /// caller wants back, `R`), open a slot for it, then re-read the word
     /// (`fenced`); if fenced, the slot is withdrawn and None returned: the
-    /// caller gives its seats back and takes the slow path. The context is
+    /// caller gives its seats back and takes the slow path; if not, the
+    /// sums note the start (`opened`, with its start number on this
+    /// shard). The context is
     /// read under the mutex, so an entry is built from the context of the
     /// configuration it is folded under (the lock holder changes it only
     /// between a fold and the fence's lifting).
@@ -157,14 +159,17 @@ impl<E: Copy, C: Default, X> Ledger<E, C, X> {
         &self,
         build: impl FnOnce(&X) -> (E, R),
         fenced: impl FnOnce() -> bool,
+        opened: impl FnOnce(&mut C, u64, &E),
     ) -> Option<(LedgerTicket, R)> {
-        let mut st = self.state.lock();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         let (entry, back) = build(&st.context);
-        let ticket = st.push(entry);
+        let (ticket, seq) = st.push(entry);
         if fenced() {
             st.free_slot(ticket.slot);
             return None;
         }
+        opened(&mut st.completed, seq, &entry);
         Some((ticket, back))
     }
 
@@ -267,7 +272,7 @@ impl<E: Copy, C: Default, X> Ledger<E, C, X> {
 }
 
 impl<E: Copy, C, X> State<E, C, X> {
-    fn push(&mut self, entry: E) -> LedgerTicket {
+    fn push(&mut self, entry: E) -> (LedgerTicket, u64) {
         if self.free == NO_SLOT {
             self.slots.push(Slot::Free {
                 generation: 0,
@@ -291,7 +296,7 @@ impl<E: Copy, C, X> State<E, C, X> {
             entry,
         };
         self.open += 1;
-        LedgerTicket { slot, generation }
+        (LedgerTicket { slot, generation }, seq)
     }
 
     fn open_entry(slots: &[Slot<E>], ticket: LedgerTicket) -> Option<(u64, &E)> {
@@ -623,7 +628,7 @@ mod loom_tests {
                 if !w.try_take_fast(1) {
                     return;
                 }
-                match l.open_with(|&config| (config, ()), || w.is_fenced()) {
+                match l.open_with(|&config| (config, ()), || w.is_fenced(), |_, _, _| {}) {
                     Some((ticket, ())) => {
                         // Folded or not, the seat goes back.
                         let _ = l.close(ticket, |sums, _, &config| {

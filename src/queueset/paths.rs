@@ -98,6 +98,7 @@ impl Shared {
                 (entry, queue)
             },
             || self.word.is_fenced(),
+            |sums, seq, e| sums.opened(seq, e),
         );
         let Some((ticket, queue)) = opened else {
             // A decision fenced meanwhile: the seats go back (to the word,
@@ -212,7 +213,7 @@ impl Shared {
                     folded.push((e.start, i as u32, seq, e))
                 },
                 |placement, sums| {
-                    sums.deal_last_start(|queue, hash| placement.card(queue, hash));
+                    sums.deal_last_start(i as u32, |queue, hash| placement.card(queue, hash));
                     completed.absorb(sums)
                 },
             );
@@ -404,9 +405,7 @@ impl Shared {
         if let Some(ticket) = held.ticket() {
             if !held.lingers() {
                 let shard = self.shards.get(held.shard);
-                let closed = shard
-                    .ledger
-                    .close(ticket, |sums, seq, e| sums.add(e, held.shard, seq, end));
+                let closed = shard.ledger.close(ticket, |sums, _, e| sums.add(e, end));
                 if closed.is_ok() {
                     // Closed before the seats are free: a merge that sees
                     // them free (after a fence) sees the request finished.

@@ -76,13 +76,23 @@ pub(crate) struct Completed {
     /// The latest-ending one's `(end, end − start)` (ties: the longest):
     /// the level's last service time under per-flow order, order-free.
     pub(crate) last: Option<(Instant, u64)>,
-    /// The latest-starting one whose queue its start chose (Kubernetes'
-    /// policy): its [`start_key`] (the fold's order), its queue
-    /// ([`NO_QUEUE`]: none yet; in a shard's sums the card is still to be
-    /// dealt, `shards::DEAL_LATER`, until [`Completed::deal_last_start`]
-    /// at the fold) and its flow's hash, so the merge finds the epoch's
-    /// last dispatch (the round-robin position), order-free.
+    /// The latest-starting request whose queue its start chose
+    /// (Kubernetes' policy): its [`start_key`] (the fold's order), its
+    /// queue ([`NO_QUEUE`]: none) and its flow's hash, so the merge finds
+    /// the epoch's last dispatch (the round-robin position), order-free.
+    /// Set at the fold from `last_open` ([`Completed::deal_last_start`]).
     pub(crate) last_start: (u128, u32, u64),
+    /// In a shard's sums: the latest start of this shard since its last
+    /// fold whose queue its start chose, noted at the open
+    /// ([`Completed::opened`]): its start, start number on the shard,
+    /// queue (its card still to deal, `shards::DEAL_LATER`) and flow's
+    /// hash; [`NO_QUEUE`]: none. Every start since the last fold is
+    /// finished (in these sums) or folded with them, so this is the
+    /// latest of both. Noted at the open rather than the close: a
+    /// shard's start numbers grow, so one compare of the start times
+    /// orders a new start against the latest, where the close compared
+    /// whole keys.
+    pub(crate) last_open: (Instant, u64, u32, u64),
 }
 
 impl Default for Completed {
@@ -94,6 +104,7 @@ impl Default for Completed {
             executed_nanos: [0; 2],
             last: None,
             last_start: (0, NO_QUEUE, 0),
+            last_open: (Instant::ZERO, 0, NO_QUEUE, 0),
         }
     }
 }
@@ -112,10 +123,20 @@ pub(crate) fn start_key(start: Instant, shard: u32, seq: u64) -> u128 {
 }
 
 impl Completed {
-    /// A hot-path request `e`, the `seq`-th start of shard `shard`,
-    /// finished at `end`.
+    /// A hot-path start of `e`, the `seq`-th of its shard: the latest so
+    /// far, if its queue was chosen at the start (Kubernetes' policy) and
+    /// it started no earlier than the latest noted (a later start number
+    /// breaks the tie, as in [`start_key`]).
     #[inline]
-    pub(crate) fn add(&mut self, e: &Entry, shard: u32, seq: u64, end: Instant) {
+    pub(crate) fn opened(&mut self, seq: u64, e: &Entry) {
+        if e.queue < FLOW_QUEUE && e.start >= self.last_open.0 {
+            self.last_open = (e.start, seq, e.queue, e.flow_hash);
+        }
+    }
+
+    /// A hot-path request `e` finished at `end`.
+    #[inline]
+    pub(crate) fn add(&mut self, e: &Entry, end: Instant) {
         let seats = e.estimate.max_seats();
         let ran = end.as_nanos().saturating_sub(e.start.as_nanos());
         self.requests += 1;
@@ -125,33 +146,35 @@ impl Completed {
         if self.last.is_none_or(|last| (end, ran) >= last) {
             self.last = Some((end, ran));
         }
-        if e.queue < FLOW_QUEUE {
-            let key = start_key(e.start, shard, seq);
-            if key >= self.last_start.0 {
-                self.last_start = (key, e.queue, e.flow_hash);
-            }
-        }
         self.tallies
             .get(e.tag)
             .began_and_ended_at_once(seats, e.queue != NO_QUEUE, ran);
     }
 
-    /// Deal the card of the latest start (the shard's fold, with the
-    /// placement its requests started under: `card` of the deferred queue
-    /// and the flow's hash).
+    /// The latest start of shard `shard` since its last fold, with its
+    /// card dealt (at the fold, by the placement its requests started
+    /// under: `card` of the deferred queue and the flow's hash), becomes
+    /// `last_start`; the note restarts.
     #[inline]
-    pub(crate) fn deal_last_start(&mut self, card: impl FnOnce(u32, u64) -> u32) {
-        let (_, queue, hash) = &mut self.last_start;
-        if *queue != NO_QUEUE {
-            *queue = card(*queue, *hash);
+    pub(crate) fn deal_last_start(&mut self, shard: u32, card: impl FnOnce(u32, u64) -> u32) {
+        let (start, seq, queue, hash) =
+            std::mem::replace(&mut self.last_open, (Instant::ZERO, 0, NO_QUEUE, 0));
+        if queue != NO_QUEUE {
+            self.last_start = (start_key(start, shard, seq), card(queue, hash), hash);
         }
     }
 
     /// Add a shard's sums to these (the shard keeps its tallies' index).
-    /// Sums of no request are all zero (every [`Completed::add`] counts
-    /// one, and this restarts them): nothing to add, so a shard the hot
-    /// path did not use costs a merge one compare.
+    /// Apart from the latest start (of a request finished or folded),
+    /// sums of no request are all zero (every [`Completed::add`] counts
+    /// one, and this restarts them): nothing more to add, so a shard the
+    /// hot path did not use costs a merge two compares.
     pub(crate) fn absorb(&mut self, other: &mut Completed) {
+        // The latest start may be of a request folded, not finished.
+        let theirs = std::mem::replace(&mut other.last_start, (0, NO_QUEUE, 0));
+        if theirs.1 != NO_QUEUE && (self.last_start.1 == NO_QUEUE || theirs.0 > self.last_start.0) {
+            self.last_start = theirs;
+        }
         if other.requests == 0 {
             return;
         }
@@ -166,10 +189,6 @@ impl Completed {
             *a += std::mem::take(b);
         }
         self.last = self.last.max(other.last.take());
-        let theirs = std::mem::replace(&mut other.last_start, (0, NO_QUEUE, 0));
-        if theirs.1 != NO_QUEUE && (self.last_start.1 == NO_QUEUE || theirs.0 > self.last_start.0) {
-            self.last_start = theirs;
-        }
         other.requests = 0;
         other.seat_nanos = 0;
     }
