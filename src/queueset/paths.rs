@@ -98,7 +98,7 @@ impl Shared {
                 (entry, queue)
             },
             || self.word.is_fenced(),
-            |sums, seq, e| sums.opened(seq, e),
+            |sums, _, e| sums.opened(e),
         );
         let Some((ticket, queue)) = opened else {
             // A decision fenced meanwhile: the seats go back (to the word,

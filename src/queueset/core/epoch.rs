@@ -84,15 +84,16 @@ pub(crate) struct Completed {
     pub(crate) last_start: (u128, u32, u64),
     /// In a shard's sums: the latest start of this shard since its last
     /// fold whose queue its start chose, noted at the open
-    /// ([`Completed::opened`]): its start, start number on the shard,
-    /// queue (its card still to deal, `shards::DEAL_LATER`) and flow's
-    /// hash; [`NO_QUEUE`]: none. Every start since the last fold is
-    /// finished (in these sums) or folded with them, so this is the
-    /// latest of both. Noted at the open rather than the close: a
-    /// shard's start numbers grow, so one compare of the start times
-    /// orders a new start against the latest, where the close compared
-    /// whole keys.
-    pub(crate) last_open: (Instant, u64, u32, u64),
+    /// ([`Completed::opened`]): its start, queue (its card still to deal,
+    /// `shards::DEAL_LATER`) and flow's hash; [`NO_QUEUE`]: none. Every
+    /// start since the last fold is finished (in these sums) or folded
+    /// with them, so this is the latest of both. Noted at the open rather
+    /// than the close: a shard's start numbers grow, so one compare of
+    /// the start times orders a new start against the latest, where the
+    /// close compared whole keys. Its start number is not kept: being the
+    /// latest of its shard, it outranks every other start of the shard
+    /// at the same time, which the key's largest start number says.
+    pub(crate) last_open: (Instant, u32, u64),
 }
 
 impl Default for Completed {
@@ -104,7 +105,7 @@ impl Default for Completed {
             executed_nanos: [0; 2],
             last: None,
             last_start: (0, NO_QUEUE, 0),
-            last_open: (Instant::ZERO, 0, NO_QUEUE, 0),
+            last_open: (Instant::ZERO, NO_QUEUE, 0),
         }
     }
 }
@@ -123,14 +124,14 @@ pub(crate) fn start_key(start: Instant, shard: u32, seq: u64) -> u128 {
 }
 
 impl Completed {
-    /// A hot-path start of `e`, the `seq`-th of its shard: the latest so
-    /// far, if its queue was chosen at the start (Kubernetes' policy) and
-    /// it started no earlier than the latest noted (a later start number
-    /// breaks the tie, as in [`start_key`]).
+    /// A hot-path start of `e`: the latest so far, if its queue was
+    /// chosen at the start (Kubernetes' policy) and it started no earlier
+    /// than the latest noted (its later start number breaks the tie, as
+    /// in [`start_key`]).
     #[inline]
-    pub(crate) fn opened(&mut self, seq: u64, e: &Entry) {
+    pub(crate) fn opened(&mut self, e: &Entry) {
         if e.queue < FLOW_QUEUE && e.start >= self.last_open.0 {
-            self.last_open = (e.start, seq, e.queue, e.flow_hash);
+            self.last_open = (e.start, e.queue, e.flow_hash);
         }
     }
 
@@ -157,10 +158,11 @@ impl Completed {
     /// `last_start`; the note restarts.
     #[inline]
     pub(crate) fn deal_last_start(&mut self, shard: u32, card: impl FnOnce(u32, u64) -> u32) {
-        let (start, seq, queue, hash) =
-            std::mem::replace(&mut self.last_open, (Instant::ZERO, 0, NO_QUEUE, 0));
+        let (start, queue, hash) =
+            std::mem::replace(&mut self.last_open, (Instant::ZERO, NO_QUEUE, 0));
         if queue != NO_QUEUE {
-            self.last_start = (start_key(start, shard, seq), card(queue, hash), hash);
+            // The shard's latest start: the largest start number.
+            self.last_start = (start_key(start, shard, u64::MAX), card(queue, hash), hash);
         }
     }
 
