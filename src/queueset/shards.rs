@@ -156,6 +156,8 @@ const EVERY_HAND: u64 = 360_360;
 /// so the numbers hot starts draw stay below 2^32 and their offsets take
 /// a 32-bit division.
 const ENQUEUES_REDUCED_FROM: u64 = EVERY_HAND * ((1 << 31) / EVERY_HAND);
+// The hot path's numbers, below this, fit the 32-bit division.
+const _: () = assert!(ENQUEUES_REDUCED_FROM < 1 << 31);
 
 /// The cold side of [`Placement::queue`]: the offset of number `n` into a
 /// hand of `hand` cards, and the counter brought down by
@@ -292,7 +294,6 @@ mod tests {
             assert_eq!(EVERY_HAND % hand, 0, "hand {hand}");
             assert_eq!(ENQUEUES_REDUCED_FROM % hand, 0, "hand {hand}");
         }
-        assert!(ENQUEUES_REDUCED_FROM < 1 << 31);
     }
 
     /// Around the reduction, every hot start's offset is Kubernetes' (its
