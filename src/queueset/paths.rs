@@ -213,7 +213,11 @@ impl Shared {
                     folded.push((e.start, i as u32, seq, e))
                 },
                 |placement, sums| {
-                    sums.deal_last_start(i as u32, |queue, hash| placement.card(queue, hash));
+                    sums.hand_over_last_start(
+                        i as u32,
+                        |queue, hash| placement.card(queue, hash),
+                        completed,
+                    );
                     completed.absorb(sums)
                 },
             );

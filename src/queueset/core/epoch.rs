@@ -80,7 +80,8 @@ pub(crate) struct Completed {
     /// (Kubernetes' policy): its [`start_key`] (the fold's order), its
     /// queue ([`NO_QUEUE`]: none) and its flow's hash, so the merge finds
     /// the epoch's last dispatch (the round-robin position), order-free.
-    /// Set at the fold from `last_open` ([`Completed::deal_last_start`]).
+    /// Only the level's sums hold one: each shard's `last_open` goes
+    /// over at the fold ([`Completed::hand_over_last_start`]).
     pub(crate) last_start: (u128, u32, u64),
     /// In a shard's sums: the latest start of this shard since its last
     /// fold whose queue its start chose, noted at the open
@@ -154,29 +155,34 @@ impl Completed {
 
     /// The latest start of shard `shard` since its last fold, with its
     /// card dealt (at the fold, by the placement its requests started
-    /// under: `card` of the deferred queue and the flow's hash), becomes
-    /// `last_start`; the note restarts.
+    /// under: `card` of the deferred queue and the flow's hash), goes to
+    /// the level's sums `level` if it is their latest so far; the note
+    /// restarts. A shard where no such start happened costs one compare.
     #[inline]
-    pub(crate) fn deal_last_start(&mut self, shard: u32, card: impl FnOnce(u32, u64) -> u32) {
+    pub(crate) fn hand_over_last_start(
+        &mut self,
+        shard: u32,
+        card: impl FnOnce(u32, u64) -> u32,
+        level: &mut Completed,
+    ) {
+        if self.last_open.1 == NO_QUEUE {
+            return;
+        }
         let (start, queue, hash) =
             std::mem::replace(&mut self.last_open, (Instant::ZERO, NO_QUEUE, 0));
-        if queue != NO_QUEUE {
-            // The shard's latest start: the largest start number.
-            self.last_start = (start_key(start, shard, u64::MAX), card(queue, hash), hash);
+        // The shard's latest start: the largest start number.
+        let key = start_key(start, shard, u64::MAX);
+        if level.last_start.1 == NO_QUEUE || key > level.last_start.0 {
+            level.last_start = (key, card(queue, hash), hash);
         }
     }
 
     /// Add a shard's sums to these (the shard keeps its tallies' index).
-    /// Apart from the latest start (of a request finished or folded),
-    /// sums of no request are all zero (every [`Completed::add`] counts
-    /// one, and this restarts them): nothing more to add, so a shard the
-    /// hot path did not use costs a merge two compares.
+    /// Sums of no request are all zero (every [`Completed::add`] counts
+    /// one, and this restarts them; a shard's latest start goes over
+    /// before, [`Completed::hand_over_last_start`]): nothing to add, so a
+    /// shard the hot path did not use costs a merge one compare.
     pub(crate) fn absorb(&mut self, other: &mut Completed) {
-        // The latest start may be of a request folded, not finished.
-        let theirs = std::mem::replace(&mut other.last_start, (0, NO_QUEUE, 0));
-        if theirs.1 != NO_QUEUE && (self.last_start.1 == NO_QUEUE || theirs.0 > self.last_start.0) {
-            self.last_start = theirs;
-        }
         if other.requests == 0 {
             return;
         }
