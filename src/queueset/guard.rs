@@ -40,7 +40,7 @@ impl Guard<'_> {
 
     /// The queue it belongs to, if the level queues.
     pub fn queue(&self) -> Option<u32> {
-        self.exec().queue()
+        self.qs.execution_queue(self.exec())
     }
 
     /// The seats it still holds (its estimate's, less those released).

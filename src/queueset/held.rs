@@ -22,7 +22,7 @@
 
 use super::core::{FLOW_QUEUE, NO_QUEUE};
 use super::ledger::LedgerTicket;
-use super::shards::ANY_SHARD;
+use super::shards::{deferred_offset, ANY_SHARD};
 use super::ReleaseError;
 use crate::clock::Instant;
 use crate::work_estimate::WorkEstimate;
@@ -43,7 +43,10 @@ pub(crate) struct Held {
     pub(crate) shard: u32,
     /// Its queue; [`FLOW_QUEUE`] when the flow policy admitted it lock-free
     /// (the queue is then chosen at the fold and found in the flow table);
-    /// [`NO_QUEUE`] at a level that does not queue.
+    /// under Kubernetes' policy, admitted lock-free, the offset into its
+    /// flow's hand with the card still to deal (`shards::DEAL_LATER`:
+    /// dealt at the fold, found then in the level's table of dealt
+    /// cards); [`NO_QUEUE`] at a level that does not queue.
     pub(crate) queue: u32,
     /// The caller's tag (see `tally`).
     pub(crate) tag: u32,
@@ -59,8 +62,9 @@ pub(crate) struct Held {
     /// longer answers to it: the finish then goes through the core.
     ticket: LedgerTicket,
     latency_secs: u64,
-    /// The flow's hash, when `has_flow`: a flow fairness policy admitted
-    /// it, and it counts in the level's flow table until it finishes.
+    /// The flow's hash: when `has_flow`, a flow fairness policy admitted
+    /// it, and it counts in the level's flow table until it finishes;
+    /// kept for every hot start (a card dealt later needs it).
     flow_hash: u64,
     /// When it started executing.
     pub(crate) start: Instant,
@@ -96,6 +100,43 @@ impl Held {
             has_ticket: ticket.is_some(),
             has_flow: flow.is_some(),
         }
+    }
+
+    /// A request started on the hot path of shard `shard`, at `ticket`:
+    /// its flow's hash is kept whatever the policy, and counts as its flow
+    /// under a flow policy ([`FLOW_QUEUE`]).
+    #[inline]
+    pub(crate) fn hot(
+        shard: u32,
+        ticket: LedgerTicket,
+        queue: u32,
+        flow_hash: u64,
+        tag: u32,
+        estimate: WorkEstimate,
+        start: Instant,
+    ) -> Held {
+        Held {
+            shard,
+            queue,
+            tag,
+            released: 0,
+            initial_seats: estimate.initial_seats,
+            final_seats: estimate.final_seats,
+            latency_nanos: estimate.additional_latency.subsec_nanos(),
+            ticket,
+            latency_secs: estimate.additional_latency.as_secs(),
+            flow_hash,
+            start,
+            has_ticket: true,
+            has_flow: queue == FLOW_QUEUE,
+        }
+    }
+
+    /// The same request in `queue` (its card, once dealt).
+    #[inline]
+    pub(crate) fn in_queue(mut self, queue: u32) -> Held {
+        self.queue = queue;
+        self
     }
 
     /// A request dispatched from a queue (or admitted by the slow path):
@@ -162,9 +203,13 @@ impl Held {
     }
 
     /// Its queue, if the level queues and the queue was chosen at
-    /// admission (not at a fold under the flow policy).
+    /// admission (not at a fold under the flow policy, nor a card still to
+    /// deal under Kubernetes' policy).
     pub(crate) fn known_queue(&self) -> Option<u32> {
-        (self.queue != NO_QUEUE && self.queue != FLOW_QUEUE).then_some(self.queue)
+        (self.queue != NO_QUEUE
+            && self.queue != FLOW_QUEUE
+            && deferred_offset(self.queue).is_none())
+        .then_some(self.queue)
     }
 
     /// Check a release of `seats` and count them as given back; returns

@@ -66,7 +66,7 @@ use crate::sync::PlainMutex;
 /// Where an open request's slot is (see the module documentation). The
 /// default fills a held request's place when it has no ticket, and is
 /// never read there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub(crate) struct LedgerTicket {
     slot: u32,
     generation: u32,
@@ -126,7 +126,7 @@ impl<E: Copy, C: Default> Ledger<E, C> {
     /// A hot start of a ready-made entry ([`Ledger::open_with`]).
     #[cfg(test)]
     pub(crate) fn open(&self, entry: E, fenced: impl FnOnce() -> bool) -> Option<LedgerTicket> {
-        self.open_with(|_| (entry, ()), fenced)
+        self.open_with(|_| (entry, ()), fenced, |_, _, _| {})
             .map(|(ticket, ())| ticket)
     }
 }
@@ -148,7 +148,9 @@ impl<E: Copy, C: Default, X> Ledger<E, C, X> {
     /// A hot start: build the entry from the context (and what else the
     /// caller wants back, `R`), open a slot for it, then re-read the word
     /// (`fenced`); if fenced, the slot is withdrawn and None returned: the
-    /// caller gives its seats back and takes the slow path. The context is
+    /// caller gives its seats back and takes the slow path; if not, the
+    /// sums note the start (`opened`, with its start number on this
+    /// shard). The context is
     /// read under the mutex, so an entry is built from the context of the
     /// configuration it is folded under (the lock holder changes it only
     /// between a fold and the fence's lifting).
@@ -157,14 +159,17 @@ impl<E: Copy, C: Default, X> Ledger<E, C, X> {
         &self,
         build: impl FnOnce(&X) -> (E, R),
         fenced: impl FnOnce() -> bool,
+        opened: impl FnOnce(&mut C, u64, &E),
     ) -> Option<(LedgerTicket, R)> {
-        let mut st = self.state.lock();
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         let (entry, back) = build(&st.context);
-        let ticket = st.push(entry);
+        let (ticket, seq) = st.push(entry);
         if fenced() {
             st.free_slot(ticket.slot);
             return None;
         }
+        opened(&mut st.completed, seq, &entry);
         Some((ticket, back))
     }
 
@@ -197,26 +202,58 @@ impl<E: Copy, C: Default, X> Ledger<E, C, X> {
     /// and free its slot; returns the sums, restarted. O(1) when nothing
     /// opened since the last fold.
     #[cfg(test)]
-    pub(crate) fn fold(&self, fold: impl FnMut(u64, E)) -> C {
+    pub(crate) fn fold(&self, mut fold: impl FnMut(u64, E)) -> C {
         let mut sums = None;
-        self.fold_into(fold, |c| sums = Some(std::mem::take(c)));
+        self.fold_into(
+            |_, _, seq, e| fold(seq, e),
+            |_, c| sums = Some(std::mem::take(c)),
+        );
         sums.unwrap_or_default()
     }
 
-    /// [`Ledger::fold`], handing the sums to `take` in place (which takes
-    /// what it needs and leaves them restarted), so that the shard keeps
-    /// what the sums allocated.
-    pub(crate) fn fold_into(&self, mut fold: impl FnMut(u64, E), take: impl FnOnce(&mut C)) {
-        let mut st = self.state.lock();
+    /// [`Ledger::fold`], handing each entry with its ticket, and then the
+    /// sums in place (`take` takes what it needs and leaves them
+    /// restarted, so that the shard keeps what the sums allocated), each
+    /// with the context: the one every entry and sum here was built
+    /// under (the context changes only after a fold, with the fence up,
+    /// so no entry of an older context is left).
+    pub(crate) fn fold_into(
+        &self,
+        mut fold: impl FnMut(&X, LedgerTicket, u64, E),
+        take: impl FnOnce(&X, &mut C),
+    ) {
+        let mut guard = self.state.lock();
+        let st = &mut *guard;
         if st.open > 0 {
             for i in 0..st.slots.len() {
-                if let Slot::Open { entry, seq, .. } = st.slots[i] {
-                    fold(seq, entry);
+                if let Slot::Open {
+                    entry,
+                    seq,
+                    generation,
+                } = st.slots[i]
+                {
+                    let ticket = LedgerTicket {
+                        slot: i as u32,
+                        generation,
+                    };
+                    fold(&st.context, ticket, seq, entry);
                     st.free_slot(i as u32);
                 }
             }
         }
-        take(&mut st.completed);
+        take(&st.context, &mut st.completed);
+    }
+
+    /// `read` of the context and the entry of the ticket's slot, if it is
+    /// still open (not closed, not folded).
+    pub(crate) fn with_open<R>(
+        &self,
+        ticket: LedgerTicket,
+        read: impl FnOnce(&X, &E) -> R,
+    ) -> Option<R> {
+        let st = self.state.lock();
+        let (_, entry) = State::<E, C, X>::open_entry(&st.slots, ticket)?;
+        Some(read(&st.context, entry))
     }
 
     /// Whether the ledger holds nothing to fold: no open slot, and sums
@@ -235,7 +272,7 @@ impl<E: Copy, C: Default, X> Ledger<E, C, X> {
 }
 
 impl<E: Copy, C, X> State<E, C, X> {
-    fn push(&mut self, entry: E) -> LedgerTicket {
+    fn push(&mut self, entry: E) -> (LedgerTicket, u64) {
         if self.free == NO_SLOT {
             self.slots.push(Slot::Free {
                 generation: 0,
@@ -259,7 +296,7 @@ impl<E: Copy, C, X> State<E, C, X> {
             entry,
         };
         self.open += 1;
-        LedgerTicket { slot, generation }
+        (LedgerTicket { slot, generation }, seq)
     }
 
     fn open_entry(slots: &[Slot<E>], ticket: LedgerTicket) -> Option<(u64, &E)> {
@@ -591,7 +628,7 @@ mod loom_tests {
                 if !w.try_take_fast(1) {
                     return;
                 }
-                match l.open_with(|&config| (config, ()), || w.is_fenced()) {
+                match l.open_with(|&config| (config, ()), || w.is_fenced(), |_, _, _| {}) {
                     Some((ticket, ())) => {
                         // Folded or not, the seat goes back.
                         let _ = l.close(ticket, |sums, _, &config| {

@@ -4,9 +4,11 @@
 //! The **hot path** runs when the level has free seats and nothing waits:
 //! the seats come from the calling thread's shard's budget (or the level's
 //! admission word, with one compare-and-swap), and the request opens a slot
-//! in its shard's ledger (`ledger.rs`); under Kubernetes' policy its queue
-//! is dealt (the card Kubernetes would pick, since with nothing waiting
-//! every queue of the hand is equally empty). Finishing closes the slot,
+//! in its shard's ledger (`ledger.rs`); under Kubernetes' policy it takes
+//! its offset into its flow's hand and its card, the one Kubernetes would
+//! pick (with nothing waiting every queue of the hand is equally empty),
+//! is dealt only when needed, at the merge (`shards::DEAL_LATER`).
+//! Finishing closes the slot,
 //! adding the request to the shard's order-free sums, and gives the seats
 //! back to the budget. No level lock, no record to replay.
 //!
@@ -259,6 +261,7 @@ impl QueueSet {
             folded: Vec::new(),
             completed: Default::default(),
             standing: Default::default(),
+            dealt: Default::default(),
         };
         let shards = Shards::new(&Placement::of(&dealer, cfg_fairness));
         let shared = Arc::new(Shared {
@@ -391,6 +394,16 @@ impl QueueSet {
     fn finish_execution_now(&self, exec: &Execution, now: Instant) {
         let end = now.max(exec.held.start);
         self.shared.finish(&exec.held, end);
+    }
+
+    /// The queue an executing request belongs to, if the level queues
+    /// (None under the flow fairness policies for a request admitted
+    /// lock-free until its shard's ledger is merged). Under Kubernetes'
+    /// policy a request admitted lock-free has its card dealt when first
+    /// needed: here, or when the level next merges the shards' ledgers
+    /// (the hot path deals nothing; the card is the one Kubernetes picks).
+    pub fn execution_queue(&self, exec: &Execution) -> Option<u32> {
+        self.shared.queue_of(&exec.held)
     }
 
     /// Give back `seats` of an executing request's seats now, while it
@@ -644,10 +657,12 @@ impl Execution {
     pub fn estimate(&self) -> WorkEstimate {
         self.held.estimate()
     }
-    /// The queue it belongs to, if the level queues and the queue was
-    /// chosen at admission (under the flow fairness policies a request
-    /// admitted lock-free has its queue chosen later, when its shard's
-    /// ledger is merged, and this is None).
+    /// The queue it belongs to, if the level queues and the queue is
+    /// known to the execution alone: a request admitted lock-free has its
+    /// queue chosen later, when its shard's ledger is merged (under the
+    /// flow fairness policies), or its card dealt when first needed (under
+    /// Kubernetes' policy), and this is None;
+    /// [`QueueSet::execution_queue`] answers for those too.
     pub fn queue(&self) -> Option<u32> {
         self.held.known_queue()
     }

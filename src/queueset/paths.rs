@@ -8,9 +8,10 @@
 
 use super::admission::AdmissionWord;
 use super::config::{Fairness, QueueSetConfig, QueueSetConfigError};
-use super::core::{Completed, Core, Entry, FLOW_QUEUE, NO_QUEUE};
+use super::core::{Completed, Core, Entry, NO_QUEUE};
 use super::held::Held;
-use super::shards::{Placement, Shards};
+use super::ledger::LedgerTicket;
+use super::shards::{deferred_offset, Placement, Shards};
 use super::standing::Standing;
 use super::wait::{SlotState, WaitSlot};
 use super::{decision_result, Execution, Joined, RawAdmission, RejectReason, Request, Waiting};
@@ -18,6 +19,7 @@ use crate::clock::{Clock, Instant, Timer};
 use crate::stats::Phase;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
+use std::collections::HashMap;
 
 pub(super) struct Shared {
     pub(super) word: AdmissionWord,
@@ -47,15 +49,21 @@ pub(super) struct Locked {
     /// (src/queueset/standing.rs): a saturated level's merges and
     /// reclaims skip them.
     pub(super) standing: Standing,
+    /// The cards dealt at a fold for hot starts under Kubernetes' policy
+    /// still executing, by (shard, ticket): their finish or release
+    /// through the core reads the queue here (the placement that dealt it
+    /// may be gone since, with a reconfiguration), the finish removing it.
+    pub(super) dealt: HashMap<(u32, LedgerTicket), u32, ahash::RandomState>,
 }
 
 impl Shared {
     /// The hot path: take seats from the shard's budget (or the word) if
     /// nothing waits and they fit, and open a slot in the shard's ledger.
-    /// Returns the held request: its queue (the card its shard dealt under
-    /// Kubernetes' policy; [`FLOW_QUEUE`] under the flow policies, chosen
-    /// at the fold), its flow under the flow policies, its start time, and
-    /// its shard and slot.
+    /// Returns the held request: its queue (under Kubernetes' policy the
+    /// offset into its flow's hand, the card dealt at the fold:
+    /// `shards::DEAL_LATER`; [`FLOW_QUEUE`](super::core::FLOW_QUEUE) under the flow policies,
+    /// chosen at the fold), its flow's hash, its start time, and its shard
+    /// and slot.
     #[inline]
     pub(super) fn try_fast_start(&self, request: &Request, tag: u32) -> Option<Held> {
         let estimate = request.estimate;
@@ -79,7 +87,7 @@ impl Shared {
         let flow_hash = request.flow_hash;
         let opened = shard.ledger.open_with(
             |placement| {
-                let queue = placement.queue(flow_hash, &self.enqueues);
+                let queue = placement.queue(&self.enqueues);
                 let entry = Entry {
                     queue,
                     flow_hash,
@@ -90,6 +98,7 @@ impl Shared {
                 (entry, queue)
             },
             || self.word.is_fenced(),
+            |sums, _, e| sums.opened(e),
         );
         let Some((ticket, queue)) = opened else {
             // A decision fenced meanwhile: the seats go back (to the word,
@@ -99,11 +108,11 @@ impl Shared {
             }
             return None;
         };
-        Some(Held::new(
+        Some(Held::hot(
             shard_index,
-            Some(ticket),
+            ticket,
             queue,
-            (queue == FLOW_QUEUE).then_some(flow_hash),
+            flow_hash,
             tag,
             estimate,
             at,
@@ -184,6 +193,7 @@ impl Shared {
             folded,
             completed,
             standing,
+            dealt,
             ..
         } = st;
         if !standing.must_fold() {
@@ -200,9 +210,24 @@ impl Shared {
         let fenced = self.word.is_fenced();
         folded.clear();
         for (i, shard) in self.shards.iter().enumerate() {
+            // Each card still to deal is dealt now, by the placement the
+            // start read (the shard's context: see `shards::DEAL_LATER`).
             shard.ledger.fold_into(
-                |seq, e| folded.push((e.start, i as u32, seq, e)),
-                |sums| completed.absorb(sums),
+                |placement, ticket, seq, mut e| {
+                    if deferred_offset(e.queue).is_some() {
+                        e.queue = placement.card(e.queue, e.flow_hash);
+                        dealt.insert((i as u32, ticket), e.queue);
+                    }
+                    folded.push((e.start, i as u32, seq, e))
+                },
+                |placement, sums| {
+                    sums.hand_over_last_start(
+                        i as u32,
+                        |queue, hash| placement.card(queue, hash),
+                        completed,
+                    );
+                    completed.absorb(sums)
+                },
             );
         }
         standing.folded(fenced);
@@ -390,9 +415,7 @@ impl Shared {
         if let Some(ticket) = held.ticket() {
             if !held.lingers() {
                 let shard = self.shards.get(held.shard);
-                let closed = shard
-                    .ledger
-                    .close(ticket, |sums, seq, e| sums.add(e, held.shard, seq, end));
+                let closed = shard.ledger.close(ticket, |sums, _, e| sums.add(e, end));
                 if closed.is_ok() {
                     // Closed before the seats are free: a merge that sees
                     // them free (after a fence) sees the request finished.
@@ -418,6 +441,7 @@ impl Shared {
         #[cfg(shuttle)]
         super::history::note(super::history::Site::Finish, end);
         st.core.sync(end);
+        let held = &Self::dealt(&mut st, held, true);
         let freed = st.core.finish(held, end);
         self.word.give_back(freed);
         st.core.dispatch_as_much_as_possible(end, &self.word);
@@ -437,10 +461,52 @@ impl Shared {
         }
         let now = self.clock.now().max(before.start);
         st.core.sync(now);
+        let before = &Self::dealt(&mut st, before, false);
         st.core.release_early(before, seats, now);
         self.word.give_back(seats);
         st.core.dispatch_as_much_as_possible(now, &self.word);
         self.settle_and_unlock(st);
+    }
+
+    /// `held` with its card, if its start deferred it: dealt at the fold
+    /// that handed it to the core (after the merge of the caller's lock,
+    /// every executing hot start is folded), `done` when it finishes.
+    fn dealt(st: &mut Locked, held: &Held, done: bool) -> Held {
+        if deferred_offset(held.queue).is_none() {
+            return *held;
+        }
+        let ticket = held
+            .ticket()
+            .expect("only a hot start defers its card, and it has a ticket");
+        let key = (held.shard, ticket);
+        let queue = if done {
+            st.dealt.remove(&key)
+        } else {
+            st.dealt.get(&key).copied()
+        };
+        held.in_queue(queue.expect("a folded hot start's card was dealt at its fold"))
+    }
+
+    /// The queue of an executing request (`Execution::queue`'s answer,
+    /// with a card its start deferred dealt: by the placement the start
+    /// read, from its shard's ledger while the slot is open, else from the
+    /// cards dealt at the fold that took it). Reads, merges nothing.
+    pub(super) fn queue_of(&self, held: &Held) -> Option<u32> {
+        if deferred_offset(held.queue).is_none() {
+            return held.known_queue();
+        }
+        let ticket = held.ticket()?;
+        let shard = self.shards.get(held.shard);
+        if let Some(q) = shard
+            .ledger
+            .with_open(ticket, |placement, e| placement.card(e.queue, e.flow_hash))
+        {
+            return Some(q);
+        }
+        // Folded: the fold that freed the slot ran under the level lock,
+        // and dealt the card then.
+        let st = self.lock();
+        st.dealt.get(&(held.shard, ticket)).copied()
     }
 
     /// Seats were freed while requests wait: dispatch them.

@@ -48,8 +48,10 @@ use crate::work_estimate::WorkEstimate;
 /// A request started on the hot path, as its shard's ledger holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Entry {
-    /// Its queue under Kubernetes' policy (the card its shard dealt);
-    /// [`FLOW_QUEUE`] under the flow policies (chosen at the fold, from
+    /// Its queue under Kubernetes' policy: the card is dealt at the fold
+    /// (`shards::DEAL_LATER`: until then the offset into the flow's hand;
+    /// the core sees only dealt cards); [`FLOW_QUEUE`] under the flow
+    /// policies (chosen at the fold, from
     /// the flow table); [`NO_QUEUE`] at a level that does not queue.
     pub(crate) queue: u32,
     pub(crate) flow_hash: u64,
@@ -74,11 +76,25 @@ pub(crate) struct Completed {
     /// The latest-ending one's `(end, end − start)` (ties: the longest):
     /// the level's last service time under per-flow order, order-free.
     pub(crate) last: Option<(Instant, u64)>,
-    /// The latest-starting one whose queue its start dealt (Kubernetes'
-    /// policy): its [`start_key`] (the fold's order) and its queue
-    /// ([`NO_QUEUE`]: none yet), so the merge finds the epoch's last
-    /// dispatch (the round-robin position), order-free.
-    pub(crate) last_start: (u128, u32),
+    /// The latest-starting request whose queue its start chose
+    /// (Kubernetes' policy): its [`start_key`] (the fold's order), its
+    /// queue ([`NO_QUEUE`]: none) and its flow's hash, so the merge finds
+    /// the epoch's last dispatch (the round-robin position), order-free.
+    /// Only the level's sums hold one: each shard's `last_open` goes
+    /// over at the fold ([`Completed::hand_over_last_start`]).
+    pub(crate) last_start: (u128, u32, u64),
+    /// In a shard's sums: the latest start of this shard since its last
+    /// fold whose queue its start chose, noted at the open
+    /// ([`Completed::opened`]): its start, queue (its card still to deal,
+    /// `shards::DEAL_LATER`) and flow's hash; [`NO_QUEUE`]: none. Every
+    /// start since the last fold is finished (in these sums) or folded
+    /// with them, so this is the latest of both. Noted at the open rather
+    /// than the close: a shard's start numbers grow, so one compare of
+    /// the start times orders a new start against the latest, where the
+    /// close compared whole keys. Its start number is not kept: being the
+    /// latest of its shard, it outranks every other start of the shard
+    /// at the same time, which the key's largest start number says.
+    pub(crate) last_open: (Instant, u32, u64),
 }
 
 impl Default for Completed {
@@ -89,7 +105,8 @@ impl Default for Completed {
             tallies: Tallies::default(),
             executed_nanos: [0; 2],
             last: None,
-            last_start: (0, NO_QUEUE),
+            last_start: (0, NO_QUEUE, 0),
+            last_open: (Instant::ZERO, NO_QUEUE, 0),
         }
     }
 }
@@ -108,10 +125,20 @@ pub(crate) fn start_key(start: Instant, shard: u32, seq: u64) -> u128 {
 }
 
 impl Completed {
-    /// A hot-path request `e`, the `seq`-th start of shard `shard`,
-    /// finished at `end`.
+    /// A hot-path start of `e`: the latest so far, if its queue was
+    /// chosen at the start (Kubernetes' policy) and it started no earlier
+    /// than the latest noted (its later start number breaks the tie, as
+    /// in [`start_key`]).
     #[inline]
-    pub(crate) fn add(&mut self, e: &Entry, shard: u32, seq: u64, end: Instant) {
+    pub(crate) fn opened(&mut self, e: &Entry) {
+        if e.queue < FLOW_QUEUE && e.start >= self.last_open.0 {
+            self.last_open = (e.start, e.queue, e.flow_hash);
+        }
+    }
+
+    /// A hot-path request `e` finished at `end`.
+    #[inline]
+    pub(crate) fn add(&mut self, e: &Entry, end: Instant) {
         let seats = e.estimate.max_seats();
         let ran = end.as_nanos().saturating_sub(e.start.as_nanos());
         self.requests += 1;
@@ -121,21 +148,40 @@ impl Completed {
         if self.last.is_none_or(|last| (end, ran) >= last) {
             self.last = Some((end, ran));
         }
-        if e.queue < FLOW_QUEUE {
-            let key = start_key(e.start, shard, seq);
-            if key >= self.last_start.0 {
-                self.last_start = (key, e.queue);
-            }
-        }
         self.tallies
             .get(e.tag)
             .began_and_ended_at_once(seats, e.queue != NO_QUEUE, ran);
     }
 
+    /// The latest start of shard `shard` since its last fold, with its
+    /// card dealt (at the fold, by the placement its requests started
+    /// under: `card` of the deferred queue and the flow's hash), goes to
+    /// the level's sums `level` if it is their latest so far; the note
+    /// restarts. A shard where no such start happened costs one compare.
+    #[inline]
+    pub(crate) fn hand_over_last_start(
+        &mut self,
+        shard: u32,
+        card: impl FnOnce(u32, u64) -> u32,
+        level: &mut Completed,
+    ) {
+        if self.last_open.1 == NO_QUEUE {
+            return;
+        }
+        let (start, queue, hash) =
+            std::mem::replace(&mut self.last_open, (Instant::ZERO, NO_QUEUE, 0));
+        // The shard's latest start: the largest start number.
+        let key = start_key(start, shard, u64::MAX);
+        if level.last_start.1 == NO_QUEUE || key > level.last_start.0 {
+            level.last_start = (key, card(queue, hash), hash);
+        }
+    }
+
     /// Add a shard's sums to these (the shard keeps its tallies' index).
     /// Sums of no request are all zero (every [`Completed::add`] counts
-    /// one, and this restarts them): nothing to add, so a shard the hot
-    /// path did not use costs a merge one compare.
+    /// one, and this restarts them; a shard's latest start goes over
+    /// before, [`Completed::hand_over_last_start`]): nothing to add, so a
+    /// shard the hot path did not use costs a merge one compare.
     pub(crate) fn absorb(&mut self, other: &mut Completed) {
         if other.requests == 0 {
             return;
@@ -151,10 +197,6 @@ impl Completed {
             *a += std::mem::take(b);
         }
         self.last = self.last.max(other.last.take());
-        let theirs = std::mem::replace(&mut other.last_start, (0, NO_QUEUE));
-        if theirs.1 != NO_QUEUE && (self.last_start.1 == NO_QUEUE || theirs.0 > self.last_start.0) {
-            self.last_start = theirs;
-        }
         other.requests = 0;
         other.seat_nanos = 0;
     }
@@ -297,7 +339,7 @@ impl Core {
         // start whose queue is known (folded, or finished under Kubernetes'
         // policy, which dealt its card at the start): ties between equal
         // virtual finishes are then broken as per-event replay breaks them.
-        let mut last = std::mem::replace(&mut completed.last_start, (0, NO_QUEUE));
+        let mut last = std::mem::replace(&mut completed.last_start, (0, NO_QUEUE, 0));
         if let Some(&(start, shard, seq, e)) = folded
             .iter()
             .rev()
@@ -305,7 +347,7 @@ impl Core {
         {
             let key = start_key(start, shard, seq);
             if last.1 == NO_QUEUE || key > last.0 {
-                last = (key, e.queue);
+                last = (key, e.queue, e.flow_hash);
             }
         }
         if last.1 != NO_QUEUE {
@@ -326,6 +368,10 @@ impl Core {
     /// policy; under the flow policies its flow's queue, chosen now from
     /// the flow table (the request joins it).
     fn fold_queue(&mut self, e: &Entry) -> u32 {
+        debug_assert!(
+            crate::queueset::shards::deferred_offset(e.queue).is_none(),
+            "a folded entry's card is dealt at the fold"
+        );
         if e.queue != FLOW_QUEUE {
             return e.queue;
         }

@@ -133,3 +133,40 @@ fn an_invalid_reconfiguration_leaves_the_old_one_in_force() {
     assert_eq!(l.qs.config(), before);
     assert_eq!(l.qs.stats().concurrency_limit, 2);
 }
+
+/// Under Kubernetes' policy a hot start's card is dealt when first needed
+/// (at the fold, or when asked), not at the start: it must still be the
+/// card of the dealer the request started under, through a
+/// reconfiguration that changes the dealer, until the request finishes.
+/// A card dealt by the level's current dealer instead puts the request in
+/// another queue: `queue()` answers it, and its release and finish leave
+/// its real queue counted executing for ever.
+#[test]
+fn a_new_dealer_leaves_the_queue_of_a_request_started_under_the_old() {
+    let (old, new) = ((8, 4), (16, 3));
+    // A flow whose first card differs between the two dealers.
+    let flow = (0..1000u64)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678)
+        .find(|&h| hand_of(old.0, old.1, h)[0] != hand_of(new.0, new.1, h)[0])
+        .expect("some flow is dealt differently");
+    let card = hand_of(old.0, old.1, flow)[0];
+    for ask_before in [false, true] {
+        let l = level(cfg(10, old.0, old.1, 10));
+        let mut g = l.exec(flow, est(2));
+        if ask_before {
+            // From the shard's ledger, before any fold.
+            assert_eq!(g.queue(), Some(card));
+        }
+        // The reconfiguration folds the request, then changes the dealer.
+        l.qs.reconfigure(cfg(10, new.0, new.1, 10)).unwrap();
+        assert_eq!(g.queue(), Some(card), "the old dealer's card");
+        assert_eq!(l.qs.queue_states()[card as usize].2, 1, "executing in it");
+        g.release_seats(1).unwrap();
+        assert_eq!(l.qs.queue_states()[card as usize].3, 1, "one seat left");
+        drop(g);
+        l.check(&[], 0, 0);
+        for (q, s) in l.qs.queue_states().iter().enumerate() {
+            assert_eq!((s.2, s.3), (0, 0), "queue {q} still counts the request");
+        }
+    }
+}
