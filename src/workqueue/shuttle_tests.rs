@@ -5,9 +5,9 @@
 //! without the shard lock) and finish them, and the history ends with the
 //! main thread draining the queue, with `shut_down` or with
 //! `shut_down_with_drain`. All the items live in one shard, and the history
-//! starts with two kept entries and three queued items, so that sweeps
-//! (after 2 kept entries in tests, `shard::KEEP`) and the growth of the
-//! shard's hash index (8 buckets, doubled at the 7th entry) happen in it.
+//! starts with five queued items and one kept entry, so that sweeps (after
+//! 2 kept entries in tests, `shard::KEEP`) and the growth of the shard's
+//! hash index (8 buckets, doubled at the 7th entry) happen in it.
 //!
 //! Checked at every get: the item is not being processed by another
 //! consumer (a set under a shuttle mutex); at every add: the queue never
@@ -80,7 +80,10 @@ impl History {
     }
 
     fn index(&self, x: u64) -> usize {
-        self.items.iter().position(|&y| y == x).expect("a known item")
+        self.items
+            .iter()
+            .position(|&y| y == x)
+            .expect("a known item")
     }
 
     fn add(&self, i: usize) {
@@ -161,15 +164,13 @@ enum End {
 
 fn history(end: End) {
     let h = Arc::new(History::new());
-    // Three queued, two done: their entries kept (a sweep is due at the
-    // next locked call) and the shard's index five entries from growth.
-    for i in 0..5 {
+    // Five queued, one done (its entry kept: a sweep is due after the next
+    // done), six entries in the shard's index: the next new item grows it.
+    for i in 0..6 {
         h.add(i);
     }
-    for _ in 0..2 {
-        let x = h.q.try_get().expect("queued");
-        h.process(x, 0);
-    }
+    let x = h.q.try_get().expect("queued");
+    h.process(x, 0);
     let producers: Vec<_> = (0..2)
         .map(|_| {
             let h = h.clone();
