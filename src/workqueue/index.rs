@@ -45,7 +45,7 @@ const EMPTY: u32 = u32::MAX;
 struct Buckets {
     mask: usize,
     slots: Box<[AtomicU32]>,
-    /// Set when reclaimed. Under loom a reclaimed array is kept, marked,
+    /// Set when reclaimed. Under loom and shuttle a reclaimed array is kept, marked,
     /// and a probe asserts it never reads one (invariant 2); otherwise it
     /// is freed and the flag is never read.
     reclaimed: AtomicBool,
@@ -79,9 +79,9 @@ pub(crate) struct IndexWriter {
     /// `&Buckets`, which must not move.
     #[allow(clippy::vec_box)]
     retired: Vec<Box<Buckets>>,
-    /// Under loom: reclaimed arrays, marked and kept (see `Buckets`).
+    /// Under loom and shuttle: reclaimed arrays, marked and kept (see `Buckets`).
     #[allow(clippy::vec_box)]
-    kept_for_loom: Vec<Box<Buckets>>,
+    kept_for_models: Vec<Box<Buckets>>,
 }
 
 impl IndexWriter {
@@ -89,7 +89,7 @@ impl IndexWriter {
         IndexWriter {
             live: 0,
             retired: Vec::new(),
-            kept_for_loom: Vec::new(),
+            kept_for_models: Vec::new(),
         }
     }
 }
@@ -178,13 +178,13 @@ impl Index {
         {
             return;
         }
-        if cfg!(loom) {
+        if cfg!(any(loom, shuttle)) {
             for b in &w.retired {
                 b.reclaimed.store(true, Ordering::Relaxed);
             }
             // Kept (marked) so that a probe that should not be on it is
             // caught rather than reading freed memory.
-            w.kept_for_loom.append(&mut w.retired);
+            w.kept_for_models.append(&mut w.retired);
         } else {
             w.retired.clear();
         }
@@ -248,7 +248,7 @@ fn probe(b: &Buckets, hash: u32, mut hit: impl FnMut(u32) -> bool) -> Option<u32
         }
         i = (i + 1) & b.mask;
     }
-    if cfg!(loom) {
+    if cfg!(any(loom, shuttle)) {
         // After the probe's last read of the array (invariant 2).
         assert!(
             !b.reclaimed.load(Ordering::Relaxed),

@@ -106,6 +106,8 @@ mod waiter;
 pub mod differential;
 #[cfg(all(test, loom))]
 mod loom_tests;
+#[cfg(all(test, shuttle))]
+mod shuttle_tests;
 // Not under shuttle either: these tests join real threads
 // (`JoinHandle::is_finished`), which shuttle's handles lack.
 #[cfg(all(test, not(loom), not(shuttle)))]

@@ -76,7 +76,7 @@ impl<T: Item> PriorityQueue<T> {
         }
     }
 
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn queue(&self) -> &Workqueue<T, Priority> {
         &self.queue
     }

@@ -66,7 +66,7 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
 
     /// Run `f` while holding the queue's lock (tests of what does not wait
     /// for it).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn while_locked<R>(&self, f: impl FnOnce() -> R) -> R {
         self.shared.while_locked(f)
     }
@@ -81,7 +81,7 @@ impl<T: Item, S: QueueStrategy<T>> Workqueue<T, S> {
 
     /// Run `f` while holding the lock of `item`'s shard (tests of what does
     /// not wait for it).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn while_shard_locked<R>(&self, item: &T, f: impl FnOnce() -> R) -> R {
         self.shared.while_shard_locked(item, f)
     }

@@ -344,7 +344,7 @@ impl<T: Eq, H: Copy + Default> ShardState<T, H> {
     }
 
     /// Entries held, kept ones included (tests of the sweep).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn held(&self) -> usize {
         self.table.len()
     }

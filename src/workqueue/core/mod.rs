@@ -652,7 +652,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     /// Entries the shards hold, kept ones included (tests of the sweep).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn held(&self) -> usize {
         (0..self.shards.len())
             .map(|i| self.shards.lock(i).state.held())
@@ -660,12 +660,12 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
     }
 
     /// How many shards the queue has (tests).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn shard_count(&self) -> usize {
         self.shards.len()
     }
 
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn while_locked<R>(&self, f: impl FnOnce() -> R) -> R {
         let _held = lock(&self.state);
         f()
@@ -673,7 +673,7 @@ impl<T: Item, S: QueueStrategy<T>> Shared<T, S> {
 
     /// Run `f` while holding the lock of `item`'s shard (tests of what
     /// does not wait for it).
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(loom), not(shuttle)))]
     pub(crate) fn while_shard_locked<R>(&self, item: &T, f: impl FnOnce() -> R) -> R {
         let _held = self.shard(self.hash(item));
         f()
